@@ -1,0 +1,212 @@
+"""The profile file: the only interface between `perfmodel.measure` and the model.
+
+A profile holds raw samples (per bench), fitted laws (per kernel class), overhead constants,
+collective fits, tree-building fits and end-to-end synthetic decode steps, each with
+provenance. `measure` writes it (incrementally, atomically); the model reads only the fits,
+the ceilings and the e2e points. This module is pure pydantic + json: no torch, no scipy.
+
+Laws (all times in microseconds, bytes in bytes):
+  kernel class  t_us = t0_us + max(bytes / (bw_GBps * 1e3), flops / (tflops * 1e6))
+  collective    t_us = latency_us + bytes_per_gpu / (bw_GBps * 1e3)
+  tree build    t_us = t0_us + per_node_us * C * B
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+# Kernel classes the step model prices. measure fits one law per class.
+KERNEL_CLASSES = (
+    "moe_w4a16",  # routed experts, INT4 group-32 weights, bf16 activations
+    "moe_bf16",  # routed experts, bf16 weights
+    "gemm_bf16",  # dense projections, shared expert, dense MLP, lm_head, router
+    "attention_mla",  # absorbed MLA decode / tree-verify attention over the latent cache
+    "attention_gqa",  # GQA decode / tree-verify attention
+    "elementwise",  # norms, activations, residual adds, rope, sampling
+)
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Provenance(_M):
+    kind: Literal["measured", "spec-derived"]
+    gpu_name: str
+    gpu_spec: str | None = Field(None, description="hwspecs GPU name this profile was taken on")
+    n_gpus: int = 1
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str | None = None
+    triton: str | None = None
+    python: str | None = None
+    git_sha: str | None = None
+    hostname: str | None = None
+    timestamp: str
+    command: str | None = None
+    note: str = ""
+
+
+class Sample(BaseModel):
+    """One timed configuration. `shape` holds the bench's own parameters (T, C, q, L, ...)."""
+
+    model_config = ConfigDict(extra="allow")
+    shape: dict[str, int | float | str | bool]
+    bytes: float | None = None
+    flops: float | None = None
+    times_ms: list[float] = []
+    median_ms: float
+    p10_ms: float | None = None
+    p90_ms: float | None = None
+    achieved_GBps: float | None = None
+    achieved_TFLOPS: float | None = None
+    provider: str = "triton"
+
+
+class BenchResult(_M):
+    status: Literal["ok", "oom", "error", "skipped"]
+    note: str = ""
+    started: str | None = None
+    finished: str | None = None
+    wall_s: float | None = None
+    samples: list[Sample] = []
+
+
+class Ceilings(_M):
+    copy_GBps: float | None = Field(None, description="device copy, bytes read + written")
+    read_GBps: float | None = Field(None, description="streaming read (reduction)")
+    bf16_TFLOPS: float | None = None
+    fp8_TFLOPS: float | None = None
+    source: str = ""
+
+
+class KernelFit(_M):
+    law: Literal["t0+max(bytes/bw,flops/F)"] = "t0+max(bytes/bw,flops/F)"
+    t0_us: float = Field(ge=0)
+    bw_GBps: float = Field(gt=0)
+    tflops: float = Field(gt=0)
+    n_points: int = 0
+    residuals_rel: list[float] = []
+    rmse_rel: float = 0.0
+    bench: str = ""
+    bytes_range: tuple[float, float] | None = None
+    source: str = ""
+
+
+class CollectiveFit(_M):
+    op: Literal["all_reduce", "all_to_all"]
+    n_gpus: int = Field(ge=2)
+    graph: bool = False
+    latency_us: float = Field(ge=0)
+    bw_GBps: float = Field(gt=0, description="bytes per GPU / (t - latency)")
+    n_points: int = 0
+    residuals_rel: list[float] = []
+    rmse_rel: float = 0.0
+    link: str = Field("", description="what joined the GPUs, e.g. nvlink4")
+    source: str = ""
+
+
+class Overheads(_M):
+    launch_eager_us: float = Field(gt=0, description="host cost of one eager kernel launch")
+    graph_node_us: float = Field(ge=0, description="GPU-side cost per node inside a CUDA graph")
+    graph_launch_us: float = Field(ge=0, description="host cost to replay one graph")
+    host_step_us: float = Field(ge=0, description="per decode step host work: scheduling, sampling, sync")
+    source: str = ""
+
+
+class TreeBuildFit(_M):
+    impl: Literal["cpu", "gpu"]
+    t0_us: float = Field(ge=0)
+    per_node_us: float = Field(ge=0, description="per tree node per sequence (C * B)")
+    n_points: int = 0
+    residuals_rel: list[float] = []
+    rmse_rel: float = 0.0
+    source: str = ""
+
+
+class E2EPoint(_M):
+    """A synthetic decode step measured end to end (graph-captured), for the self-check."""
+
+    name: str
+    model: str
+    n_layers: int = Field(gt=0, description="layers in the synthetic stack")
+    n_dense_layers: int = 0
+    tp_shape: int = Field(1, description="per-GPU shard shapes of this TP degree")
+    n_gpus: int = 1
+    parallel: Literal["tp", "ep", "tp-attn-ep-moe"] = "tp"
+    concurrency: int = Field(gt=0)
+    q: int = Field(gt=0, description="tokens per sequence in the step")
+    context: int = Field(ge=0)
+    lm_head: bool = False
+    graph: bool = True
+    step_ms: float = Field(gt=0)
+    p10_ms: float | None = None
+    p90_ms: float | None = None
+    note: str = ""
+
+
+class Profile(_M):
+    schema_version: int = SCHEMA_VERSION
+    provenance: Provenance
+    ceilings: Ceilings = Ceilings()
+    benches: dict[str, BenchResult] = {}
+    fits: dict[str, KernelFit] = {}
+    collectives: list[CollectiveFit] = []
+    overheads: Overheads | None = None
+    treebuild: dict[str, TreeBuildFit] = {}
+    e2e: list[E2EPoint] = []
+
+    @property
+    def label(self) -> str:
+        p = self.provenance
+        return f"{p.kind} on {p.gpu_name} ({p.timestamp})"
+
+
+class ProfileError(ValueError):
+    pass
+
+
+def load_profile(path: str | os.PathLike) -> Profile:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ProfileError(f"profile {path}: no such file") from None
+    except json.JSONDecodeError as e:
+        raise ProfileError(f"profile {path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise ProfileError(f"profile {path}: schema_version {data.get('schema_version')!r}, expected {SCHEMA_VERSION}")
+    try:
+        return Profile.model_validate(data)
+    except Exception as e:  # pydantic.ValidationError: report the first problem on one line
+        errs = getattr(e, "errors", lambda: [])()
+        if errs:
+            loc = ".".join(str(x) for x in errs[0]["loc"])
+            raise ProfileError(f"profile {path}: {loc}: {errs[0]['msg']}") from None
+        raise ProfileError(f"profile {path}: {e}") from None
+
+
+def save_profile(profile: Profile | dict, path: str | os.PathLike) -> None:
+    """Write atomically: a temp file in the same folder, fsync, then rename over the target."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = profile.model_dump(mode="json") if isinstance(profile, Profile) else profile
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,240 @@
+"""Pydantic schemas for hardware and model specs.
+
+Units live in field names (`_GBps`, `_GB`, `_TFLOPS`, `_us`) and every number carries its
+source. Datasheet peaks live under `peak`-style fields; empirical, fitted values live under
+`calibrated` blocks and are never blended into the peaks.
+
+GB = 1e9 bytes, GiB = 2**30 bytes. TFLOPS are dense (no 2:4 sparsity).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Sourced(Strict):
+    """A number and where it comes from (datasheet, paper, or 'measured: <run id>')."""
+
+    value: float
+    source: str = Field(min_length=3)
+    note: str = ""
+
+    @field_validator("value")
+    @classmethod
+    def _positive(cls, v: float) -> float:
+        if not v > 0:
+            raise ValueError(f"must be > 0, got {v}")
+        return v
+
+
+class SourcedFraction(Sourced):
+    @field_validator("value")
+    @classmethod
+    def _fraction(cls, v: float) -> float:
+        if not 0 < v <= 1:
+            raise ValueError(f"must be a fraction in (0, 1], got {v}")
+        return v
+
+
+MemoryKind = Literal["GDDR6", "GDDR7", "HBM2e", "HBM3", "HBM3e"]
+LinkKind = Literal["none", "pcie4", "pcie5", "pcie6", "nvlink3", "nvlink4", "nvlink5", "xgmi"]
+
+
+class MemorySpec(Strict):
+    kind: MemoryKind
+    capacity_GB: Sourced
+    usable_GB: Sourced | None = None
+    bandwidth_GBps: Sourced
+
+
+class ComputeSpec(Strict):
+    """Dense tensor-core peaks per dtype. Absent = the chip has no native path."""
+
+    bf16_dense_TFLOPS: Sourced
+    fp8_dense_TFLOPS: Sourced | None = None
+    fp4_dense_TFLOPS: Sourced | None = None
+    int8_dense_TOPS: Sourced | None = None
+
+
+class LinkSpec(Strict):
+    kind: LinkKind
+    bw_per_dir_GBps: Sourced | None = None
+
+    @model_validator(mode="after")
+    def _bw_unless_none(self) -> "LinkSpec":
+        if self.kind != "none" and self.bw_per_dir_GBps is None:
+            raise ValueError(f"link kind {self.kind} needs bw_per_dir_GBps")
+        return self
+
+
+class GpuSpec(Strict):
+    name: str
+    aliases: list[str] = []
+    display_name: str
+    vendor: Literal["nvidia", "amd"]
+    architecture: str
+    memory: MemorySpec
+    compute: ComputeSpec
+    sm_count: Sourced
+    l2_MB: Sourced | None = None
+    boost_clock_MHz: Sourced | None = None
+    tdp_W: Sourced | None = None
+    scale_up: LinkSpec
+    host_link: LinkSpec
+    default_interconnect: str = Field(description="name of a hwspecs/links/*.yaml used for multi-GPU systems")
+    notes: str = ""
+
+
+class InterconnectPeak(Strict):
+    bw_per_dir_GBps: Sourced
+
+
+class InterconnectCalibrated(Strict):
+    """Empirical collective behaviour for decode-sized messages, from cited measurements."""
+
+    allreduce_latency_us: Sourced
+    allreduce_busbw_GBps: Sourced
+    alltoall_latency_us: Sourced
+    alltoall_busbw_GBps: Sourced
+
+
+class InterconnectSpec(Strict):
+    name: str
+    aliases: list[str] = []
+    kind: LinkKind
+    topology: Literal["switch", "host-bridge", "pcie-switch", "mesh"]
+    peak: InterconnectPeak
+    calibrated: InterconnectCalibrated
+    latency_uncertainty_rel: float = Field(0.3, gt=0, le=2)
+    bandwidth_uncertainty_rel: float = Field(0.2, gt=0, le=2)
+    notes: str = ""
+
+
+class MemoryKindSpec(Strict):
+    """Fraction of the datasheet peak a streaming read achieves, per memory technology."""
+
+    achievable_fraction: SourcedFraction
+    uncertainty_rel: float = Field(gt=0, le=1)
+
+
+class MemoryKinds(Strict):
+    kinds: dict[MemoryKind, MemoryKindSpec]
+
+
+# ----------------------------------------------------------------------------- models
+
+WeightDtype = Literal["bf16", "fp8", "int8", "int4_g32", "int4_g128", "mxfp4", "nvfp4"]
+
+
+class MLASpec(Strict):
+    kind: Literal["mla"] = "mla"
+    n_heads: int = Field(gt=0)
+    q_lora_rank: int = Field(ge=0, description="0 = no low-rank q projection")
+    kv_lora_rank: int = Field(gt=0)
+    qk_nope_head_dim: int = Field(gt=0)
+    qk_rope_head_dim: int = Field(gt=0)
+    v_head_dim: int = Field(gt=0)
+
+
+class GQASpec(Strict):
+    kind: Literal["gqa"] = "gqa"
+    n_heads: int = Field(gt=0)
+    n_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    sliding_window: int | None = Field(None, gt=0)
+    sliding_layer_fraction: float = Field(0.0, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _divisible(self) -> "GQASpec":
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_heads={self.n_heads} not a multiple of n_kv_heads={self.n_kv_heads}")
+        return self
+
+
+class MoESpec(Strict):
+    n_routed_experts: int = Field(gt=0)
+    top_k: int = Field(gt=0)
+    n_shared_experts: int = Field(ge=0)
+    expert_intermediate_size: int = Field(gt=0)
+    shared_intermediate_size: int | None = Field(None, gt=0, description="defaults to expert size × n_shared")
+
+    @model_validator(mode="after")
+    def _k_le_e(self) -> "MoESpec":
+        if self.top_k > self.n_routed_experts:
+            raise ValueError(f"top_k={self.top_k} > n_routed_experts={self.n_routed_experts}")
+        return self
+
+
+class ModelDtypes(Strict):
+    attention: WeightDtype = "bf16"
+    routed_experts: WeightDtype = "bf16"
+    shared_experts: WeightDtype = "bf16"
+    dense_mlp: WeightDtype = "bf16"
+    embedding: WeightDtype = "bf16"
+    lm_head: WeightDtype = "bf16"
+    kv_cache: Literal["bf16", "fp8"] = "bf16"
+    activations: Literal["bf16"] = "bf16"
+
+
+class DrafterSpec(Strict):
+    """A DFlash-style block drafter: one non-causal forward over a block, sharing the
+    target's embedding and lm_head."""
+
+    name: str
+    source: str
+    n_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    n_heads: int = Field(gt=0)
+    n_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    intermediate_size: int = Field(gt=0)
+    block_size: int = Field(gt=1)
+    n_target_layers_fused: int = Field(1, ge=1, description="target hidden states concatenated into fc")
+    dtype: WeightDtype = "bf16"
+
+
+class ModelSpec(Strict):
+    name: str
+    aliases: list[str] = []
+    display_name: str
+    source: str
+    n_layers: int = Field(gt=0)
+    n_dense_layers: int = Field(ge=0, description="leading layers with a dense MLP instead of MoE")
+    hidden_size: int = Field(gt=0)
+    vocab_size: int = Field(gt=0)
+    tie_embeddings: bool = False
+    attention: MLASpec | GQASpec = Field(discriminator="kind")
+    dense_intermediate_size: int | None = Field(None, gt=0)
+    moe: MoESpec | None = None
+    dtypes: ModelDtypes = ModelDtypes()
+    drafter: DrafterSpec | None = None
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _layers(self) -> "ModelSpec":
+        if self.n_dense_layers > self.n_layers:
+            raise ValueError("n_dense_layers > n_layers")
+        if self.moe is None and self.n_dense_layers != self.n_layers:
+            raise ValueError("a model without moe must have n_dense_layers == n_layers")
+        if self.n_dense_layers and self.dense_intermediate_size is None:
+            raise ValueError("dense layers need dense_intermediate_size")
+        return self
+
+
+# Bytes per weight, scales included (group scales are bf16, one per group; block FP8 has an
+# fp32 scale per 128×128 block; MXFP4 has an e8m0 scale per 32; NVFP4 an fp8 scale per 16).
+WEIGHT_BYTES: dict[str, float] = {
+    "bf16": 2.0,
+    "fp8": 1.0 + 4.0 / (128 * 128),
+    "int8": 1.0 + 2.0 / 128,
+    "int4_g32": 0.5 + 2.0 / 32,
+    "int4_g128": 0.5 + 2.0 / 128,
+    "mxfp4": 0.5 + 1.0 / 32,
+    "nvfp4": 0.5 + 1.0 / 16,
+}
