@@ -1,0 +1,314 @@
+"""Pieces shared by the fused-MoE kernels: routing alignment and byte/FLOP counts.
+
+`moe_align_block_size` follows vLLM/SGLang's op of the same name, written as
+vectorised torch (no Python loop over experts, no host sync, so it is CUDA-graph safe):
+the T*k (token, slot) pairs are sorted by expert, and each expert's run is padded up to a
+multiple of `block_m`, so that a GEMM program of BLOCK_M rows touches exactly one expert.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class AlignedRouting:
+    sorted_pair_ids: torch.Tensor  # int32 [max_blocks*block_m]; pair = token*k + slot, pad = T*k
+    block_expert_ids: torch.Tensor  # int32 [max_blocks]; -1 for blocks past the used ones
+    max_blocks: int  # upper bound on blocks, known without a host sync
+    block_m: int
+    num_pairs: int  # T*k
+
+
+def max_num_blocks(num_pairs: int, num_experts: int, block_m: int) -> int:
+    # sum_e ceil(c_e/bm) <= sum_e (c_e/bm + [c_e>0]) <= num_pairs/bm + min(E, num_pairs)
+    return num_pairs // block_m + min(num_experts, num_pairs)
+
+
+def moe_align_block_size(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> AlignedRouting:
+    device = topk_ids.device
+    flat = topk_ids.reshape(-1).to(torch.int64)
+    num_pairs = flat.numel()
+    max_blocks = max_num_blocks(num_pairs, num_experts, block_m)
+
+    counts = torch.bincount(flat, minlength=num_experts)  # [E]
+    blocks_per_expert = (counts + block_m - 1) // block_m
+    block_end = torch.cumsum(blocks_per_expert, 0)  # inclusive
+    block_start = block_end - blocks_per_expert
+    pair_start = torch.cumsum(counts, 0) - counts  # first sorted index of each expert
+
+    order = torch.argsort(flat, stable=True)  # pair ids grouped by expert
+    sorted_e = flat[order]
+    rank_in_expert = torch.arange(num_pairs, device=device) - pair_start[sorted_e]
+    dest = block_start[sorted_e] * block_m + rank_in_expert
+    sorted_pair_ids = torch.full((max_blocks * block_m,), num_pairs, dtype=torch.int32, device=device)
+    sorted_pair_ids[dest] = order.to(torch.int32)
+
+    # Block b belongs to the expert whose [block_start, block_end) contains b.
+    b = torch.arange(max_blocks, device=device)
+    block_expert = torch.searchsorted(block_end, b, right=True)
+    block_expert = torch.where(block_expert < num_experts, block_expert, torch.full_like(block_expert, -1))
+    return AlignedRouting(sorted_pair_ids, block_expert.to(torch.int32), max_blocks, block_m, num_pairs)
+
+
+def num_distinct_experts(topk_ids: torch.Tensor) -> int:
+    return int(torch.unique(topk_ids).numel())
+
+
+def moe_flops(T: int, k: int, H: int, I: int) -> float:
+    """GEMM FLOPs: per (token, slot) pair, gate_up is 2*(2I)*H and down is 2*H*I -> 6*H*I.
+    The SiLU*mul (~4 flops per element of I) and the weighted sum are left out (<0.1%)."""
+    return 6.0 * T * k * H * I
+
+
+def activation_bytes(T: int, H: int, act_bytes: int = 2) -> float:
+    """x read once plus out written once (bf16). The [T*k, I] intermediate is not counted:
+    it stays in L2 at decode sizes."""
+    return 2.0 * T * H * act_bytes
+
+
+# ----------------------------------------------------------------------------------------
+# Grouped GEMM over expert-aligned blocks (shared by the INT4 and bf16 MoE wrappers).
+# ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MoEGemmConfig:
+    """Tuning knobs of one MoE GEMM launch (gate_up or down).
+
+    block_n/block_k: output-column tile and K step (block_k a multiple of 32 for INT4).
+    split_k: programs sharing one (block, N-tile), combined with fp32 atomics; for gate_up a
+    split_k > 1 disables the fused SiLU*mul (the activation then runs as a torch op).
+    """
+
+    block_n: int = 64
+    block_k: int = 128
+    split_k: int = 1
+    num_warps: int = 4
+    num_stages: int = 3
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _triton():
+    import triton
+    import triton.language as tl
+
+    return triton, tl
+
+
+_KERNEL = None
+
+
+def _get_kernel():
+    """Build the Triton kernel lazily so that importing this module does not need triton."""
+    global _KERNEL
+    if _KERNEL is not None:
+        return _KERNEL
+    triton, tl = _triton()
+
+    @triton.jit
+    def _moe_gemm_kernel(
+        a_ptr, b_ptr, s_ptr, c_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
+        N, K, num_pairs, up_offset, k_per_split,
+        stride_am, stride_ak,
+        stride_be, stride_bn, stride_bk,
+        stride_se, stride_sn, stride_sk,
+        stride_cm, stride_cn,
+        A_ROW_DIV: tl.constexpr,  # A row = pair // A_ROW_DIV (k for x, 1 for the intermediate)
+        C_ROW_DIV: tl.constexpr,  # C row = pair // C_ROW_DIV (1 for the intermediate, k for out)
+        WEIGHT_INT4: tl.constexpr,  # b holds int32 words of 8 nibbles + s holds group-32 scales
+        GATE_UP: tl.constexpr,  # also compute rows n+up_offset and store silu(gate)*up
+        MUL_ROUTED_WEIGHT: tl.constexpr,
+        ATOMIC: tl.constexpr,  # fp32 atomic add into C (split-K and/or top-k reduction)
+        SPLIT_K: tl.constexpr,
+        DOT_F32: tl.constexpr,  # interpreter only: its bf16 tl.dot is broken, so dot in fp32
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    ):
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        pid_k = tl.program_id(2)
+        expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
+        if expert < 0:
+            return
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        pair = tl.load(sorted_ids_ptr + offs_m)
+        row_ok = pair < num_pairs
+        a_row = tl.where(row_ok, pair // A_ROW_DIV, 0).to(tl.int64)
+
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        n_ok = offs_n < N
+        offs_n_safe = tl.where(n_ok, offs_n, 0).to(tl.int64)
+
+        k_begin = pid_k * k_per_split  # k_per_split: host-computed multiple of BLOCK_K
+        k_end = k_begin + k_per_split
+        k_end = tl.where(k_end < K, k_end, K)
+
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if GATE_UP:
+            acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        b_base = b_ptr + expert * stride_be + offs_n_safe[:, None] * stride_bn
+        s_base = s_ptr + expert * stride_se + offs_n_safe[:, None] * stride_sn
+        for k0 in range(k_begin, k_begin + k_per_split, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            a = tl.load(a_ptr + a_row[:, None] * stride_am + offs_k[None, :] * stride_ak,
+                        mask=row_ok[:, None] & (offs_k[None, :] < k_end), other=0.0)
+            if WEIGHT_INT4:
+                # Word j of a row holds k = 8j..8j+7, k = 8j+i in bits 4i..4i+3, stored as q+8.
+                offs_w = k0 // 8 + tl.arange(0, BLOCK_K // 8)
+                w_ok = n_ok[:, None] & (offs_w[None, :] * 8 < k_end)
+                offs_g = k0 // 32 + tl.arange(0, BLOCK_K // 32)
+                g_ok = n_ok[:, None] & (offs_g[None, :] * 32 < k_end)
+                shifts = tl.arange(0, 8) * 4
+                words = tl.load(b_base + offs_w[None, :] * stride_bk, mask=w_ok, other=0x88888888)
+                sc = tl.load(s_base + offs_g[None, :] * stride_sk, mask=g_ok, other=0.0).to(tl.float32)
+                q = ((words[:, :, None] >> shifts[None, None, :]) & 0xF) - 8
+                q = tl.reshape(q, (BLOCK_N, BLOCK_K // 32, 32)).to(tl.float32)
+                w = tl.reshape(q * sc[:, :, None], (BLOCK_N, BLOCK_K)).to(a.dtype)
+                if DOT_F32:
+                    a = a.to(tl.float32)
+                    w = w.to(tl.float32)
+                acc = tl.dot(a, tl.trans(w), acc)
+                if GATE_UP:
+                    words = tl.load(b_base + up_offset * stride_bn + offs_w[None, :] * stride_bk,
+                                    mask=w_ok, other=0x88888888)
+                    sc = tl.load(s_base + up_offset * stride_sn + offs_g[None, :] * stride_sk,
+                                 mask=g_ok, other=0.0).to(tl.float32)
+                    q = ((words[:, :, None] >> shifts[None, None, :]) & 0xF) - 8
+                    q = tl.reshape(q, (BLOCK_N, BLOCK_K // 32, 32)).to(tl.float32)
+                    w = tl.reshape(q * sc[:, :, None], (BLOCK_N, BLOCK_K)).to(a.dtype)
+                    if DOT_F32:
+                        w = w.to(tl.float32)
+                    acc_up = tl.dot(a, tl.trans(w), acc_up)
+            else:
+                kb_ok = n_ok[:, None] & (offs_k[None, :] < k_end)
+                w = tl.load(b_base + offs_k[None, :] * stride_bk, mask=kb_ok, other=0.0)
+                if DOT_F32:
+                    a = a.to(tl.float32)
+                    w = w.to(tl.float32)
+                acc = tl.dot(a, tl.trans(w), acc)
+                if GATE_UP:
+                    w = tl.load(b_base + up_offset * stride_bn + offs_k[None, :] * stride_bk,
+                                mask=kb_ok, other=0.0)
+                    if DOT_F32:
+                        w = w.to(tl.float32)
+                    acc_up = tl.dot(a, tl.trans(w), acc_up)
+
+        if GATE_UP:
+            acc = acc / (1.0 + tl.exp(-acc)) * acc_up
+        if MUL_ROUTED_WEIGHT:
+            rw = tl.load(topk_w_ptr + tl.where(row_ok, pair, 0), mask=row_ok, other=0.0).to(tl.float32)
+            acc = acc * rw[:, None]
+        c_row = tl.where(row_ok, pair // C_ROW_DIV, 0).to(tl.int64)
+        c_ptrs = c_ptr + c_row[:, None] * stride_cm + offs_n_safe[None, :] * stride_cn
+        c_mask = row_ok[:, None] & n_ok[None, :]
+        if ATOMIC:
+            tl.atomic_add(c_ptrs, acc, mask=c_mask, sem="relaxed")
+        else:
+            tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+    _KERNEL = _moe_gemm_kernel
+    return _KERNEL
+
+
+def launch_moe_gemm(
+    a: torch.Tensor, b: torch.Tensor, scales: torch.Tensor | None, c: torch.Tensor,
+    topk_weights: torch.Tensor | None, routing: AlignedRouting, *, n: int, k_dim: int,
+    a_row_div: int, c_row_div: int, gate_up: bool, atomic: bool, cfg: MoEGemmConfig,
+) -> None:
+    """c[pair // c_row_div, :n] (+)= a[pair // a_row_div] @ B[expert]^T over aligned blocks.
+
+    b is [E, N_total, K] bf16 or [E, N_total, K//8] int32 (then `scales` is [E, N_total, K//32]);
+    with gate_up the kernel reads rows n and n + n (gate and up halves) and writes silu*mul.
+    """
+    triton, _ = _triton()
+    kernel = _get_kernel()
+    int4 = scales is not None
+    s = scales if int4 else b  # dummy pointer, never read when not int4
+    tw = topk_weights if topk_weights is not None else c
+    k_per_split = triton.cdiv(triton.cdiv(k_dim, cfg.split_k), cfg.block_k) * cfg.block_k
+    grid = (routing.max_blocks, triton.cdiv(n, cfg.block_n), triton.cdiv(k_dim, k_per_split))
+    kernel[grid](
+        a, b, s, c, tw, routing.sorted_pair_ids, routing.block_expert_ids,
+        n, k_dim, routing.num_pairs, n if gate_up else 0, k_per_split,
+        a.stride(0), a.stride(1),
+        b.stride(0), b.stride(1), b.stride(2),
+        s.stride(0), s.stride(1), s.stride(2),
+        c.stride(0), c.stride(1),
+        A_ROW_DIV=a_row_div, C_ROW_DIV=c_row_div, WEIGHT_INT4=int4, GATE_UP=gate_up,
+        MUL_ROUTED_WEIGHT=topk_weights is not None, ATOMIC=atomic, SPLIT_K=cfg.split_k,
+        DOT_F32=interpreting(),
+        BLOCK_M=routing.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+
+
+def run_fused_moe(
+    x: torch.Tensor, w13: torch.Tensor, w13_scales: torch.Tensor | None,
+    w2: torch.Tensor, w2_scales: torch.Tensor | None,
+    topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+    *, num_experts: int, inter: int, block_m: int, gate_up_cfg: MoEGemmConfig, down_cfg: MoEGemmConfig,
+) -> torch.Tensor:
+    """gate_up (+SiLU*mul) then down with the routed weights, summed over top-k with atomics."""
+    T, H = x.shape
+    k = topk_ids.shape[1]
+    routing = moe_align_block_size(topk_ids, num_experts, block_m)
+    tw = topk_weights.reshape(-1).to(torch.float32).contiguous()
+    x = x.contiguous()
+    if gate_up_cfg.split_k == 1:
+        h = torch.empty((T * k, inter), dtype=x.dtype, device=x.device)
+        launch_moe_gemm(x, w13, w13_scales, h, None, routing, n=inter, k_dim=H, a_row_div=k,
+                        c_row_div=1, gate_up=True, atomic=False, cfg=gate_up_cfg)
+    else:
+        g = torch.zeros((T * k, 2 * inter), dtype=torch.float32, device=x.device)
+        launch_moe_gemm(x, w13, w13_scales, g, None, routing, n=2 * inter, k_dim=H, a_row_div=k,
+                        c_row_div=1, gate_up=False, atomic=True, cfg=gate_up_cfg)
+        h = (torch.nn.functional.silu(g[:, :inter]) * g[:, inter:]).to(x.dtype)
+    out = torch.zeros((T, H), dtype=torch.float32, device=x.device)
+    launch_moe_gemm(h, w2, w2_scales, out, tw, routing, n=H, k_dim=inter, a_row_div=1,
+                    c_row_div=k, gate_up=False, atomic=True, cfg=down_cfg)
+    return out.to(x.dtype)
+
+
+def default_moe_configs(
+    T: int, k: int, E: int, H: int, I: int, *, int4: bool, num_sms: int = 132
+) -> tuple[int, MoEGemmConfig, MoEGemmConfig]:
+    """(block_m, gate_up, down) defaults chosen by the token count.
+
+    At decode (few rows per expert) the GEMMs are weight-streaming: small BLOCK_M (16 is the
+    tl.dot minimum), narrow BLOCK_N and split-K so that even 8 touched experts give
+    >= 2 programs per SM, and deep pipelining to keep enough bytes in flight.
+    At larger T, wider tiles and no split-K (the work is compute-bound there).
+    Starting points for tuning on the H200, not tuned values.
+    """
+    pairs = T * k
+    touched = min(E, pairs)
+    rows_per_expert = pairs / max(touched, 1)
+    block_m = 16 if rows_per_expert <= 16 else (32 if rows_per_expert <= 48 else 64)
+    blocks = max_num_blocks(pairs, E, block_m)
+    kq = 256 if int4 else 128  # K step: 256 INT4 = 128 B of packed weight per row
+
+    def pick(n: int, kdim: int, fused: bool) -> MoEGemmConfig:
+        bn = 32 if rows_per_expert <= 16 else 64
+        bk = min(kq, max(32, 1 << (max(kdim, 32).bit_length() - 1)))
+        progs = blocks * -(-n // bn)
+        split = 1
+        target = 2 * num_sms
+        while progs * split < target and kdim // (split * 2) >= 4 * bk:
+            split *= 2
+        if fused and split > 1 and progs >= num_sms:  # keep the fused act when SMs are full
+            split = 1
+        stages = 4 if rows_per_expert <= 16 else 3
+        return MoEGemmConfig(block_n=bn, block_k=bk, split_k=split, num_warps=4, num_stages=stages)
+
+    return block_m, pick(I, H, True), pick(H, I, False)
+
+
+def as_config(cfg: MoEGemmConfig | dict | None, default: MoEGemmConfig) -> MoEGemmConfig:
+    if cfg is None:
+        return default
+    if isinstance(cfg, dict):
+        return MoEGemmConfig(**{**default.__dict__, **cfg})
+    return cfg

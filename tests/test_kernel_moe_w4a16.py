@@ -1,0 +1,115 @@
+"""Fused W4A16 MoE against the torch reference (TRITON_INTERPRET=1 on the CPU)."""
+import pytest
+import torch
+
+from perfmodel.kernels._testing import use_interpreter_if_no_gpu
+
+use_interpreter_if_no_gpu()
+
+from perfmodel.kernels import moe_w4a16 as m  # noqa: E402
+from perfmodel.kernels._moe_common import moe_align_block_size  # noqa: E402
+from perfmodel.kernels._testing import assert_close, calc_diff  # noqa: E402
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _routing(T, E, k, gen):
+    ids = torch.stack([torch.randperm(E, generator=gen)[:k] for _ in range(T)]).to(DEV)
+    w = torch.rand(T, k, generator=gen).to(DEV)
+    return ids, w / w.sum(-1, keepdim=True)
+
+
+def _weights(E, H, I, gen):
+    w13 = torch.randn(E, 2 * I, H, generator=gen) / H**0.5
+    w2 = torch.randn(E, H, I, generator=gen) / I**0.5
+    return (*m.quantize_int4_g32(w13.to(DEV)), *m.quantize_int4_g32(w2.to(DEV)))
+
+
+def test_quantize_roundtrip_and_nibble_convention():
+    w = torch.randn(2, 3, 64)
+    packed, scales = m.quantize_int4_g32(w)
+    assert packed.dtype == torch.int32 and packed.shape == (2, 3, 8)
+    assert scales.dtype == torch.bfloat16 and scales.shape == (2, 3, 2)
+    deq = m.dequantize_int4_g32(packed, scales)
+    # error at most half a quantisation step (scale/2) plus bf16 rounding of the result
+    step = scales.float().repeat_interleave(32, -1)
+    assert ((deq.float() - w).abs() <= step / 2 + w.abs() * 2**-8 + 1e-6).all()
+    # element 8j+i lives in bits 4i..4i+3 of word j, stored as q+8
+    q = torch.zeros(1, 1, 32, dtype=torch.float32)
+    q[0, 0, 1] = 7.0  # absmax 7 -> scale 1, q[1] = 7 -> nibble 15 at bits 4..7 of word 0
+    p, s = m.quantize_int4_g32(q)
+    assert int(p[0, 0, 0]) == int("888888F8", 16) - 2**32 and float(s[0, 0, 0]) == 1.0
+
+
+def test_align_block_size():
+    gen = torch.Generator().manual_seed(1)
+    ids, _ = _routing(7, 10, 3, gen)
+    r = moe_align_block_size(ids, 10, 4)
+    flat = ids.reshape(-1).cpu()
+    seen = []
+    for b, e in enumerate(r.block_expert_ids.cpu().tolist()):
+        rows = r.sorted_pair_ids[b * 4 : (b + 1) * 4].cpu()
+        valid = rows[rows < 21]
+        if e < 0:
+            assert valid.numel() == 0
+            continue
+        assert valid.numel() > 0 and (flat[valid] == e).all(), f"block {b} expert {e}"
+        seen += valid.tolist()
+    assert sorted(seen) == list(range(21))
+
+
+# (T, E, H, I, k): decode, awkward T, H/I not multiples of the tiles, one expert hot
+SHAPES = [(1, 8, 64, 32, 2), (5, 8, 96, 64, 3), (13, 6, 160, 96, 4), (33, 4, 64, 32, 2)]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("T,E,H,I,k", SHAPES)
+def test_fused_moe_w4a16_default(T, E, H, I, k, dtype):
+    gen = torch.Generator().manual_seed(T * 100 + H)
+    wts = _weights(E, H, I, gen)
+    ids, tw = _routing(T, E, k, gen)
+    x = torch.randn(T, H, generator=gen).to(DEV, dtype)
+    out = m.fused_moe_w4a16(x, *wts, ids, tw)
+    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+    assert out.dtype == dtype
+    assert_close(out, ref, dtype, f"moe_w4a16 {T=} {E=} {H=} {I=} {k=} {dtype=}")
+
+
+@pytest.mark.parametrize(
+    "gate_up,down",
+    [
+        (dict(block_n=16, block_k=32, split_k=2), dict(block_n=16, block_k=32, split_k=3)),
+        (dict(block_n=32, block_k=64), dict(block_n=64, block_k=64, split_k=1)),
+    ],
+)
+def test_fused_moe_w4a16_knobs(gate_up, down):
+    T, E, H, I, k = 9, 5, 96, 96, 2
+    gen = torch.Generator().manual_seed(7)
+    wts = _weights(E, H, I, gen)
+    ids, tw = _routing(T, E, k, gen)
+    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
+    out = m.fused_moe_w4a16(x, *wts, ids, tw, block_m=16, gate_up_config=gate_up, down_config=down)
+    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+    assert_close(out, ref, torch.bfloat16, f"moe_w4a16 knobs {gate_up} {down}")
+
+
+def test_bytes_and_flops():
+    ids = torch.tensor([[0, 1], [1, 2]])
+    H, I = 7168, 2048
+    per_expert = 3 * H * I * (0.5 + 2 / 32)
+    assert m.bytes_moved(ids, 384, H, I) == pytest.approx(3 * per_expert + 2 * 2 * H * 2)
+    assert per_expert / 1e6 == pytest.approx(24.77, abs=0.01)  # facts §1b
+    assert m.flops(2, 2, H, I) == 6 * 2 * 2 * H * I
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_fused_moe_w4a16_kimi_tp8_gpu():
+    T, E, H, I, k = 16, 384, 7168, 256, 8
+    gen = torch.Generator().manual_seed(0)
+    wts = _weights(E, H, I, gen)
+    ids, tw = _routing(T, E, k, gen)
+    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
+    out = m.fused_moe_w4a16(x, *wts, ids, tw)
+    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+    assert calc_diff(out, ref) < 1e-4, f"{T=} {E=} {H=} {I=} {k=}"
