@@ -338,7 +338,7 @@ def derive_presets(iters: int = 60) -> dict[str, ParametricDraft]:
       the family under-reaches the paper's tree numbers (tau(128) ~ 9.5 vs 9.54-10.72).
     ddtree_paper: same shape (a = 1, decay = 1.00), s1 bisected so that the DDTree
       mean(tau(64), tau(128)) = DDTREE_PAPER_TAU; its chain tau is whatever the family gives
-      (~7.0, above DFlash's 6.36: the paper's targets/drafts may simply be better).
+      (7.45, above DFlash's 6.36: the paper's targets/drafts may simply be better).
     """
     best = None
     for decay in np.round(np.arange(0.80, 1.0001, 0.01), 2):
