@@ -43,7 +43,8 @@ class SourcedFraction(Sourced):
 
 
 MemoryKind = Literal["GDDR6", "GDDR7", "HBM2e", "HBM3", "HBM3e"]
-LinkKind = Literal["none", "pcie4", "pcie5", "pcie6", "nvlink3", "nvlink4", "nvlink5", "xgmi"]
+# "nvlink-c2c": Grace-Blackwell host link (GB200/GB300), added by the spec owner.
+LinkKind = Literal["none", "pcie4", "pcie5", "pcie6", "nvlink3", "nvlink4", "nvlink5", "xgmi", "nvlink-c2c"]
 
 
 class MemorySpec(Strict):

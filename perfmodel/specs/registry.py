@@ -1,0 +1,217 @@
+"""Find, parse, validate and cache the YAML specs.
+
+GPU and link files live in the package data of `perfmodel.hwspecs` (gpus/, links/,
+memory_kinds.yaml); model presets in `perfmodel/modelspecs/`. Files are located through
+importlib.resources so the lookup works for installed and editable installs alike.
+
+Every failure is a `SpecError` whose message is one line naming the file and the field.
+This module sits on the CLI's <1 s path: it imports only pydantic and yaml.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib.resources
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from perfmodel.specs.schema import GpuSpec, InterconnectSpec, MemoryKinds, ModelSpec
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class SpecError(ValueError):
+    """A spec file or name is invalid. The message is a single line."""
+
+
+# ----------------------------------------------------------------------------- locations
+
+
+def _hw_root():
+    return importlib.resources.files("perfmodel.hwspecs")
+
+
+def _models_root():
+    try:
+        return importlib.resources.files("perfmodel") / "modelspecs"
+    except (NotADirectoryError, TypeError, ModuleNotFoundError):
+        # perfmodel may be a namespace package (no __init__.py) in some checkouts.
+        return Path(__file__).resolve().parent.parent / "modelspecs"
+
+
+_KINDS: dict[str, tuple[Callable[[], Any], str, type[BaseModel], str]] = {
+    # kind: (root, display prefix, schema, noun)
+    "gpu": (lambda: _hw_root() / "gpus", "hwspecs/gpus", GpuSpec, "GPU"),
+    "link": (lambda: _hw_root() / "links", "hwspecs/links", InterconnectSpec, "link"),
+    "model": (_models_root, "perfmodel/modelspecs", ModelSpec, "model"),
+}
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _format_validation_error(label: str, err: ValidationError) -> str:
+    errors = err.errors(include_url=False)
+    first = errors[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+    msg = first["msg"]
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown field (not in the schema)"
+    elif "got" not in msg and "input" in first and not isinstance(first["input"], (dict, list)):
+        msg = f"{msg}, got {first['input']!r}"
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    return _one_line(f"{label}: {loc}: {msg}{more}")
+
+
+def _parse_text(text: str, label: str, schema: type[M]) -> M:
+    try:
+        data = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or type(e).__name__
+        raise SpecError(_one_line(f"{label}: malformed YAML{where}: {problem}")) from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{label}: <root>: expected a mapping, got {type(data).__name__}")
+    try:
+        return schema.model_validate(data)
+    except ValidationError as e:
+        raise SpecError(_format_validation_error(label, e)) from None
+
+
+def _read(res, label: str) -> str:
+    try:
+        return res.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError(_one_line(f"{label}: cannot read: {e}")) from None
+
+
+def _load_path(path: str | Path, schema: type[M]) -> M:
+    p = Path(path)
+    label = str(p)
+    return _parse_text(_read(p, label), label, schema)
+
+
+def _check_name(spec: BaseModel, stem: str, label: str) -> None:
+    if spec.name != stem:  # type: ignore[attr-defined]
+        raise SpecError(f"{label}: name: must match the file name '{stem}', got '{spec.name}'")  # type: ignore[attr-defined]
+
+
+# ----------------------------------------------------------------------------- indexes
+
+
+@functools.lru_cache(maxsize=None)
+def _load_named(kind: str, name: str) -> BaseModel:
+    root, prefix, schema, _ = _KINDS[kind]
+    label = f"{prefix}/{name}.yaml"
+    spec = _parse_text(_read(root() / f"{name}.yaml", label), label, schema)
+    _check_name(spec, name, label)
+    return spec
+
+
+@functools.lru_cache(maxsize=None)
+def _names(kind: str) -> tuple[str, ...]:
+    root = _KINDS[kind][0]()
+    return tuple(sorted(r.name[: -len(".yaml")] for r in root.iterdir() if r.name.endswith(".yaml")))
+
+
+@functools.lru_cache(maxsize=None)
+def _alias_index(kind: str) -> dict[str, str]:
+    prefix = _KINDS[kind][1]
+    index: dict[str, str] = {}
+    for name in _names(kind):
+        spec = _load_named(kind, name)
+        for key in (name, *spec.aliases):  # type: ignore[attr-defined]
+            key = key.lower()
+            if key in index and index[key] != name:
+                raise SpecError(f"{prefix}/{name}.yaml: aliases: '{key}' is already used by '{index[key]}'")
+            index[key] = name
+    return index
+
+
+def _resolve(kind: str, name_or_alias: str) -> BaseModel:
+    key = name_or_alias.strip().lower()
+    if key in _names(kind):
+        return _load_named(kind, key)
+    index = _alias_index(kind)
+    if key in index:
+        return _load_named(kind, index[key])
+    noun = _KINDS[kind][3]
+    close = difflib.get_close_matches(key, list(index), n=3, cutoff=0.5)
+    hint = f"; did you mean: {', '.join(close)}?" if close else f"; known: {', '.join(_names(kind))}"
+    raise SpecError(f"unknown {noun} '{name_or_alias}'{hint}")
+
+
+# ----------------------------------------------------------------------------- public API
+
+
+def load_gpu(name_or_alias: str) -> GpuSpec:
+    return _resolve("gpu", name_or_alias)  # type: ignore[return-value]
+
+
+def load_link(name: str) -> InterconnectSpec:
+    return _resolve("link", name)  # type: ignore[return-value]
+
+
+def load_model(name: str) -> ModelSpec:
+    return _resolve("model", name)  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=None)
+def load_memory_kinds() -> MemoryKinds:
+    label = "hwspecs/memory_kinds.yaml"
+    return _parse_text(_read(_hw_root() / "memory_kinds.yaml", label), label, MemoryKinds)
+
+
+def list_gpus() -> list[str]:
+    return list(_names("gpu"))
+
+
+def list_links() -> list[str]:
+    return list(_names("link"))
+
+
+def list_models() -> list[str]:
+    return list(_names("model"))
+
+
+def load_gpu_file(path: str | Path) -> GpuSpec:
+    """Validate a GPU spec outside the registry (user-supplied file); not cached."""
+    return _load_path(path, GpuSpec)
+
+
+def load_model_file(path: str | Path) -> ModelSpec:
+    """Validate a model spec outside the registry (user-supplied file); not cached."""
+    return _load_path(path, ModelSpec)
+
+
+def load_link_file(path: str | Path) -> InterconnectSpec:
+    return _load_path(path, InterconnectSpec)
+
+
+__all__ = [
+    "SpecError",
+    "load_gpu",
+    "load_link",
+    "load_model",
+    "load_memory_kinds",
+    "list_gpus",
+    "list_links",
+    "list_models",
+    "load_gpu_file",
+    "load_model_file",
+    "load_link_file",
+]
