@@ -1,0 +1,108 @@
+"""What every bench shares: its context (quick mode, time budget, measured ceilings, the
+log), its output (a BenchResult plus whatever profile sections it fills), sample helpers,
+and random test data (never zeros)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from perfmodel.profile import BenchResult, Ceilings, CollectiveFit, E2EPoint, KernelFit, Overheads, Sample, TreeBuildFit
+
+from .timing import Timing
+
+
+@dataclass
+class BenchContext:
+    quick: bool = False
+    budget_s: float = 30.0  # soft wall-clock budget of this bench; sweeps stop adding points past it
+    source: str = "measured"  # "measured: <profile timestamp>", put on every fit
+    ceilings: Ceilings = field(default_factory=Ceilings)  # measured so far (this or an earlier run)
+    log: Callable[[str], None] = print
+    started: float = field(default_factory=time.perf_counter)
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def over_budget(self, fraction: float = 1.0) -> bool:
+        return self.elapsed() > self.budget_s * fraction
+
+
+@dataclass
+class BenchOutput:
+    result: BenchResult
+    ceilings: Ceilings | None = None
+    fits: dict[str, KernelFit] = field(default_factory=dict)
+    collectives: list[CollectiveFit] = field(default_factory=list)
+    overheads: Overheads | None = None
+    treebuild: dict[str, TreeBuildFit] = field(default_factory=dict)
+    e2e: list[E2EPoint] = field(default_factory=list)
+
+
+def make_sample(
+    shape: dict[str, Any],
+    timing: Timing,
+    *,
+    nbytes: float | None = None,
+    nflops: float | None = None,
+    provider: str = "triton",
+    **extra: Any,
+) -> Sample:
+    t_s = timing.median_ms * 1e-3
+    gbps = nbytes / t_s / 1e9 if nbytes and t_s > 0 else None
+    tflops = nflops / t_s / 1e12 if nflops and t_s > 0 else None
+    return Sample(
+        shape=shape,
+        bytes=float(nbytes) if nbytes is not None else None,
+        flops=float(nflops) if nflops is not None else None,
+        times_ms=[round(x, 6) for x in timing.times_ms],
+        median_ms=timing.median_ms,
+        p10_ms=timing.p10_ms,
+        p90_ms=timing.p90_ms,
+        achieved_GBps=gbps,
+        achieved_TFLOPS=tflops,
+        provider=provider,
+        mode=timing.mode,
+        cold_l2=timing.cold_l2,
+        **extra,
+    )
+
+
+def randn(*shape, dtype=None, scale: float = 1.0, device: str = "cuda"):
+    import torch
+
+    dtype = dtype or torch.bfloat16
+    return (torch.randn(*shape, device=device, dtype=torch.float32 if dtype.itemsize < 2 else dtype) * scale).to(dtype)
+
+
+def random_int32(*shape, device: str = "cuda"):
+    """Random packed int4 nibbles (all 32 bits random): valid INT4 weights without quantizing."""
+    import torch
+
+    return torch.randint(-(2**31), 2**31 - 1, shape, dtype=torch.int32, device=device)
+
+
+def random_scales(*shape, device: str = "cuda"):
+    import torch
+
+    return (torch.rand(*shape, device=device) * 0.02 + 0.001).to(torch.bfloat16)
+
+
+def uniform_topk(T: int, E: int, k: int, device: str = "cuda", generator=None):
+    """Uniform random routing: k distinct experts per token, softmax-normalised weights."""
+    import torch
+
+    ids = torch.rand(T, E, device=device, generator=generator).topk(k, dim=1).indices.to(torch.int32)
+    w = torch.softmax(torch.randn(T, k, device=device, generator=generator), dim=1)
+    return ids, w
+
+
+def log_spaced(lo: int, hi: int, n: int) -> list[int]:
+    import numpy as np
+
+    return sorted({int(round(x)) for x in np.geomspace(lo, hi, n)})
+
+
+def pct(x: float | None, ref: float | None) -> float | None:
+    return 100.0 * x / ref if x and ref else None

@@ -1,0 +1,340 @@
+"""`run_measure`: run the benches in order, write the profile atomically after every bench,
+survive OOMs and errors in one bench, resume an interrupted run, and print achieved vs
+peak. Everything printed also goes to `<out>.log` (plain text)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Callable
+
+from perfmodel.profile import BenchResult, Ceilings, Profile, Provenance, load_profile, save_profile
+
+from .common import BenchContext, BenchOutput, pct
+
+BENCH_ORDER = ("ceilings", "dispatch", "elementwise", "gemm", "moe", "attention", "treebuild", "collectives", "e2e")
+
+# Soft wall-clock budget per bench in seconds (full, quick): sweeps stop adding points past
+# it. Sum of full budgets = 180 s on one H200; compile time of first Triton calls counts.
+BUDGET_S = {
+    "ceilings": (14, 5),
+    "dispatch": (6, 3),
+    "elementwise": (10, 3),
+    "gemm": (18, 4),
+    "moe": (30, 7),
+    "attention": (26, 6),
+    "treebuild": (18, 4),
+    "collectives": (25, 8),
+    "e2e": (33, 10),
+}
+
+BenchFn = Callable[[BenchContext], BenchOutput]
+
+
+def default_registry() -> dict[str, BenchFn]:
+    """name -> bench function, imported lazily so that a broken bench breaks only itself."""
+
+    def lazy(name: str) -> BenchFn:
+        def run(ctx: BenchContext) -> BenchOutput:
+            return importlib.import_module(f"perfmodel.measure.{name}").run(ctx)
+
+        run.__name__ = name
+        return run
+
+    return {n: lazy(n) for n in BENCH_ORDER}
+
+
+NO_CUDA = "perfmodel measure: no CUDA GPU found (torch.cuda.is_available() is False)"
+NO_TORCH = "perfmodel measure: torch is not installed (pip install torch; a CUDA GPU is required)"
+
+
+def _cuda_problem() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return NO_TORCH
+    if not torch.cuda.is_available():
+        return NO_CUDA
+    return None
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _git_sha() -> str | None:
+    try:
+        r = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5
+        )
+        return r.stdout.strip() or None if r.returncode == 0 else None
+    except Exception:
+        return None
+
+
+def _driver() -> str | None:
+    try:
+        r = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=10
+        )
+        return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else None
+    except Exception:
+        return None
+
+
+def make_provenance(command: str | None = None) -> Provenance:
+    gpu_name, n_gpus, cuda, torch_v, triton_v, spec = "unknown", 0, None, None, None, None
+    try:
+        import torch
+
+        torch_v = torch.__version__
+        cuda = torch.version.cuda
+        if torch.cuda.is_available():
+            gpu_name = torch.cuda.get_device_name(0)
+            n_gpus = torch.cuda.device_count()
+    except ImportError:
+        pass
+    try:
+        import triton
+
+        triton_v = triton.__version__
+    except ImportError:
+        pass
+    if gpu_name != "unknown":
+        from .peaks import find_peak
+
+        p = find_peak(gpu_name)
+        spec = p.spec if p else None
+    return Provenance(
+        kind="measured",
+        gpu_name=gpu_name,
+        gpu_spec=spec,
+        n_gpus=max(n_gpus, 1),
+        driver=_driver() if n_gpus else None,
+        cuda=cuda,
+        torch=torch_v,
+        triton=triton_v,
+        python=platform.python_version(),
+        git_sha=_git_sha(),
+        hostname=socket.gethostname(),
+        timestamp=_now(),
+        command=command if command is not None else " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+    )
+
+
+class _Log:
+    """Prints to the terminal (rich) and appends the same text to `<out>.log`."""
+
+    def __init__(self, path: Path):
+        from rich.console import Console
+
+        self.console = Console()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = open(path, "a", encoding="utf-8")
+        self.file_console = Console(file=self._f, width=140, no_color=True, force_terminal=False, soft_wrap=True)
+
+    def __call__(self, msg="", **kw) -> None:
+        self.console.print(msg, **kw)
+        self.file_console.print(msg, **kw)
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def log_path(out: Path) -> Path:
+    """profile.json -> profile.log beside it (profile -> profile.log)."""
+    out = Path(out)
+    return out.with_suffix(".log") if out.suffix and out.suffix != ".log" else out.with_name(out.name + ".log")
+
+
+def _merge(profile: Profile, name: str, out: BenchOutput) -> Profile:
+    d = profile.model_copy(deep=True)
+    d.benches[name] = out.result
+    if out.ceilings is not None:
+        d.ceilings = out.ceilings
+    d.fits.update(out.fits)
+    if out.collectives:
+        keep = [c for c in d.collectives if (c.op, c.n_gpus, c.graph) not in {(x.op, x.n_gpus, x.graph) for x in out.collectives}]
+        d.collectives = keep + out.collectives
+    if out.overheads is not None:
+        d.overheads = out.overheads
+    d.treebuild.update(out.treebuild)
+    if out.e2e:
+        names = {p.name for p in out.e2e}
+        d.e2e = [p for p in d.e2e if p.name not in names] + out.e2e
+    return d
+
+
+def _empty_cache() -> None:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+    except Exception:
+        pass
+
+
+def _is_oom(e: BaseException) -> bool:
+    try:
+        import torch
+
+        if isinstance(e, torch.cuda.OutOfMemoryError):
+            return True
+    except ImportError:
+        pass
+    return "out of memory" in str(e).lower() and isinstance(e, RuntimeError)
+
+
+def run_measure(
+    out: Path,
+    only: list[str] | None = None,
+    quick: bool = False,
+    resume: bool = False,
+    progress: bool = True,
+    *,
+    registry: dict[str, BenchFn] | None = None,
+    require_cuda: bool = True,
+    command: str | None = None,
+) -> int:
+    """Run the benches and write the profile to `out`. Returns an exit code:
+    0 all ok (skipped counts as ok), 1 some bench failed (error/oom), 2 no CUDA / bad input,
+    130 interrupted (the file holds every bench finished before the interrupt).
+    `registry` and `require_cuda=False` exist for tests (fake benches on a CPU)."""
+    out = Path(out)
+    if require_cuda:
+        problem = _cuda_problem()
+        if problem:
+            print(problem)
+            return 2
+    registry = registry if registry is not None else default_registry()
+    names = list(registry)
+    if only:
+        bad = [n for n in only if n not in registry]
+        if bad:
+            print(f"perfmodel measure: unknown bench {', '.join(bad)} (choose from {', '.join(names)})")
+            return 2
+        names = [n for n in names if n in only]
+
+    log = _Log(log_path(out))
+    try:
+        return _run(out, names, registry, quick, resume, progress, log, command)
+    finally:
+        log.close()
+
+
+def _run(out, names, registry, quick, resume, progress, log, command) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    profile = None
+    if resume and out.exists():
+        try:
+            profile = load_profile(out)
+        except Exception as e:
+            log(f"perfmodel measure: cannot resume from {out}: {e}")
+            return 2
+        done = [n for n in names if n in profile.benches and profile.benches[n].status in ("ok", "skipped")]
+        if done:
+            log(f"resume: {', '.join(done)} already done in {out}; running {', '.join(n for n in names if n not in done) or 'nothing'}")
+        names = [n for n in names if n not in done]
+        prov = profile.provenance.model_copy(update={"note": (profile.provenance.note + f" resumed {_now()};").strip()})
+        profile = profile.model_copy(update={"provenance": prov})
+    if profile is None:
+        profile = Profile(provenance=make_provenance(command))
+    p = profile.provenance
+    log(f"perfmodel measure -> {out}  ({p.gpu_name}, {p.n_gpus} GPU(s), torch {p.torch}, triton {p.triton}, cuda {p.cuda}, driver {p.driver}){'  [quick]' if quick else ''}")
+    save_profile(profile, out)
+
+    source = f"measured: {profile.provenance.timestamp}"
+    rc = 0
+    with Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+        console=log.console, disable=not progress, transient=False,
+    ) as bar:
+        task = bar.add_task("measure", total=len(names))
+        for name in names:
+            bar.update(task, description=f"measure: {name}")
+            budget = BUDGET_S.get(name, (30, 8))[1 if quick else 0]
+            ctx = BenchContext(quick=quick, budget_s=budget, source=source, ceilings=profile.ceilings, log=log)
+            started, t0 = _now(), time.perf_counter()
+            try:
+                res = registry[name](ctx)
+                res.result.started, res.result.finished = started, _now()
+                res.result.wall_s = round(time.perf_counter() - t0, 3)
+            except KeyboardInterrupt:
+                log(f"perfmodel measure: interrupted during {name}; {out} holds the benches finished before it (rerun with --resume)")
+                return 130
+            except BaseException as e:  # one bench's failure must not stop the others
+                if isinstance(e, SystemExit):
+                    raise
+                oom = _is_oom(e)
+                msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                note = f"{type(e).__name__}: {msg}"[:400]
+                status = "oom" if oom else "error"
+                log(f"[{'yellow' if oom else 'red'}]{name}: {status}[/] {note}")
+                log.file_console.print(traceback.format_exc())
+                res = BenchOutput(BenchResult(status=status, note=note, started=started, finished=_now(), wall_s=round(time.perf_counter() - t0, 3)))
+                rc = 1
+                _empty_cache()
+            profile = _merge(profile, name, res)
+            save_profile(profile, out)
+            r = res.result
+            log(f"{name}: {r.status} in {r.wall_s:.1f} s, {len(r.samples)} samples{(' — ' + r.note) if r.note else ''}")
+            bar.advance(task)
+            _empty_cache()
+    summary_table(profile, log)
+    log(f"profile written to {out}")
+    return rc
+
+
+def summary_table(profile: Profile, log) -> None:
+    from rich.table import Table
+
+    c = profile.ceilings
+    t = Table(title=f"perfmodel measure — {profile.label}")
+    for col in ("bench", "status", "s", "n", "best GB/s", "% read bw", "best TFLOP/s", "% GEMM", "fit"):
+        t.add_column(col, justify="right" if col not in ("bench", "status", "fit") else "left")
+    fits_by_bench: dict[str, list[str]] = {}
+    for cls, f in profile.fits.items():
+        fits_by_bench.setdefault(f.bench, []).append(
+            f"{cls}: t0 {f.t0_us:.1f} us, {f.bw_GBps:.0f} GB/s, {f.tflops:.0f} TF, rmse {100 * f.rmse_rel:.0f}%"
+        )
+    for cf in profile.collectives:
+        fits_by_bench.setdefault("collectives", []).append(
+            f"{cf.op}{' graph' if cf.graph else ''} x{cf.n_gpus}: {cf.latency_us:.1f} us + B/{cf.bw_GBps:.0f} GB/s, rmse {100 * cf.rmse_rel:.0f}%"
+        )
+    if profile.overheads:
+        o = profile.overheads
+        fits_by_bench.setdefault("dispatch", []).append(
+            f"launch {o.launch_eager_us:.1f} us, node {o.graph_node_us:.2f} us, graph {o.graph_launch_us:.1f} us, host step {o.host_step_us:.0f} us"
+        )
+    for impl, tf in profile.treebuild.items():
+        fits_by_bench.setdefault("treebuild", []).append(f"{impl}: {tf.t0_us:.0f} us + {tf.per_node_us:.3f} us*C*B, rmse {100 * tf.rmse_rel:.0f}%")
+    if c.read_GBps or c.bf16_TFLOPS:
+        fits_by_bench.setdefault("ceilings", []).append(
+            f"copy {c.copy_GBps or 0:.0f} GB/s, read {c.read_GBps or 0:.0f} GB/s, bf16 {c.bf16_TFLOPS or 0:.0f} TF, fp8 {c.fp8_TFLOPS or 0:.0f} TF"
+        )
+    if profile.e2e:
+        fits_by_bench.setdefault("e2e", []).append(
+            ", ".join(f"C{p.concurrency}q{p.q}{'x' + str(p.n_gpus) if p.n_gpus > 1 else ''}: {p.step_ms:.2f} ms" for p in profile.e2e[:6])
+            + (" …" if len(profile.e2e) > 6 else "")
+        )
+    for name, r in profile.benches.items():
+        gb = max((s.achieved_GBps or 0 for s in r.samples), default=0) or None
+        tf = max((s.achieved_TFLOPS or 0 for s in r.samples), default=0) or None
+        f = lambda x, d=0: "" if x is None else f"{x:.{d}f}"  # noqa: E731
+        t.add_row(
+            name, r.status, f(r.wall_s, 1), str(len(r.samples)), f(gb), f(pct(gb, c.read_GBps)), f(tf), f(pct(tf, c.bf16_TFLOPS)),
+            "\n".join(fits_by_bench.get(name, [])) or (r.note[:60] if r.status != "ok" else ""),
+        )
+    log(t)

@@ -1,0 +1,178 @@
+"""One timing function for every bench (the ideas of triton's `do_bench` and flashinfer's
+`bench_gpu_time`): warm-up, CUDA events around each sample, many samples bounded by a count
+and a wall-clock budget, median and p10/p90, and a cold L2 between samples.
+
+Cold L2, two ways:
+  * "flush"  (default): before every sample a buffer of >= 2x L2 is overwritten; that write
+    runs before the start event, so it is not timed. It also gives the host a head start,
+    so a short kernel is not timed waiting for its own launch.
+  * "rotate": the caller passes `args_list`, copies of the inputs whose total size exceeds
+    2x L2 (see `rotation_copies`); sample i uses copy i % n.
+  * "none": hot L2 (collectives, host-side loops).
+
+Graph mode captures `calls_per_graph` calls (rotating through `args_list` if given) into
+one CUDA graph and times a replay; per-call time = replay / calls. Eager per-call time minus
+graph per-call time is then the launch overhead, as a difference of two measurements.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Sequence
+
+import numpy as np
+
+ColdL2 = Literal["flush", "rotate", "none"]
+
+_FLUSH: dict[int, Any] = {}
+
+
+@dataclass
+class Timing:
+    times_ms: list[float]  # per call (graph mode: replay time / calls_per_graph)
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    mode: str  # "eager" | "graph"
+    calls_per_sample: int = 1
+    cold_l2: str = "flush"
+    extra: dict = field(default_factory=dict)
+
+
+def summarize(times_ms: Sequence[float], mode: str = "eager", calls: int = 1, cold: str = "none") -> Timing:
+    a = np.asarray(times_ms, dtype=float)
+    return Timing(
+        times_ms=[float(x) for x in a],
+        median_ms=float(np.median(a)),
+        p10_ms=float(np.percentile(a, 10)),
+        p90_ms=float(np.percentile(a, 90)),
+        mode=mode,
+        calls_per_sample=calls,
+        cold_l2=cold,
+    )
+
+
+def l2_bytes(device=None) -> int:
+    import torch
+
+    props = torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device())
+    # 50 MB is the H100/H200 L2; used only if this torch does not expose the size.
+    return int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
+
+
+def rotation_copies(bytes_per_call: float, device=None, max_copies: int = 64) -> int:
+    """How many input copies make the rotation exceed 2x L2 (at least 2, at most max_copies)."""
+    if bytes_per_call <= 0:
+        return 2
+    return int(min(max_copies, max(2, math.ceil(2 * l2_bytes(device) / bytes_per_call) + 1)))
+
+
+def _flush_buffer():
+    import torch
+
+    dev = torch.cuda.current_device()
+    buf = _FLUSH.get(dev)
+    if buf is None:
+        n = max(2 * l2_bytes(dev), 64 * 2**20)
+        buf = torch.empty(n // 4, dtype=torch.int32, device="cuda")
+        _FLUSH[dev] = buf
+    return buf
+
+
+def flush_l2(i: int = 0) -> None:
+    _flush_buffer().fill_(i & 0x7FFF)
+
+
+def time_fn(
+    fn: Callable[..., Any],
+    *,
+    args_list: Sequence[tuple] | None = None,
+    cold_l2: ColdL2 = "flush",
+    graph: bool = False,
+    calls_per_graph: int = 10,
+    warmup: int = 3,
+    min_samples: int = 5,
+    max_samples: int = 50,
+    max_seconds: float = 0.25,
+    batch: int = 10,
+) -> Timing:
+    """Time `fn(*args)` on the current CUDA stream; see the module docstring.
+
+    Sampling stops after `max_samples` or once `max_seconds` of wall time have passed with at
+    least `min_samples` taken (checked every `batch` samples). For collectives every rank
+    must take the same number of samples: pass max_seconds=math.inf.
+    """
+    import torch
+
+    if cold_l2 == "rotate" and not args_list:
+        raise ValueError("cold_l2='rotate' needs args_list (copies of the inputs)")
+    args_list = list(args_list) if args_list else [()]
+    n_args = len(args_list)
+    flush = cold_l2 == "flush"
+    if flush:
+        _flush_buffer()
+
+    # Warm-up (also triggers Triton compilation and cuBLAS heuristics) on a side stream, as
+    # graph capture requires, then join.
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for i in range(max(1, warmup)):
+            fn(*args_list[i % n_args])
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+
+    calls = 1
+    if graph:
+        calls = max(1, calls_per_graph)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for j in range(calls):
+                fn(*args_list[j % n_args])
+        g.replay()
+        torch.cuda.synchronize()
+        run = lambda i: g.replay()  # noqa: E731
+    else:
+        run = lambda i: fn(*args_list[i % n_args])  # noqa: E731
+
+    times: list[float] = []
+    t_start = time.perf_counter()
+    i = 0
+    while len(times) < max_samples:
+        n = min(batch, max_samples - len(times))
+        evs = []
+        for _ in range(n):
+            if flush:
+                flush_l2(i)
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            run(i)
+            e.record()
+            evs.append((s, e))
+            i += 1
+        torch.cuda.synchronize()
+        times.extend(s.elapsed_time(e) / calls for s, e in evs)
+        if len(times) >= min_samples and time.perf_counter() - t_start > max_seconds:
+            break
+    if graph:
+        del g
+    return summarize(times, "graph" if graph else "eager", calls, cold_l2)
+
+
+def host_time(fn: Callable[[], Any], *, repeats: int = 5, min_seconds: float = 0.0, max_seconds: float = 1.0) -> Timing:
+    """Host wall time of `fn()` (which must itself synchronize if it wants GPU time counted)."""
+    fn()
+    times: list[float] = []
+    t_start = time.perf_counter()
+    while True:
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+        el = time.perf_counter() - t_start
+        if len(times) >= repeats and el >= min_seconds:
+            break
+        if el > max_seconds and len(times) >= 2:
+            break
+    return summarize(times, "host", 1, "none")
