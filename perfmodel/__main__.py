@@ -1,0 +1,3 @@
+from perfmodel.cli import app
+
+app()

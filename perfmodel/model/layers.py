@@ -1,0 +1,232 @@
+"""The ops of one decode step, per GPU, from a model spec and a parallel layout.
+
+The op sequence mirrors the synthetic decode stack that `perfmodel measure` times end to end
+(measure/e2e.py), so the self-check compares like with like:
+
+  RMSNorm; q_a; RMSNorm; q_b; kv_a; RMSNorm(latent); rope; W_UK absorb; attention core;
+  W_UV; o_proj; [all-reduce]; add; RMSNorm; router; top-k; routed experts; shared expert
+  (gate_up, SiLU·mul, down); [all-reduce]; add.
+
+Shapes are per GPU. T = C·q tokens in the step.
+
+Parallel layouts (n GPUs):
+  tp              attention heads and expert intermediate split n ways; 2 all-reduces/layer.
+  ep              attention data-parallel (C/n sequences per GPU, weights replicated);
+                  experts split n ways by expert; all-to-all dispatch + combine per MoE layer.
+  tp-attn-ep-moe  attention and shared expert TP; routed experts EP; one all-reduce after
+                  attention, all-to-all dispatch + combine around the experts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from perfmodel.model.ops import Op
+from perfmodel.specs.schema import WEIGHT_BYTES, GQASpec, MLASpec, ModelSpec
+
+Parallel = Literal["tp", "ep", "tp-attn-ep-moe"]
+ACT = 2.0  # bf16 activation bytes
+
+
+@dataclass(frozen=True)
+class Layout:
+    parallel: Parallel
+    n_gpus: int
+    tp_shape: int | None = None  # shard shapes of this degree (self-check stacks); default n_gpus
+    comm: bool = True  # False: one GPU computing a shard, no collectives (synthetic stacks)
+
+    @property
+    def t_attn(self) -> int:
+        s = self.tp_shape or self.n_gpus
+        return 1 if self.parallel == "ep" else s
+
+    @property
+    def dp_attn(self) -> int:
+        return self.n_gpus if self.parallel == "ep" else 1
+
+    @property
+    def moe_split(self) -> int:
+        return self.tp_shape or self.n_gpus
+
+    @property
+    def experts_ep(self) -> bool:
+        return self.parallel in ("ep", "tp-attn-ep-moe")
+
+
+@dataclass(frozen=True)
+class Collective:
+    name: str
+    op: Literal["all_reduce", "all_to_all"]
+    bytes_per_gpu: float
+    count: int
+
+
+def expected_distinct(n_experts: int, top_k: int, tokens: float) -> float:
+    """Expected distinct experts touched by `tokens` tokens under uniform independent
+    routing: E·(1−(1−k/E)^T). Real routing is correlated, so this is an upper bound."""
+    return n_experts * (1.0 - (1.0 - top_k / n_experts) ** tokens)
+
+
+def _gemm(name, component, tokens, k, n, wdtype, count, *, elt_bytes=None) -> Op:
+    wb = WEIGHT_BYTES[wdtype]
+    return Op(
+        name=name, component=component, kernel_class="gemm_bf16",
+        bytes=n * k * wb + tokens * (k + n) * ACT, flops=2.0 * tokens * k * n, count=count,
+        compute_dtype="fp8" if wdtype == "fp8" else "bf16",
+    )
+
+
+def _elt(name, tokens, width, count, passes=2.0, component="elementwise") -> Op:
+    return Op(name=name, component=component, kernel_class="elementwise",
+              bytes=passes * tokens * width * ACT, flops=tokens * width * 4.0, count=count)
+
+
+def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int) -> list[Op]:
+    a = m.attention
+    H = m.hidden_size
+    Cg = math.ceil(C / lay.dp_attn)  # sequences on this GPU
+    T = Cg * q
+    t = lay.t_attn
+    wd = m.dtypes.attention
+    kvb = 1.0 if m.dtypes.kv_cache == "fp8" else 2.0
+    S = L + q
+    ops: list[Op] = [_elt("attn_norm", T, H, count)]
+    if isinstance(a, MLASpec):
+        h = max(1, a.n_heads // t)
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        lat = a.kv_lora_rank + a.qk_rope_head_dim
+        if a.q_lora_rank:
+            ops += [_gemm("q_a", "dense", T, H, a.q_lora_rank, wd, count),
+                    _elt("q_norm", T, a.q_lora_rank, count),
+                    _gemm("q_b", "dense", T, a.q_lora_rank, h * qk, wd, count)]
+        else:
+            ops.append(_gemm("q_proj", "dense", T, H, h * qk, wd, count))
+        ops += [
+            _gemm("kv_a", "dense", T, H, lat, wd, count),
+            _elt("kv_norm_rope", T, lat, count),
+            Op("w_uk_absorb", "dense", "gemm_bf16",
+               bytes=h * a.qk_nope_head_dim * a.kv_lora_rank * WEIGHT_BYTES[wd]
+               + T * h * (a.qk_nope_head_dim + a.kv_lora_rank) * ACT,
+               flops=2.0 * T * h * a.qk_nope_head_dim * a.kv_lora_rank, count=count),
+            # Tree tokens share the prefix: the latent cache is read once per sequence.
+            Op("attention_core", "attention", "attention_mla",
+               bytes=Cg * S * lat * kvb + 2 * T * h * a.kv_lora_rank * ACT + T * h * lat * ACT,
+               flops=2.0 * T * h * S * (lat + a.kv_lora_rank), count=count),
+            Op("w_uv", "dense", "gemm_bf16",
+               bytes=h * a.v_head_dim * a.kv_lora_rank * WEIGHT_BYTES[wd]
+               + T * h * (a.v_head_dim + a.kv_lora_rank) * ACT,
+               flops=2.0 * T * h * a.v_head_dim * a.kv_lora_rank, count=count),
+            _gemm("o_proj", "dense", T, h * a.v_head_dim, H, wd, count),
+        ]
+    else:
+        assert isinstance(a, GQASpec)
+        hq = max(1, a.n_heads // t)
+        hkv = max(1, a.n_kv_heads // t)
+        D = a.head_dim
+        ops += [_gemm("qkv_proj", "dense", T, H, (hq + 2 * hkv) * D, wd, count),
+                _elt("rope", T, (hq + hkv) * D, count)]
+        for frac, span, tag in ((1 - a.sliding_layer_fraction, S, "full"),
+                                (a.sliding_layer_fraction, min(S, (a.sliding_window or S) + q), "window")):
+            n = round(count * frac)
+            if n:
+                ops.append(Op(f"attention_core_{tag}", "attention", "attention_gqa",
+                              bytes=Cg * span * 2 * hkv * D * kvb + 2 * T * hq * D * ACT,
+                              flops=4.0 * T * hq * span * D, count=n))
+        ops.append(_gemm("o_proj", "dense", T, hq * D, H, wd, count))
+    ops.append(_elt("attn_residual", T, H, count, passes=3.0))
+    return ops
+
+
+def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_dense: int) -> list[Op]:
+    H = m.hidden_size
+    T = C * q  # tokens whose FFN runs on this GPU's weights (TP/EP: all tokens)
+    Ta = math.ceil(C / lay.dp_attn) * q
+    ops: list[Op] = []
+    s = lay.moe_split
+    if count_dense:
+        I = m.dense_intermediate_size
+        tp = s if lay.parallel != "ep" else 1
+        Td = T if lay.parallel != "ep" else Ta
+        ops += [_elt("mlp_norm_dense", Td, H, count_dense),
+                _gemm("dense_gate_up", "dense", Td, H, 2 * I // tp, m.dtypes.dense_mlp, count_dense),
+                _elt("dense_silu_mul", Td, 3 * I // tp, count_dense, passes=1.0),
+                _gemm("dense_down", "dense", Td, I // tp, H, m.dtypes.dense_mlp, count_dense),
+                _elt("mlp_residual_dense", Td, H, count_dense, passes=3.0)]
+    if count_moe and m.moe:
+        e = m.moe
+        E, k, I = e.n_routed_experts, e.top_k, e.expert_intermediate_size
+        wd = m.dtypes.routed_experts
+        expert_bytes = 3.0 * H * I * WEIGHT_BYTES[wd]
+        if lay.experts_ep:
+            touched = expected_distinct(E, k, T) / s
+            bytes_w = touched * expert_bytes
+        else:
+            touched = expected_distinct(E, k, T)
+            bytes_w = touched * expert_bytes / s
+        cls = "moe_bf16" if wd == "bf16" else "moe_w4a16"
+        ops += [_elt("mlp_norm", Ta, H, count_moe),
+                _gemm("router", "dense", Ta, H, E, "bf16", count_moe),
+                _elt("topk", Ta, E, count_moe, passes=1.0),
+                Op("routed_experts", "moe", cls,
+                   bytes=bytes_w + (T * k / s) * 2 * H * ACT,
+                   flops=2.0 * T * k * 3 * H * I / s, count=count_moe,
+                   compute_dtype="fp8" if wd == "fp8" else "bf16")]
+        if e.n_shared_experts:
+            Is = e.shared_intermediate_size or I * e.n_shared_experts
+            ts = 1 if lay.parallel == "ep" else lay.t_attn
+            ops += [_gemm("shared_gate_up", "dense", Ta, H, 2 * Is // ts, m.dtypes.shared_experts, count_moe),
+                    _elt("shared_silu_mul", Ta, 3 * Is // ts, count_moe, passes=1.0),
+                    _gemm("shared_down", "dense", Ta, Is // ts, H, m.dtypes.shared_experts, count_moe)]
+        ops.append(_elt("mlp_residual", Ta, H, count_moe, passes=3.0))
+    return ops
+
+
+def collectives(m: ModelSpec, lay: Layout, C: int, q: int, n_moe: int, n_dense: int, lm_head: bool) -> list[Collective]:
+    if not lay.comm or lay.n_gpus == 1:
+        return []
+    H = m.hidden_size
+    T = C * q
+    L = m.n_layers if (n_moe + n_dense) == 0 else n_moe + n_dense
+    out: list[Collective] = []
+    if lay.parallel == "tp":
+        out.append(Collective("tp_allreduce", "all_reduce", T * H * ACT, 2 * L))
+    else:
+        if lay.parallel == "tp-attn-ep-moe":
+            out.append(Collective("attn_allreduce", "all_reduce", T * H * ACT, L))
+        if n_moe and m.moe:
+            Ta = T if lay.parallel == "tp-attn-ep-moe" else math.ceil(C / lay.n_gpus) * q
+            # dispatch + combine: each token's hidden state goes to k experts' owners.
+            out.append(Collective("ep_alltoall", "all_to_all", Ta * m.moe.top_k * H * ACT, 2 * n_moe))
+        if n_dense and lay.parallel == "tp-attn-ep-moe":
+            out.append(Collective("dense_allreduce", "all_reduce", T * H * ACT, n_dense))
+    if lm_head:
+        # Greedy/verify sampling: local argmax, then gather (value, index) pairs.
+        out.append(Collective("logits_gather", "all_reduce", T * 8.0, 1))
+    return out
+
+
+def lm_head_ops(m: ModelSpec, lay: Layout, tokens: int) -> list[Op]:
+    """Final norm, vocab-parallel lm_head and greedy sampling over the local vocab shard."""
+    s = lay.tp_shape or lay.n_gpus
+    V = math.ceil(m.vocab_size / s)
+    return [_elt("final_norm", tokens, m.hidden_size, 1),
+            Op("lm_head", "lm_head", "gemm_bf16",
+               bytes=V * m.hidden_size * WEIGHT_BYTES[m.dtypes.lm_head] + tokens * (m.hidden_size + V) * ACT,
+               flops=2.0 * tokens * m.hidden_size * V, count=1),
+            _elt("sample_argmax", tokens, V, 1, passes=1.0)]
+
+
+def decode_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, *, n_layers: int | None = None,
+               n_dense: int | None = None, lm_head: bool = True) -> tuple[list[Op], list[Collective]]:
+    """All ops and collectives of one target forward over C sequences × q tokens at context L."""
+    nl = m.n_layers if n_layers is None else n_layers
+    nd = min(m.n_dense_layers if n_dense is None else n_dense, nl)
+    nm = nl - nd if m.moe else 0
+    if not m.moe:
+        nd = nl
+    ops = attention_ops(m, lay, C, q, L, nl) + ffn_ops(m, lay, C, q, nm, nd)
+    if lm_head:
+        ops += lm_head_ops(m, lay, math.ceil(C / lay.dp_attn) * q)
+    return ops, collectives(m, lay, C, q, nm, nd, lm_head)

@@ -1,0 +1,152 @@
+"""Transfer rules: from a profile measured on a source GPU to effective laws on a target.
+
+One rule per kind of term, each with its stated uncertainty (relative, 1σ):
+
+  bandwidth-bound   bw_t = bw_fit · (peak_t / peak_s) · (achievable(kind_t) / achievable(kind_s))
+                    unc² = fit rmse² + (kind unc_t² + kind unc_s², only if the kinds differ)
+  compute-bound     F_t = F_fit · peak_t(dtype) / peak_s(dtype); unc 15% across architectures
+  latency floor     t0 carried unchanged (a per-kernel GPU-side floor, similar across recent
+                    NVIDIA parts); unc 10% on the source GPU, 30% on another architecture
+  host overhead     scaled by the target system's host-CPU factor; unc 25%
+  graph node        carried; unc 30% on another architecture
+  collectives       the profile's fit when the same link kind and GPU count were measured;
+                    else the interconnect spec's calibrated latency and busbw, with the
+                    spec's stated uncertainty
+  tree building     CPU: host factor; GPU: scaled like a latency-bound kernel (carried)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from perfmodel.model.ops import KernelLaw
+from perfmodel.profile import KERNEL_CLASSES, CollectiveFit, Profile
+from perfmodel.specs.schema import GpuSpec, InterconnectSpec, MemoryKinds
+
+
+@dataclass(frozen=True)
+class CollectiveLaw:
+    latency_us: float
+    busbw_GBps: float
+    rel_unc_lat: float
+    rel_unc_bw: float
+    rule: str
+
+
+@dataclass(frozen=True)
+class Overheads:
+    launch_eager_us: float
+    graph_node_us: float
+    graph_launch_us: float
+    host_step_us: float
+    rel_unc_host: float
+    rel_unc_node: float
+    rule: str
+
+
+@dataclass(frozen=True)
+class TreeBuildLaw:
+    t0_us: float
+    per_node_us: float
+    rel_unc: float
+    rule: str
+
+
+@dataclass(frozen=True)
+class Machine:
+    gpu: GpuSpec
+    n_gpus: int
+    link: InterconnectSpec | None
+    laws: dict[str, KernelLaw]
+    all_reduce: CollectiveLaw | None
+    all_to_all: CollectiveLaw | None
+    overheads: Overheads
+    treebuild: dict[str, TreeBuildLaw]
+    host_cpu_factor: float
+    same_gpu_as_profile: bool
+    notes: list[str] = field(default_factory=list)
+
+    def flops_scale(self, dtype: str) -> float:
+        """Ratio of the dtype's peak to bf16 (the laws are bf16 rates)."""
+        c = self.gpu.compute
+        if dtype == "fp8" and c.fp8_dense_TFLOPS:
+            return c.fp8_dense_TFLOPS.value / c.bf16_dense_TFLOPS.value
+        return 1.0
+
+
+def _dtype_peak(gpu: GpuSpec) -> float:
+    return gpu.compute.bf16_dense_TFLOPS.value
+
+
+def _collective_from_fit(fit: CollectiveFit, n: int) -> CollectiveLaw:
+    # CollectiveFit.bw_GBps is bytes-per-GPU / time (algbw); busbw = algbw · algorithm factor.
+    factor = 2 * (fit.n_gpus - 1) / fit.n_gpus if fit.op == "all_reduce" else (fit.n_gpus - 1) / fit.n_gpus
+    return CollectiveLaw(
+        latency_us=fit.latency_us, busbw_GBps=fit.bw_GBps * factor,
+        rel_unc_lat=max(0.1, fit.rmse_rel), rel_unc_bw=max(0.1, fit.rmse_rel),
+        rule=f"measured {fit.op} fit on {fit.n_gpus} GPUs over {fit.link or 'local link'} ({fit.source})",
+    )
+
+
+def _collective_from_spec(link: InterconnectSpec, op: str) -> CollectiveLaw:
+    c = link.calibrated
+    lat, bw = ((c.allreduce_latency_us, c.allreduce_busbw_GBps) if op == "all_reduce"
+               else (c.alltoall_latency_us, c.alltoall_busbw_GBps))
+    return CollectiveLaw(
+        latency_us=lat.value, busbw_GBps=bw.value,
+        rel_unc_lat=link.latency_uncertainty_rel, rel_unc_bw=link.bandwidth_uncertainty_rel,
+        rule=f"{link.name} calibrated spec: latency {lat.value:g} us ({lat.source}); busbw {bw.value:g} GB/s ({bw.source})",
+    )
+
+
+def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, profile: Profile,
+                  source_gpu: GpuSpec, memory_kinds: MemoryKinds, host_cpu_factor: float = 1.0,
+                  graph: bool = True) -> Machine:
+    same = gpu.name == source_gpu.name
+    bw_ratio = gpu.memory.bandwidth_GBps.value / source_gpu.memory.bandwidth_GBps.value
+    kt, ks = memory_kinds.kinds[gpu.memory.kind], memory_kinds.kinds[source_gpu.memory.kind]
+    kind_ratio = kt.achievable_fraction.value / ks.achievable_fraction.value
+    kind_unc = 0.0 if gpu.memory.kind == source_gpu.memory.kind else (kt.uncertainty_rel**2 + ks.uncertainty_rel**2) ** 0.5
+    f_ratio = _dtype_peak(gpu) / _dtype_peak(source_gpu)
+    laws: dict[str, KernelLaw] = {}
+    missing = [c for c in KERNEL_CLASSES if c not in profile.fits]
+    if missing:
+        raise ValueError(f"profile lacks fits for: {', '.join(missing)}")
+    for cls in KERNEL_CLASSES:
+        f = profile.fits[cls]
+        unc_bw = (f.rmse_rel**2 + kind_unc**2 + (0.0 if same else 0.05**2)) ** 0.5
+        laws[cls] = KernelLaw(
+            t0_us=f.t0_us, bw_GBps=f.bw_GBps * bw_ratio * kind_ratio, tflops=f.tflops * f_ratio,
+            rel_unc_bw=max(unc_bw, 0.03), rel_unc_t0=0.1 if same else 0.3,
+            rule=(f"{cls}: bw {f.bw_GBps:.0f} GB/s × peak ratio {bw_ratio:.3f} × {gpu.memory.kind}/"
+                  f"{source_gpu.memory.kind} achievable ratio {kind_ratio:.3f}; F {f.tflops:.0f} TF × {f_ratio:.3f}; "
+                  f"t0 {f.t0_us:.1f} us carried"),
+        )
+    coll: dict[str, CollectiveLaw | None] = {"all_reduce": None, "all_to_all": None}
+    if n_gpus > 1:
+        for op in coll:
+            fits = [c for c in profile.collectives if c.op == op and c.graph == graph
+                    and link is not None and c.link == link.kind and c.n_gpus == n_gpus]
+            if fits:
+                coll[op] = _collective_from_fit(fits[0], n_gpus)
+            elif link is not None:
+                coll[op] = _collective_from_spec(link, op)
+            else:
+                raise ValueError(f"{n_gpus} GPUs need an interconnect")
+    o = profile.overheads
+    if o is None:
+        raise ValueError("profile lacks overheads")
+    ov = Overheads(
+        launch_eager_us=o.launch_eager_us * host_cpu_factor, graph_node_us=o.graph_node_us,
+        graph_launch_us=o.graph_launch_us * host_cpu_factor, host_step_us=o.host_step_us * host_cpu_factor,
+        rel_unc_host=0.1 if (same and host_cpu_factor == 1.0) else 0.25, rel_unc_node=0.1 if same else 0.3,
+        rule=f"host terms × host-CPU factor {host_cpu_factor:g}; graph node {o.graph_node_us:.2f} us carried ({o.source})",
+    )
+    tb = {}
+    for impl, f in profile.treebuild.items():
+        scale = host_cpu_factor if impl == "cpu" else 1.0
+        tb[impl] = TreeBuildLaw(f.t0_us * scale, f.per_node_us * scale, max(0.15, f.rmse_rel),
+                                f"{impl} tree build fit ({f.source})" + (f" × host factor {scale:g}" if impl == "cpu" else ""))
+    return Machine(gpu=gpu, n_gpus=n_gpus, link=link if n_gpus > 1 else None, laws=laws,
+                   all_reduce=coll["all_reduce"], all_to_all=coll["all_to_all"], overheads=ov,
+                   treebuild=tb, host_cpu_factor=host_cpu_factor, same_gpu_as_profile=same)

@@ -1,0 +1,93 @@
+"""Weights and KV cache per GPU, and the largest concurrency that fits."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from perfmodel.model.layers import Layout
+from perfmodel.specs.schema import WEIGHT_BYTES, GpuSpec, GQASpec, MLASpec, ModelSpec
+
+# Share of device memory kept for activations, CUDA graphs, NCCL buffers and fragmentation
+# (assumption; serving engines default to 0.85–0.9 memory utilisation for weights + KV).
+RESERVE_FRACTION = 0.10
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    weights_GB: float
+    kv_per_seq_GB: float
+    usable_GB: float
+
+    def kv_GB(self, concurrency: int) -> float:
+        return self.kv_per_seq_GB * concurrency
+
+    def fits(self, concurrency: int) -> bool:
+        return self.weights_GB + self.kv_GB(concurrency) <= self.usable_GB
+
+    @property
+    def max_concurrency(self) -> int:
+        free = self.usable_GB - self.weights_GB
+        return max(0, math.floor(free / self.kv_per_seq_GB)) if self.kv_per_seq_GB > 0 else 0
+
+
+def param_counts(m: ModelSpec) -> dict[str, float]:
+    """Parameters by component (whole model)."""
+    H = m.hidden_size
+    a = m.attention
+    if isinstance(a, MLASpec):
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        q = (H * a.q_lora_rank + a.q_lora_rank * a.n_heads * qk) if a.q_lora_rank else H * a.n_heads * qk
+        attn = q + H * (a.kv_lora_rank + a.qk_rope_head_dim) \
+            + a.kv_lora_rank * a.n_heads * (a.qk_nope_head_dim + a.v_head_dim) + a.n_heads * a.v_head_dim * H
+    else:
+        attn = H * (a.n_heads + 2 * a.n_kv_heads) * a.head_dim + a.n_heads * a.head_dim * H
+    n_moe = m.n_layers - m.n_dense_layers if m.moe else 0
+    out = {"attention": attn * m.n_layers,
+           "dense_mlp": 3 * H * (m.dense_intermediate_size or 0) * m.n_dense_layers,
+           "embedding": H * m.vocab_size, "lm_head": 0.0 if m.tie_embeddings else H * m.vocab_size}
+    if m.moe:
+        e = m.moe
+        out["routed_experts"] = 3 * H * e.expert_intermediate_size * e.n_routed_experts * n_moe
+        out["shared_experts"] = 3 * H * (e.shared_intermediate_size or e.expert_intermediate_size * e.n_shared_experts) * n_moe
+        out["router"] = H * e.n_routed_experts * n_moe
+    return out
+
+
+def kv_bytes_per_token(m: ModelSpec, lay: Layout) -> float:
+    """KV bytes per token per GPU. MLA's latent is replicated across TP ranks."""
+    kvb = 1.0 if m.dtypes.kv_cache == "fp8" else 2.0
+    a = m.attention
+    if isinstance(a, MLASpec):
+        per_layer = (a.kv_lora_rank + a.qk_rope_head_dim) * kvb
+        layers = m.n_layers
+    else:
+        assert isinstance(a, GQASpec)
+        hkv = max(1, a.n_kv_heads // lay.t_attn)
+        per_layer = 2 * hkv * a.head_dim * kvb
+        layers = m.n_layers  # sliding layers cap at the window; long-context upper bound
+    return per_layer * layers / lay.dp_attn
+
+
+def memory_use(m: ModelSpec, gpu: GpuSpec, lay: Layout, context: int, spec_tokens: int = 0,
+               drafter: bool = False) -> MemoryUse:
+    pc = param_counts(m)
+    n, t = lay.n_gpus, lay.t_attn
+    d = m.dtypes
+    w = (pc["attention"] * WEIGHT_BYTES[d.attention] / t
+         + pc["dense_mlp"] * WEIGHT_BYTES[d.dense_mlp] / t
+         + pc["embedding"] * WEIGHT_BYTES[d.embedding] / n
+         + pc["lm_head"] * WEIGHT_BYTES[d.lm_head] / n)
+    if m.moe:
+        w += pc["routed_experts"] * WEIGHT_BYTES[d.routed_experts] / n
+        w += pc["shared_experts"] * WEIGHT_BYTES[d.shared_experts] / t
+        w += pc["router"] * 2.0
+    if drafter and m.drafter:
+        dr = m.drafter
+        per_layer = dr.hidden_size * (dr.n_heads + 2 * dr.n_kv_heads) * dr.head_dim + dr.n_heads * dr.head_dim * dr.hidden_size \
+            + 3 * dr.hidden_size * dr.intermediate_size
+        w += (per_layer * dr.n_layers + dr.n_target_layers_fused * m.hidden_size * dr.hidden_size) * WEIGHT_BYTES[dr.dtype] / n
+    cap = gpu.memory.usable_GB.value if gpu.memory.usable_GB else gpu.memory.capacity_GB.value
+    usable = cap * (1 - RESERVE_FRACTION)
+    kv_seq = kv_bytes_per_token(m, lay) * (context + spec_tokens)
+    return MemoryUse(weights_GB=w / 1e9, kv_per_seq_GB=kv_seq / 1e9, usable_GB=usable)

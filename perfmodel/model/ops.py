@@ -1,0 +1,84 @@
+"""One op's cost: roofline plus a per-kernel latency floor.
+
+    t = t0 + max(bytes / bw, flops / F)
+
+with (t0, bw, F) the *effective* law of the op's kernel class on the machine being modelled
+(see `machine.py`: measured fits carried across by the transfer rules). The floor t0 is
+reported as its own component ("latency_floor") so that the step breakdown separates work
+that scales with bandwidth from work that does not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Component = Literal[
+    "moe", "attention", "dense", "elementwise", "lm_head", "latency_floor", "collectives",
+    "dispatch", "host", "draft", "tree_build", "residual_overhead",
+]
+
+# Kernel launches per call of each class (a fused MoE call = align + gate_up + down + reduce).
+KERNELS_PER_CALL = {
+    "moe_w4a16": 4, "moe_bf16": 4, "attention_mla": 2, "attention_gqa": 2,
+    "gemm_bf16": 1, "elementwise": 1,
+}
+
+
+@dataclass(frozen=True)
+class Op:
+    """A kernel call, repeated `count` times per step (e.g. once per layer)."""
+
+    name: str
+    component: Component
+    kernel_class: str
+    bytes: float
+    flops: float
+    count: int = 1
+    compute_dtype: str = "bf16"
+
+    @property
+    def n_kernels(self) -> int:
+        return KERNELS_PER_CALL[self.kernel_class] * self.count
+
+
+@dataclass(frozen=True)
+class KernelLaw:
+    """Effective law on a given machine, with the relative uncertainty of each term."""
+
+    t0_us: float
+    bw_GBps: float
+    tflops: float
+    rel_unc_bw: float = 0.1
+    rel_unc_t0: float = 0.2
+    rule: str = ""
+
+
+@dataclass(frozen=True)
+class OpEstimate:
+    name: str
+    component: Component
+    total_us: float
+    memory_us: float
+    compute_us: float
+    overhead_us: float
+    bound: Literal["memory", "compute"]
+    count: int
+
+
+def estimate(op: Op, law: KernelLaw, flops_scale: float = 1.0) -> OpEstimate:
+    """Cost of all `count` calls of `op`. `flops_scale` converts the law's bf16 rate to the
+    op's compute dtype (e.g. 2 for fp8 on a chip whose fp8 peak is twice bf16)."""
+    mem = op.bytes / (law.bw_GBps * 1e3)
+    comp = op.flops / (law.tflops * flops_scale * 1e6)
+    per = law.t0_us + max(mem, comp)
+    return OpEstimate(
+        name=op.name,
+        component=op.component,
+        total_us=per * op.count,
+        memory_us=mem * op.count,
+        compute_us=comp * op.count,
+        overhead_us=law.t0_us * op.count,
+        bound="memory" if mem >= comp else "compute",
+        count=op.count,
+    )

@@ -1,0 +1,147 @@
+"""One decode step: ops + collectives + overheads (+ draft and tree build), with a 1σ band.
+
+Breakdown components (ms per step):
+  moe, attention, dense, elementwise, lm_head   bandwidth/compute time of each kernel class
+  latency_floor                                 Σ per-kernel floors t0 (does not scale with bw)
+  collectives                                   all-reduce / all-to-all latency + size/bw
+  dispatch                                      graph: per-node cost; eager: launch time the
+                                                GPU waits for (host launches beyond GPU work)
+  host                                          per-step host work (scheduling, sampling, sync)
+  draft, tree_build                             speculative decoding terms
+  residual_overhead                             fitted from an observed end-to-end figure
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from perfmodel.model.layers import Collective, Layout, decode_ops
+from perfmodel.model.machine import Machine
+from perfmodel.model.ops import Op, OpEstimate, estimate
+from perfmodel.specs.schema import GQASpec, ModelSpec
+
+
+@dataclass
+class StepEstimate:
+    step_us: float
+    breakdown_us: dict[str, float]
+    sigma_us: float
+    n_kernels: int
+    ops: list[OpEstimate] = field(default_factory=list)
+
+    @property
+    def bottleneck(self) -> str:
+        return max(self.breakdown_us, key=self.breakdown_us.get)
+
+
+class _Acc:
+    """Accumulates time by component, and 1σ by correlated group (same law ⇒ same error)."""
+
+    def __init__(self) -> None:
+        self.by_comp: dict[str, float] = defaultdict(float)
+        self.by_group: dict[str, float] = defaultdict(float)
+        self.ops: list[OpEstimate] = []
+        self.n_kernels = 0
+
+    def add(self, comp: str, us: float, group: str, rel_unc: float) -> None:
+        self.by_comp[comp] += us
+        self.by_group[group] += us * rel_unc
+
+    def sigma(self) -> float:
+        return math.sqrt(sum(v * v for v in self.by_group.values()))
+
+
+def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | None = None) -> float:
+    gpu = 0.0
+    for op in ops:
+        law = mach.laws[op.kernel_class]
+        e = estimate(op, law, mach.flops_scale(op.compute_dtype))
+        acc.ops.append(e)
+        acc.n_kernels += op.n_kernels
+        work = e.total_us - e.overhead_us
+        comp = comp_override or op.component
+        unc = law.rel_unc_bw if e.bound == "memory" else 0.15
+        acc.add(comp, work, f"{op.kernel_class}:{e.bound}", unc)
+        acc.add(comp_override or "latency_floor", e.overhead_us, f"{op.kernel_class}:t0", law.rel_unc_t0)
+        gpu += e.total_us
+    return gpu
+
+
+def _price_collectives(acc: _Acc, mach: Machine, colls: list[Collective], comp: str = "collectives") -> float:
+    total = 0.0
+    for c in colls:
+        law = mach.all_reduce if c.op == "all_reduce" else mach.all_to_all
+        n = mach.n_gpus
+        factor = 2 * (n - 1) / n if c.op == "all_reduce" else (n - 1) / n
+        lat = law.latency_us * c.count
+        bw = c.bytes_per_gpu * factor / (law.busbw_GBps * 1e3) * c.count
+        acc.add(comp, lat, f"{c.op}:lat", law.rel_unc_lat)
+        acc.add(comp, bw, f"{c.op}:bw", law.rel_unc_bw)
+        acc.n_kernels += c.count
+        total += lat + bw
+    return total
+
+
+def drafter_model(m: ModelSpec) -> ModelSpec:
+    """The drafter as a dense GQA model (no lm_head: it shares the target's)."""
+    d = m.drafter
+    return ModelSpec(
+        name=d.name, display_name=d.name, source=d.source, n_layers=d.n_layers, n_dense_layers=d.n_layers,
+        hidden_size=d.hidden_size, vocab_size=m.vocab_size,
+        attention=GQASpec(n_heads=d.n_heads, n_kv_heads=d.n_kv_heads, head_dim=d.head_dim),
+        dense_intermediate_size=d.intermediate_size,
+        dtypes=m.dtypes.model_copy(update={"attention": d.dtype, "dense_mlp": d.dtype}),
+    )
+
+
+def draft_ops(m: ModelSpec, lay: Layout, C: int, L: int) -> list[Op]:
+    """One DFlash drafter forward over a block for C sequences, then the target's lm_head on
+    the block's last bs−1 positions (per-position distributions for the tree)."""
+    from perfmodel.model.layers import _gemm, lm_head_ops
+
+    d = m.drafter
+    dm = drafter_model(m)
+    ops, _ = decode_ops(dm, lay, C, d.block_size, L, lm_head=False)
+    Cg = math.ceil(C / lay.dp_attn)
+    ops.append(_gemm("draft_fc", "dense", Cg, d.n_target_layers_fused * m.hidden_size, m.hidden_size, d.dtype, 1))
+    ops += lm_head_ops(m, lay, Cg * (d.block_size - 1))
+    return ops
+
+
+def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: int, *, graph: bool = True,
+                  lm_head: bool = True, n_layers: int | None = None, n_dense: int | None = None,
+                  draft: bool = False, tree_budget: int = 0, tree_impl: str = "gpu",
+                  residual_us: float = 0.0, host: bool = True) -> StepEstimate:
+    acc = _Acc()
+    ops, colls = decode_ops(m, lay, C, q, L, n_layers=n_layers, n_dense=n_dense, lm_head=lm_head)
+    gpu_us = _price_ops(acc, mach, ops)
+    if draft and m.drafter:
+        dlay = Layout(lay.parallel if lay.parallel != "tp-attn-ep-moe" else "tp", lay.n_gpus, lay.tp_shape, lay.comm)
+        dops = draft_ops(m, dlay, C, L)
+        gpu_us += _price_ops(acc, mach, dops, comp_override="draft")
+        dcolls = [Collective("draft_allreduce", "all_reduce", C * m.drafter.block_size * m.drafter.hidden_size * 2.0,
+                             2 * m.drafter.n_layers)] if lay.comm and lay.n_gpus > 1 else []
+        gpu_us += _price_collectives(acc, mach, dcolls, comp="draft")
+    gpu_us += _price_collectives(acc, mach, colls)
+    if tree_budget > 0:
+        law = mach.treebuild.get(tree_impl)
+        if law is None:
+            raise ValueError(f"profile has no '{tree_impl}' tree-build fit")
+        tb = law.t0_us + law.per_node_us * C * tree_budget
+        acc.add("tree_build", tb, f"tree:{tree_impl}", law.rel_unc)
+    o = mach.overheads
+    if graph:
+        node = acc.n_kernels * o.graph_node_us + o.graph_launch_us
+        acc.add("dispatch", node, "graph_node", o.rel_unc_node)
+    else:
+        launch = acc.n_kernels * o.launch_eager_us
+        acc.add("dispatch", max(0.0, launch - gpu_us), "eager_launch", o.rel_unc_host)
+    if host:
+        acc.add("host", o.host_step_us, "host", o.rel_unc_host)
+    if residual_us:
+        acc.add("residual_overhead", residual_us, "residual", 0.2)
+    bd = {k: v for k, v in acc.by_comp.items() if v > 0}
+    return StepEstimate(step_us=sum(bd.values()), breakdown_us=bd, sigma_us=acc.sigma(),
+                        n_kernels=acc.n_kernels, ops=acc.ops)
