@@ -1,0 +1,43 @@
+"""Dense bf16 GEMM (F.linear, weight [N, K]) vs M = tokens, for Kimi K2.6's projection shapes
+on one GPU at TP8 and TP1 -> fit `gemm_bf16`."""
+
+from __future__ import annotations
+
+from perfmodel.profile import BenchResult
+
+from .common import BenchContext, BenchOutput, make_sample, randn
+from .fits import fit_kernel_law
+from .shapes import kimi_gemm_shapes
+from .timing import time_fn
+
+
+def run(ctx: BenchContext) -> BenchOutput:
+    import torch
+    import torch.nn.functional as F
+
+    Ms = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096] if not ctx.quick else [1, 16, 128, 1024, 4096]
+    shapes, seen = [], set()
+    for tp in (8, 1):
+        for name, N, K in kimi_gemm_shapes(tp):
+            if (N, K) not in seen:
+                seen.add((N, K))
+                shapes.append((f"{name}_tp{tp}", N, K))
+    samples, truncated = [], False
+    for name, N, K in shapes:
+        if ctx.over_budget():
+            truncated = True
+            break
+        w = randn(N, K, scale=0.02)
+        for M in Ms:
+            x = randn(M, K)
+            t = time_fn(lambda: F.linear(x, w), max_samples=25, max_seconds=0.04)
+            nb = 2.0 * (M * K + N * K + M * N)
+            samples.append(make_sample({"name": name, "M": M, "N": N, "K": K}, t, nbytes=nb, nflops=2.0 * M * N * K, provider="torch.matmul"))
+        del w
+    c = ctx.ceilings
+    fit = fit_kernel_law(
+        [s.bytes for s in samples], [s.flops for s in samples], [s.median_ms * 1e3 for s in samples],
+        bench="gemm", source=ctx.source, default_bw_GBps=c.read_GBps, default_tflops=c.bf16_TFLOPS,
+    )
+    note = f"{len(shapes)} shapes x {len(Ms)} M" + ("; truncated by time budget" if truncated else "")
+    return BenchOutput(BenchResult(status="ok", samples=samples, note=note), fits={"gemm_bf16": fit})

@@ -1,0 +1,101 @@
+"""Fused MoE vs routed tokens T (uniform random top-k routing):
+  * W4A16 (perfmodel.kernels.moe_w4a16) on Kimi K2.6 shapes (H=7168, E=384, k=8; I=2048 full
+    and I=256, the TP8 shard) and Qwen3-30B-A3B (H=2048, I=768, E=128, k=8) -> fit `moe_w4a16`;
+  * bf16 (perfmodel.kernels.moe_bf16.fused_moe_bf16) and the torch._grouped_mm baseline on
+    the Qwen3 shape and the Kimi TP8 shard -> fit `moe_bf16` (Triton kernel only; the
+    baseline is recorded as provider "torch._grouped_mm").
+Weights are random packed nibbles with random scales (no quantization pass needed to time).
+Each sample records tokens per touched expert and % of the measured read bandwidth."""
+
+from __future__ import annotations
+
+from perfmodel.profile import BenchResult
+
+from .common import BenchContext, BenchOutput, log_spaced, make_sample, pct, randn, random_int32, random_scales, uniform_topk
+from .fits import fit_kernel_law
+from .shapes import KIMI, QWEN3_30B
+from .timing import time_fn
+
+G = 32  # INT4 group size
+
+
+def _shapes():
+    k = KIMI
+    return [
+        ("kimi_I2048", k["hidden"], k["moe_inter"], k["n_experts"], k["top_k"]),
+        ("kimi_tp8_I256", k["hidden"], k["moe_inter"] // 8, k["n_experts"], k["top_k"]),
+        ("qwen3_30b_a3b", QWEN3_30B["hidden"], QWEN3_30B["moe_inter"], QWEN3_30B["n_experts"], QWEN3_30B["top_k"]),
+    ]
+
+
+def run(ctx: BenchContext) -> BenchOutput:
+    import torch
+
+    from perfmodel.kernels import moe_bf16, moe_w4a16
+
+    Ts = log_spaced(1, 4096, 13) if not ctx.quick else [1, 8, 64, 512, 4096]
+    read = ctx.ceilings.read_GBps
+    samples, notes = [], []
+    tk = dict(max_samples=20, max_seconds=0.08)
+
+    def one(provider, fn, name, T, E, k, H, I, ids, nb, nf):
+        t = time_fn(fn, **tk)
+        distinct = int(torch.unique(ids).numel())
+        s = make_sample(
+            {"shape": name, "T": T, "E": E, "k": k, "H": H, "I": I}, t, nbytes=nb, nflops=nf, provider=provider,
+            distinct_experts=distinct, tokens_per_expert=T * k / max(distinct, 1),
+        )
+        s.pct_read_bw = pct(s.achieved_GBps, read)
+        samples.append(s)
+
+    budget_w4 = 0.6  # share of the bench budget for the W4A16 sweeps
+    for name, H, I, E, k in _shapes():
+        if ctx.over_budget(budget_w4):
+            notes.append(f"w4a16 {name} skipped (time budget)")
+            continue
+        w13, s13 = random_int32(E, 2 * I, H // 8), random_scales(E, 2 * I, H // G)
+        w2, s2 = random_int32(E, H, I // 8), random_scales(E, H, I // G)
+        for T in Ts:
+            if ctx.over_budget(budget_w4):
+                notes.append(f"w4a16 {name} stopped at T<{T}")
+                break
+            x = randn(T, H)
+            ids, wts = uniform_topk(T, E, k)
+            one("triton_w4a16", lambda: moe_w4a16.fused_moe_w4a16(x, w13, s13, w2, s2, ids, wts), name, T, E, k, H, I, ids,
+                moe_w4a16.bytes_moved(ids, E, H, I), moe_w4a16.flops(T, k, H, I))
+        del w13, s13, w2, s2
+        torch.cuda.empty_cache()
+
+    for name, H, I, E, k in _shapes()[1:]:
+        if ctx.over_budget():
+            notes.append(f"bf16 {name} skipped (time budget)")
+            continue
+        w13, w2 = randn(E, 2 * I, H, scale=0.02), randn(E, H, I, scale=0.02)
+        grouped_ok = True
+        for T in Ts:
+            if ctx.over_budget():
+                notes.append(f"bf16 {name} stopped at T<{T}")
+                break
+            x = randn(T, H)
+            ids, wts = uniform_topk(T, E, k)
+            nb, nf = moe_bf16.bytes_moved(ids, E, H, I), moe_bf16.flops(T, k, H, I)
+            one("triton_bf16", lambda: moe_bf16.fused_moe_bf16(x, w13, w2, ids, wts), name, T, E, k, H, I, ids, nb, nf)
+            if grouped_ok:
+                try:
+                    one("torch._grouped_mm", lambda: moe_bf16.grouped_mm_moe_torch(x, w13, w2, ids, wts), name, T, E, k, H, I, ids, nb, nf)
+                except (NotImplementedError, RuntimeError) as e:
+                    grouped_ok = False
+                    notes.append(f"grouped_mm baseline unavailable: {type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}")
+        del w13, w2
+        torch.cuda.empty_cache()
+
+    c = ctx.ceilings
+    fits = {}
+    for cls, prov in (("moe_w4a16", "triton_w4a16"), ("moe_bf16", "triton_bf16")):
+        pts = [s for s in samples if s.provider == prov]
+        if len(pts) >= 3:
+            fits[cls] = fit_kernel_law(
+                [s.bytes for s in pts], [s.flops for s in pts], [s.median_ms * 1e3 for s in pts],
+                bench="moe", source=ctx.source, default_bw_GBps=c.read_GBps, default_tflops=c.bf16_TFLOPS,
+            )
+    return BenchOutput(BenchResult(status="ok", samples=samples, note="; ".join(dict.fromkeys(notes))), fits=fits)
