@@ -1,0 +1,276 @@
+"""Tree-verify decode attention (GQA and absorbed MLA), split-KV / flash-decoding.
+
+C sequences each verify Q tree tokens over an L-token KV prefix. K/V hold S = L + Q
+positions, the last Q being the tree. Query i sees every prefix position p < L, and tree
+position L+j iff tree_mask[c, i, j] (ancestor-or-self). Q=1 with [[True]] is plain decode.
+
+Kernel shape: one program per (sequence, KV head, row block, KV split). A program's rows are
+all (query token, query head of this KV group) pairs -> Q*G rows (G = Hq/Hkv; for MLA the one
+latent head is shared by all H heads, G = H), so each KV tile is loaded once and used by
+every row: the prefix is read once per (sequence, kv head) when Q*G <= block_r. Splits along
+S write (o, lse) partials in fp32, merged by a log-sum-exp combine.
+
+Bytes (bf16, 2 B): GQA  q in + out: 2*C*Q*Hq*D*2; K,V: 2*C*S*Hkv*D*2.
+                   MLA  q in: C*Q*H*(512+64)*2, out: C*Q*H*512*2; ckv+kpe: C*S*(512+64)*2.
+FLOPs (2/MAC; tree masking not subtracted, matches what the kernel computes):
+                   GQA  4*C*Q*Hq*S*D;  MLA  2*C*Q*H*S*(576 + 512).
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+
+__all__ = [
+    "tree_attention_gqa",
+    "tree_attention_gqa_reference",
+    "tree_attention_mla",
+    "tree_attention_mla_reference",
+    "gqa_bytes_moved",
+    "gqa_flops",
+    "mla_bytes_moved",
+    "mla_flops",
+    "default_config",
+]
+
+
+# ------------------------------------------------------------------------------ reference
+def _visibility(tree_mask: torch.Tensor, L: int) -> torch.Tensor:
+    """[C, Q, S] bool: prefix always visible, tree part from the ancestor-or-self mask."""
+    C, Q, _ = tree_mask.shape
+    prefix = torch.ones((C, Q, L), dtype=torch.bool, device=tree_mask.device)
+    return torch.cat([prefix, tree_mask.bool()], dim=2)
+
+
+def tree_attention_gqa_reference(q, k, v, tree_mask, sm_scale=None) -> torch.Tensor:
+    C, Q, Hq, D = q.shape
+    S, Hkv = k.shape[1], k.shape[2]
+    G = Hq // Hkv
+    scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)
+    kf = k.float().repeat_interleave(G, dim=2)  # [C, S, Hq, D]
+    vf = v.float().repeat_interleave(G, dim=2)
+    s = torch.einsum("cqhd,cshd->chqs", q.float(), kf) * scale
+    vis = _visibility(tree_mask, S - Q)[:, None]  # [C, 1, Q, S]
+    p = torch.softmax(s.masked_fill(~vis, float("-inf")), dim=-1)
+    return torch.einsum("chqs,cshd->cqhd", p, vf).to(q.dtype)
+
+
+def tree_attention_mla_reference(q_latent, q_rope, ckv, kpe, tree_mask, sm_scale) -> torch.Tensor:
+    C, Q, H, _ = q_latent.shape
+    S = ckv.shape[1]
+    s = torch.einsum("cqhd,csd->chqs", q_latent.float(), ckv.float())
+    s = (s + torch.einsum("cqhd,csd->chqs", q_rope.float(), kpe.float())) * sm_scale
+    vis = _visibility(tree_mask, S - Q)[:, None]
+    p = torch.softmax(s.masked_fill(~vis, float("-inf")), dim=-1)
+    return torch.einsum("chqs,csd->cqhd", p, ckv.float()).to(q_latent.dtype)
+
+
+# ------------------------------------------------------------------------------ kernel
+_KERNEL = None
+
+
+def _get_kernel():
+    global _KERNEL
+    if _KERNEL is not None:
+        return _KERNEL
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _tree_attn_kernel(
+        q_ptr, qpe_ptr, k_ptr, kpe_ptr, v_ptr, mask_ptr, o_ptr, lse_ptr,
+        L, S, R, HKV, split_len, sm_scale,
+        sq_c, sq_i, sq_h, sqp_c, sqp_i, sqp_h,
+        sk_c, sk_s, sk_h, skp_c, skp_s, sv_c, sv_s, sv_h,
+        sm_c, sm_i,
+        so_c, so_h, so_p, so_r, sl_c, sl_h, sl_p,
+        G: tl.constexpr,
+        DK: tl.constexpr, DPE: tl.constexpr, DV: tl.constexpr, V_IS_K: tl.constexpr,
+        BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, DOT_F32: tl.constexpr,
+    ):
+        pid_ch = tl.program_id(0)
+        pid_r = tl.program_id(1)
+        pid_s = tl.program_id(2)
+        c = (pid_ch // HKV).to(tl.int64)  # pid_ch = c * HKV + hkv
+        hkv = pid_ch % HKV
+
+        rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
+        row_ok = rows < R
+        qi = tl.where(row_ok, rows // G, 0)  # query (tree) token
+        head = hkv * G + rows % G
+        dk = tl.arange(0, DK)
+        q = tl.load(q_ptr + c * sq_c + qi[:, None] * sq_i + head[:, None] * sq_h + dk[None, :],
+                    mask=row_ok[:, None], other=0.0)
+        if DPE > 0:
+            dp = tl.arange(0, DPE)
+            qp = tl.load(qpe_ptr + c * sqp_c + qi[:, None] * sqp_i + head[:, None] * sqp_h + dp[None, :],
+                         mask=row_ok[:, None], other=0.0)
+        if DOT_F32:
+            q = q.to(tl.float32)
+            if DPE > 0:
+                qp = qp.to(tl.float32)
+        dv = tl.arange(0, DV)
+        qk_scale = sm_scale * 1.4426950408889634  # exp2 domain
+
+        m_i = tl.full((BLOCK_R,), float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros((BLOCK_R,), dtype=tl.float32)
+        acc = tl.zeros((BLOCK_R, DV), dtype=tl.float32)
+        s_begin = pid_s * split_len
+        s_stop = tl.minimum(s_begin + split_len, S)
+        for s0 in range(s_begin, s_begin + split_len, BLOCK_S):
+            offs = s0 + tl.arange(0, BLOCK_S)
+            s_ok = offs < s_stop
+            kt = tl.load(k_ptr + c * sk_c + offs[:, None] * sk_s + hkv * sk_h + dk[None, :],
+                         mask=s_ok[:, None], other=0.0)
+            if DOT_F32:
+                kt = kt.to(tl.float32)
+            sc = tl.dot(q, tl.trans(kt))
+            if DPE > 0:
+                kp = tl.load(kpe_ptr + c * skp_c + offs[:, None] * skp_s + tl.arange(0, DPE)[None, :],
+                             mask=s_ok[:, None], other=0.0)
+                if DOT_F32:
+                    kp = kp.to(tl.float32)
+                sc = tl.dot(qp, tl.trans(kp), sc)
+            vis = s_ok[None, :] & (offs[None, :] < L)
+            if s0 + BLOCK_S > L:  # the tile reaches the tree tokens
+                j = offs - L
+                t_ok = (j >= 0) & s_ok
+                tm = tl.load(mask_ptr + c * sm_c + qi[:, None] * sm_i + tl.where(t_ok, j, 0)[None, :],
+                             mask=row_ok[:, None] & t_ok[None, :], other=0)
+                vis = vis | (tm != 0)
+            sc = tl.where(vis, sc * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(sc, 1))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            alpha = tl.exp2(m_i - m_safe)
+            p = tl.exp2(sc - m_safe[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            if V_IS_K:
+                vt = kt
+            else:
+                vt = tl.load(v_ptr + c * sv_c + offs[:, None] * sv_s + hkv * sv_h + dv[None, :],
+                             mask=s_ok[:, None], other=0.0)
+                if DOT_F32:
+                    vt = vt.to(tl.float32)
+            acc = acc * alpha[:, None]
+            acc = tl.dot(p.to(vt.dtype), vt, acc)
+            m_i = m_new
+
+        l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+        o = acc / l_safe[:, None]
+        lse = tl.where(l_i == 0.0, float("-inf"), m_i + tl.log2(l_safe))  # log2 domain
+        base = c * so_c + hkv * so_h + pid_s * so_p
+        tl.store(o_ptr + base + rows[:, None] * so_r + dv[None, :], o, mask=row_ok[:, None])
+        tl.store(lse_ptr + c * sl_c + hkv * sl_h + pid_s * sl_p + rows, lse, mask=row_ok)
+
+    _KERNEL = _tree_attn_kernel
+    return _KERNEL
+
+
+# ------------------------------------------------------------------------------ wrapper
+def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 132) -> dict:
+    """Knobs: block_r rows (query tokens x heads of one KV group) per program, block_s KV
+    positions per step, num_splits along S, num_warps, num_stages.
+
+    Splits are chosen so that programs >= 2 per SM while each split keeps >= 4 tiles of
+    block_s (below that the combine and the q reload dominate). Starting points for tuning.
+    """
+    block_r = 16
+    while block_r < rows and block_r < (64 if dv <= 128 else 32):
+        block_r *= 2
+    block_s = 64 if dv <= 128 else 32
+    row_blocks = -(-rows // block_r)
+    base = C * Hkv * row_blocks
+    max_splits = max(1, S // (4 * block_s))
+    splits = max(1, min(max_splits, -(-2 * num_sms // base)))
+    return dict(block_r=block_r, block_s=block_s, num_splits=splits,
+                num_warps=4 if dv <= 128 else 8, num_stages=2)
+
+
+def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
+    import triton
+
+    C, Q = q.shape[0], q.shape[1]
+    S = k.shape[1]
+    L = S - Q
+    R = Q * G
+    d = default_config(C, Hkv, R, S, dv)
+    d.update({kk: vv for kk, vv in (cfg or {}).items() if vv is not None})
+    split_len = triton.cdiv(triton.cdiv(S, d["num_splits"]), d["block_s"]) * d["block_s"]
+    nsplit = triton.cdiv(S, split_len)
+    o = torch.empty((C, Hkv, nsplit, R, dv), dtype=torch.float32, device=q.device)
+    lse = torch.empty((C, Hkv, nsplit, R), dtype=torch.float32, device=q.device)
+    mask = tree_mask.to(torch.int8).contiguous()
+    dpe = 0 if qpe is None else qpe.shape[-1]
+    qpe_ = qpe if qpe is not None else q
+    kpe_ = kpe if kpe is not None else k
+    # strides: k/v may be [C, S, Hkv, D] (GQA) or [C, S, D] (MLA, head stride 0)
+    skh = k.stride(2) if k.dim() == 4 else 0
+    svh = v.stride(2) if v.dim() == 4 else 0
+    assert q.stride(-1) == 1 and k.stride(-1) == 1 and v.stride(-1) == 1, "last dim must be contiguous"
+    grid = (C * Hkv, triton.cdiv(R, d["block_r"]), nsplit)
+    _get_kernel()[grid](
+        q, qpe_, k, kpe_, v, mask, o, lse,
+        L, S, R, Hkv, split_len, float(sm_scale),
+        q.stride(0), q.stride(1), q.stride(2), qpe_.stride(0), qpe_.stride(1), qpe_.stride(2),
+        k.stride(0), k.stride(1), skh, kpe_.stride(0), kpe_.stride(1), v.stride(0), v.stride(1), svh,
+        mask.stride(0), mask.stride(1),
+        o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
+        G=G, DK=q.shape[-1], DPE=dpe, DV=dv, V_IS_K=v_is_k,
+        BLOCK_R=d["block_r"], BLOCK_S=d["block_s"],
+        DOT_F32=os.environ.get("TRITON_INTERPRET") == "1",
+        num_warps=d["num_warps"], num_stages=d["num_stages"],
+    )
+    # log-sum-exp merge of the splits (log2 domain); a split that saw nothing has lse=-inf
+    m = lse.amax(dim=2, keepdim=True)
+    w = torch.exp2(lse - m)  # [C, Hkv, P, R]
+    out = (o * w[..., None]).sum(2) / w.sum(2)[..., None]  # [C, Hkv, R, dv]
+    out = out.view(C, Hkv, Q, G, dv).permute(0, 2, 1, 3, 4).reshape(C, Q, Hkv * G, dv)
+    return out.to(q.dtype)
+
+
+def tree_attention_gqa(q, k, v, tree_mask, sm_scale=None, *, block_r=None, block_s=None,
+                       num_splits=None, num_warps=None, num_stages=None) -> torch.Tensor:
+    """q [C,Q,Hq,D], k/v [C,S,Hkv,D] (S = L + Q), tree_mask bool [C,Q,Q] -> [C,Q,Hq,D]."""
+    C, Q, Hq, D = q.shape
+    Hkv = k.shape[2]
+    assert Hq % Hkv == 0 and D & (D - 1) == 0, f"{Hq=} {Hkv=} {D=} (D a power of two)"
+    scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)
+    cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
+               num_warps=num_warps, num_stages=num_stages)
+    return _run(q, None, k, None, v, tree_mask, scale, G=Hq // Hkv, Hkv=Hkv, dv=D,
+                v_is_k=False, cfg=cfg)
+
+
+def tree_attention_mla(q_latent, q_rope, ckv, kpe, tree_mask, sm_scale, *, block_r=None,
+                       block_s=None, num_splits=None, num_warps=None, num_stages=None) -> torch.Tensor:
+    """Absorbed MLA: q_latent [C,Q,H,512], q_rope [C,Q,H,64], ckv [C,S,512], kpe [C,S,64]
+    -> [C,Q,H,512]; score = q_latent.ckv + q_rope.kpe, value = ckv (one latent head)."""
+    C, Q, H, DL = q_latent.shape
+    cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
+               num_warps=num_warps, num_stages=num_stages)
+    return _run(q_latent, q_rope, ckv, kpe, ckv, tree_mask, sm_scale, G=H, Hkv=1, dv=DL,
+                v_is_k=True, cfg=cfg)
+
+
+# ------------------------------------------------------------------------------ bytes / flops
+def gqa_bytes_moved(C: int, Q: int, L: int, Hq: int, Hkv: int, D: int, elem_bytes: int = 2) -> float:
+    S = L + Q
+    return float(elem_bytes * (2 * C * S * Hkv * D + 2 * C * Q * Hq * D))
+
+
+def gqa_flops(C: int, Q: int, L: int, Hq: int, D: int) -> float:
+    return 4.0 * C * Q * Hq * (L + Q) * D
+
+
+def mla_bytes_moved(C: int, Q: int, L: int, H: int, d_latent: int = 512, d_rope: int = 64,
+                    elem_bytes: int = 2) -> float:
+    S = L + Q
+    kv = C * S * (d_latent + d_rope)
+    q_in = C * Q * H * (d_latent + d_rope)
+    out = C * Q * H * d_latent
+    return float(elem_bytes * (kv + q_in + out))
+
+
+def mla_flops(C: int, Q: int, L: int, H: int, d_latent: int = 512, d_rope: int = 64) -> float:
+    return 2.0 * C * Q * H * (L + Q) * (d_latent + d_rope + d_latent)

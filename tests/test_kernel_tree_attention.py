@@ -1,0 +1,101 @@
+"""Tree-verify attention (GQA, MLA) against the torch reference."""
+import math
+
+import pytest
+import torch
+
+from perfmodel.kernels._testing import use_interpreter_if_no_gpu
+
+use_interpreter_if_no_gpu()
+
+from perfmodel.kernels import tree_attention as ta  # noqa: E402
+from perfmodel.kernels._testing import assert_close  # noqa: E402
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def random_tree_mask(C, Q, gen):
+    """Random trees: node i>0 has a parent in [0, i); ancestor-or-self mask."""
+    m = torch.zeros(C, Q, Q, dtype=torch.bool)
+    for c in range(C):
+        for i in range(Q):
+            m[c, i, i] = True
+            if i > 0:
+                p = int(torch.randint(0, i, (1,), generator=gen))
+                m[c, i] |= m[c, p]
+    return m.to(DEV)
+
+
+# (C, Q, L, Hq, Hkv, D): plain decode, tree over odd prefix, S not a multiple of the tile
+GQA_SHAPES = [(2, 1, 37, 4, 2, 32), (1, 5, 70, 8, 2, 64), (3, 7, 13, 2, 1, 16), (2, 4, 0, 4, 4, 32)]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("C,Q,L,Hq,Hkv,D", GQA_SHAPES)
+def test_tree_attention_gqa(C, Q, L, Hq, Hkv, D, dtype):
+    gen = torch.Generator().manual_seed(C * 31 + Q + L)
+    S = L + Q
+    q = torch.randn(C, Q, Hq, D, generator=gen).to(DEV, dtype)
+    k = torch.randn(C, S, Hkv, D, generator=gen).to(DEV, dtype)
+    v = torch.randn(C, S, Hkv, D, generator=gen).to(DEV, dtype)
+    mask = random_tree_mask(C, Q, gen)
+    ref = ta.tree_attention_gqa_reference(q.float(), k.float(), v.float(), mask)
+    what = f"gqa {C=} {Q=} {L=} {Hq=} {Hkv=} {D=} {dtype=}"
+    assert_close(ta.tree_attention_gqa(q, k, v, mask), ref, dtype, what)
+    # several splits and small tiles: split merge and partially-visible splits
+    out = ta.tree_attention_gqa(q, k, v, mask, block_s=16, num_splits=3, block_r=16)
+    assert_close(out, ref, dtype, what + " splits=3")
+
+
+def test_tree_mask_matters():
+    gen = torch.Generator().manual_seed(0)
+    C, Q, L, H, D = 1, 3, 5, 2, 16
+    q = torch.randn(C, Q, H, D, generator=gen)
+    k = torch.randn(C, L + Q, H, D, generator=gen)
+    v = torch.randn(C, L + Q, H, D, generator=gen)
+    chain = torch.tril(torch.ones(Q, Q, dtype=torch.bool))[None]
+    star = torch.eye(Q, dtype=torch.bool)[None]
+    star[0, :, 0] = True
+    a, b = ta.tree_attention_gqa(q, k, v, chain), ta.tree_attention_gqa(q, k, v, star)
+    assert torch.allclose(a[:, :2], b[:, :2], atol=1e-3) and not torch.allclose(a[:, 2], b[:, 2], atol=1e-3)
+
+
+# (C, Q, L, H) with the real MLA dims 512 / 64
+MLA_SHAPES = [(1, 1, 45, 2), (2, 3, 20, 4)]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("C,Q,L,H", MLA_SHAPES)
+def test_tree_attention_mla(C, Q, L, H, dtype):
+    gen = torch.Generator().manual_seed(C + Q + L)
+    S = L + Q
+    ql = torch.randn(C, Q, H, 512, generator=gen).to(DEV, dtype)
+    qr = torch.randn(C, Q, H, 64, generator=gen).to(DEV, dtype)
+    ckv = torch.randn(C, S, 512, generator=gen).to(DEV, dtype)
+    kpe = torch.randn(C, S, 64, generator=gen).to(DEV, dtype)
+    mask = random_tree_mask(C, Q, gen)
+    scale = 1.0 / math.sqrt(128 + 64)
+    ref = ta.tree_attention_mla_reference(ql.float(), qr.float(), ckv.float(), kpe.float(), mask, scale)
+    out = ta.tree_attention_mla(ql, qr, ckv, kpe, mask, scale, num_splits=2)
+    assert_close(out, ref, dtype, f"mla {C=} {Q=} {L=} {H=} {dtype=}")
+
+
+def test_bytes_and_flops():
+    assert ta.gqa_bytes_moved(1, 1, 7, 8, 2, 128) == 2 * (2 * 8 * 2 * 128 + 2 * 8 * 128)
+    assert ta.gqa_flops(1, 1, 7, 8, 128) == 4 * 8 * 8 * 128
+    # Kimi MLA KV: (512+64)*2 B per token per layer (facts §1a: 1152 B)
+    assert ta.mla_bytes_moved(1, 1, 999, 8) == 1000 * 1152 + 2 * (8 * 576 + 8 * 512)
+    assert ta.mla_flops(1, 1, 9, 8) == 2 * 8 * 10 * 1088
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_tree_attention_mla_gpu_large():
+    C, Q, L, H = 4, 17, 8192, 8
+    ql = torch.randn(C, Q, H, 512, device=DEV, dtype=torch.bfloat16)
+    qr = torch.randn(C, Q, H, 64, device=DEV, dtype=torch.bfloat16)
+    ckv = torch.randn(C, L + Q, 512, device=DEV, dtype=torch.bfloat16)
+    kpe = torch.randn(C, L + Q, 64, device=DEV, dtype=torch.bfloat16)
+    mask = random_tree_mask(C, Q, torch.Generator().manual_seed(0))
+    ref = ta.tree_attention_mla_reference(ql, qr, ckv, kpe, mask, 0.07)
+    assert_close(ta.tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07), ref, torch.bfloat16, f"mla {C=} {Q=} {L=}")
