@@ -1,0 +1,131 @@
+"""Tree-verify attention vs (C sequences, q tree tokens, L prefix) with
+perfmodel.kernels.tree_attention:
+  * MLA (absorbed, latent 512 + rope 64): H = 8 heads (Kimi at TP8) and H = 64 (TP1) -> `attention_mla`
+  * GQA: Qwen3-30B-A3B (32/4 heads, D=128) and Llama-3.1-8B (32/8, D=128) per GPU at TP1 -> `attention_gqa`
+Tree masks are random ancestor-closed trees (a random parent for each node).
+Bytes/FLOPs follow the formulas in kernels/tree_attention.py's docstring (written out below)."""
+
+from __future__ import annotations
+
+import math
+
+from perfmodel.profile import BenchResult
+
+from .common import BenchContext, BenchOutput, make_sample, pct, randn
+from .fits import fit_kernel_law
+from .shapes import LLAMA3_8B, QWEN3_30B
+from .timing import time_fn
+
+
+def random_tree_mask(C: int, Q: int, seed: int = 0):
+    """[C, Q, Q] bool ancestor-or-self mask of random trees (node 0 is the root)."""
+    import numpy as np
+    import torch
+
+    rng = np.random.default_rng(seed)
+    m = np.zeros((C, Q, Q), dtype=bool)
+    for c in range(C):
+        parent = [-1] + [int(rng.integers(0, i)) for i in range(1, Q)]
+        for i in range(Q):
+            j = i
+            while j >= 0:
+                m[c, i, j] = True
+                j = parent[j]
+    return torch.from_numpy(m).cuda()
+
+
+def mla_bytes(C, Q, L, H):
+    S = L + Q
+    return 2.0 * (C * Q * H * 576 + C * Q * H * 512 + C * S * 576)
+
+
+def mla_flops(C, Q, L, H):
+    return 2.0 * C * Q * H * (L + Q) * (576 + 512)
+
+
+def gqa_bytes(C, Q, L, Hq, Hkv, D):
+    return 2.0 * (2 * C * Q * Hq * D + 2 * C * (L + Q) * Hkv * D)
+
+
+def gqa_flops(C, Q, L, Hq, Hkv, D):
+    return 4.0 * C * Q * Hq * (L + Q) * D
+
+
+def _grid(quick: bool, big: bool):
+    if quick:
+        return [(C, q, L) for C in (1, 32) for q in (1, 17) for L in (1024, 8192)]
+    Cs, qs, Ls = (1, 8, 32, 128), (1, 9, 17, 65), (1024, 4096, 8192, 32768)
+    if not big:  # secondary shapes: a sparser grid
+        Cs, qs, Ls = (1, 8, 32, 128), (1, 17, 65), (1024, 8192, 32768)
+    return [(C, q, L) for C in Cs for q in qs for L in Ls]
+
+
+MAX_KV_BYTES = 12e9  # keep one config's cache under this
+
+
+def run(ctx: BenchContext) -> BenchOutput:
+    import torch
+
+    from perfmodel.kernels import tree_attention as ta
+
+    read = ctx.ceilings.read_GBps
+    samples, notes = [], []
+    tk = dict(max_samples=15, max_seconds=0.05)
+    masks: dict[tuple[int, int], torch.Tensor] = {}
+
+    def mask(C, q):
+        if (C, q) not in masks:
+            masks[(C, q)] = random_tree_mask(C, q, seed=C * 1000 + q)
+        return masks[(C, q)]
+
+    cases = [
+        ("mla_h8", "mla", dict(H=8), True, 0.45),
+        ("mla_h64", "mla", dict(H=64), False, 0.6),
+        ("gqa_qwen3_30b", "gqa", dict(Hq=QWEN3_30B["n_heads"], Hkv=QWEN3_30B["n_kv_heads"], D=QWEN3_30B["head_dim"]), True, 0.85),
+        ("gqa_llama3_8b", "gqa", dict(Hq=LLAMA3_8B["n_heads"], Hkv=LLAMA3_8B["n_kv_heads"], D=LLAMA3_8B["head_dim"]), False, 1.0),
+    ]
+    for name, kind, hp, big, share in cases:
+        for C, q, L in _grid(ctx.quick, big):
+            if ctx.over_budget(share):
+                notes.append(f"{name} stopped (time budget)")
+                break
+            S = L + q
+            if kind == "mla":
+                H = hp["H"]
+                if C * S * 576 * 2 > MAX_KV_BYTES:
+                    continue
+                ql, qr = randn(C, q, H, 512), randn(C, q, H, 64)
+                ckv, kpe = randn(C, S, 512), randn(C, S, 64)
+                sm = 1.0 / math.sqrt(128 + 64)
+                fn = lambda: ta.tree_attention_mla(ql, qr, ckv, kpe, mask(C, q), sm)  # noqa: E731
+                nb, nf = mla_bytes(C, q, L, H), mla_flops(C, q, L, H)
+            else:
+                Hq, Hkv, D = hp["Hq"], hp["Hkv"], hp["D"]
+                if 2 * C * S * Hkv * D * 2 > MAX_KV_BYTES:
+                    continue
+                qq = randn(C, q, Hq, D)
+                k, v = randn(C, S, Hkv, D), randn(C, S, Hkv, D)
+                fn = lambda: ta.tree_attention_gqa(qq, k, v, mask(C, q))  # noqa: E731
+                nb, nf = gqa_bytes(C, q, L, Hq, Hkv, D), gqa_flops(C, q, L, Hq, Hkv, D)
+            mask(C, q)
+            t = time_fn(fn, **tk)
+            s = make_sample({"shape": name, "kind": kind, "C": C, "q": q, "L": L, **hp}, t, nbytes=nb, nflops=nf, provider="triton")
+            s.pct_read_bw = pct(s.achieved_GBps, read)
+            samples.append(s)
+            fn = None
+            if kind == "mla":
+                del ql, qr, ckv, kpe
+            else:
+                del qq, k, v
+        torch.cuda.empty_cache()
+
+    c = ctx.ceilings
+    fits = {}
+    for cls, kind in (("attention_mla", "mla"), ("attention_gqa", "gqa")):
+        pts = [s for s in samples if s.shape["kind"] == kind]
+        if len(pts) >= 3:
+            fits[cls] = fit_kernel_law(
+                [s.bytes for s in pts], [s.flops for s in pts], [s.median_ms * 1e3 for s in pts],
+                bench="attention", source=ctx.source, default_bw_GBps=c.read_GBps, default_tflops=c.bf16_TFLOPS,
+            )
+    return BenchOutput(BenchResult(status="ok", samples=samples, note="; ".join(dict.fromkeys(notes))), fits=fits)

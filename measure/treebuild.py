@@ -1,0 +1,79 @@
+"""DDTree construction cost, CPU reference vs GPU builder (perfmodel.kernels.ddtree), for
+C sequences x budget B nodes, D = 15 draft depths (DFlash block 16), V = 163840 (Kimi vocab).
+
+What each time includes:
+  * gpu: build_ddtree_gpu(logits [C, D, V] bf16 on the GPU, B): log_softmax + top-k + the
+    best-first expansion, all on the device (CUDA events; the result stays on the device).
+  * cpu: build_ddtree_cpu_batch(logprobs [C, D, B] float32 numpy, B): only the host
+    best-first part, given the top-B log-probs per depth (a tree of B nodes never needs
+    more than B candidates per depth). Excluded and recorded separately as provider
+    "torch.log_softmax+topk+d2h": the device log_softmax + top-k and the copy to the host.
+Fits t = t0 + per_node * C * B for each (TreeBuildFit); the note gives the GPU speedup at
+B >= 64, C >= 8."""
+
+from __future__ import annotations
+
+import time
+
+from perfmodel.profile import BenchResult
+
+from .common import BenchContext, BenchOutput, make_sample
+from .fits import fit_treebuild_law
+from .shapes import KIMI
+from .timing import host_time, time_fn
+
+D = 15
+
+
+def run(ctx: BenchContext) -> BenchOutput:
+    import numpy as np
+    import torch
+
+    from perfmodel.kernels import ddtree
+
+    V = KIMI["vocab"]
+    Cs = (1, 8, 32, 128) if not ctx.quick else (1, 32)
+    Bs = (16, 32, 64, 128, 256) if not ctx.quick else (16, 64, 256)
+    samples, notes = [], []
+    gpu_t, cpu_t = {}, {}
+    for C in Cs:
+        if ctx.over_budget(0.95):
+            notes.append(f"stopped before C={C} (time budget)")
+            break
+        logits = torch.randn(C, D, V, device="cuda", dtype=torch.bfloat16) * 3
+        for B in Bs:
+            if ctx.over_budget(0.95):
+                break
+            t = time_fn(lambda: ddtree.build_ddtree_gpu(logits, B), max_samples=10, max_seconds=0.1, warmup=2)
+            samples.append(make_sample({"impl": "gpu", "C": C, "B": B, "D": D, "V": V}, t, provider="triton/torch (gpu builder)",
+                                       includes="log_softmax+topk+best-first on device"))
+            gpu_t[(C, B)] = t.median_ms
+
+            def prep():
+                lp = torch.log_softmax(logits.float(), dim=-1).topk(B, dim=-1).values
+                return lp.cpu().numpy()
+
+            def prep_synced():
+                prep()
+                torch.cuda.synchronize()
+
+            tp = host_time(prep_synced, repeats=3, max_seconds=0.3)
+            samples.append(make_sample({"impl": "cpu_prep", "C": C, "B": B, "D": D, "V": V}, tp, provider="torch.log_softmax+topk+d2h",
+                                       includes="device log_softmax + topk(B) + copy to host (host wall)"))
+            lp = np.ascontiguousarray(prep(), dtype=np.float32)
+            tc = host_time(lambda: ddtree.build_ddtree_cpu_batch(lp, B), repeats=3, max_seconds=0.5)
+            samples.append(make_sample({"impl": "cpu", "C": C, "B": B, "D": D, "V": V}, tc, provider="numpy/python (cpu reference)",
+                                       includes="host best-first over top-B log-probs per depth"))
+            cpu_t[(C, B)] = tc.median_ms
+        del logits
+        torch.cuda.empty_cache()
+
+    fits = {}
+    for impl, d in (("gpu", gpu_t), ("cpu", cpu_t)):
+        if len(d) >= 2:
+            keys = sorted(d)
+            fits[impl] = fit_treebuild_law([k[0] for k in keys], [k[1] for k in keys], [d[k] * 1e3 for k in keys], impl=impl, source=ctx.source)
+    sp = [cpu_t[k] / gpu_t[k] for k in gpu_t if k in cpu_t and k[0] >= 8 and k[1] >= 64]
+    if sp:
+        notes.append(f"GPU builder speedup over CPU best-first at B>=64, C>=8: median {float(np.median(sp)):.1f}x (min {min(sp):.1f}x, max {max(sp):.1f}x; CPU time excludes log_softmax+topk+d2h)")
+    return BenchOutput(BenchResult(status="ok", samples=samples, note="; ".join(notes)), treebuild=fits)
