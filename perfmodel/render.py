@@ -86,12 +86,13 @@ def projection_csv(res: dict) -> str:
 
 def validation_table(res: dict) -> None:
     tab = Table(title="perfmodel validate: projection vs measurement", title_justify="left")
-    for col in ("kind", "point", "measured", "predicted", "error", "in interval", "source"):
+    for col in ("kind", "point", "unit", "measured", "predicted", "error", "in 90% interval"):
         tab.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
     for r in res["rows"]:
-        tab.add_row(r["kind"], r["point"], f"{r['measured']:.4g} {r['unit']}", f"{r['predicted']:.4g}",
-                    f"{r['err']:+.1%}", {True: "yes", False: "no", None: "—"}[r.get("in_interval")], r["source"])
+        tab.add_row(r["kind"], r["point"], r["unit"], f"{r['measured']:.4g}", f"{r['predicted']:.4g}",
+                    f"{r['err']:+.1%}", {True: "yes", False: "no", None: "—"}[r.get("in_interval")])
     console.print(tab)
+    console.print("sources: `perfmodel validate --format json` (field `source`) and perfmodel/data/published.yaml")
     for kind, s in res["summary"]["by_kind"].items():
         cov = f", interval coverage {s['coverage']:.0%}" if s.get("coverage") is not None else ""
         console.print(f"{kind}: {s['n']} points, median |error| {s['median_abs_err']:.1%}, max {s['max_abs_err']:.1%}{cov}")

@@ -47,6 +47,7 @@ class Request:
     observed: str | None = None
     hw_file: str | None = None
     model_file: str | None = None
+    dtype_overrides: dict | None = None  # e.g. {"routed_experts": "nvfp4"} (validation rows)
 
 
 def embedded_profile_path() -> Path | None:
@@ -81,6 +82,9 @@ def _load(req: Request) -> tuple[GpuSpec, ModelSpec, InterconnectSpec | None]:
         gpu = registry.load_gpu_file(req.hw_file) if req.hw_file else registry.load_gpu(req.target)
         model = registry.load_model_file(req.model_file) if req.model_file else registry.load_model(req.model)
         link = registry.load_link(req.link or gpu.default_interconnect) if req.gpus > 1 else None
+        if req.dtype_overrides:
+            model = model.model_copy(update={"dtypes": model.dtypes.model_validate(
+                model.dtypes.model_dump() | req.dtype_overrides)})
     except registry.SpecError as e:
         raise ProjectionError(str(e)) from None
     return gpu, model, link

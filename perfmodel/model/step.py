@@ -136,7 +136,10 @@ def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: i
         node = acc.n_kernels * o.graph_node_us + o.graph_launch_us
         acc.add("dispatch", node, "graph_node", o.rel_unc_node)
     else:
+        # Eager: the same GPU-side gap per kernel, plus any time the GPU waits for the host
+        # to launch (host launch time beyond the GPU's own work).
         launch = acc.n_kernels * o.launch_eager_us
+        acc.add("dispatch", acc.n_kernels * o.graph_node_us, "graph_node", o.rel_unc_node)
         acc.add("dispatch", max(0.0, launch - gpu_us), "eager_launch", o.rel_unc_host)
     if host:
         acc.add("host", o.host_step_us, "host", o.rel_unc_host)

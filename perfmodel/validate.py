@@ -1,0 +1,110 @@
+"""`perfmodel validate`: projections against measurements.
+
+(a) End-to-end synthetic decode steps stored in profiles. One-GPU points are predicted from
+    the embedded profile's component fits (the self-check). Multi-GPU points (TP over NVLink)
+    are predicted from the ONE-GPU profile plus the link spec — the collectives measured on
+    those GPUs are not used, so the check is a real cross-configuration prediction.
+(b) A shipped table of published decode figures (perfmodel/data/published.yaml), projected
+    from the embedded profile through the transfer rules onto the published hardware.
+"""
+
+from __future__ import annotations
+
+import statistics
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from perfmodel.model.layers import Layout
+from perfmodel.model.machine import build_machine
+from perfmodel.model.project import (Projector, ProjectionError, Request, embedded_profile_path,
+                                     profile_source_gpu, resolve_profile, self_check)
+from perfmodel.model.step import step_estimate
+from perfmodel.profile import Profile, load_profile
+from perfmodel.specs import registry
+
+Z90 = 1.645
+
+
+def shipped_profiles() -> list[Path]:
+    d = Path(str(resources.files("perfmodel").joinpath("data")))
+    return sorted(d.glob("*.json"))
+
+
+def published_rows() -> list[dict]:
+    text = resources.files("perfmodel").joinpath("data", "published.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def _e2e_rows(prof: Profile, base: Profile, path: str) -> list[dict]:
+    rows = []
+    src = profile_source_gpu(base)
+    mk = registry.load_memory_kinds()
+    for p in prof.e2e:
+        m = registry.load_model(p.model)
+        if p.n_gpus == 1:
+            mach = build_machine(src, 1, None, base, src, mk)
+        else:
+            link = registry.load_link(src.default_interconnect)
+            # Drop measured collectives: predict from the 1-GPU profile + the link spec.
+            base_nc = base.model_copy(update={"collectives": []})
+            mach = build_machine(src, p.n_gpus, link, base_nc, src, mk, graph=p.graph)
+        lay = Layout(p.parallel, p.n_gpus, tp_shape=p.tp_shape, comm=p.n_gpus > 1)
+        est = step_estimate(m, mach, lay, p.concurrency, p.q, p.context, graph=p.graph, lm_head=p.lm_head,
+                            n_layers=p.n_layers, n_dense=p.n_dense_layers, host=False)
+        pred = est.step_us / 1e3
+        lo, hi = pred - Z90 * est.sigma_us / 1e3, pred + Z90 * est.sigma_us / 1e3
+        rows.append({"kind": f"e2e-{p.n_gpus}gpu", "point": f"{p.name} C={p.concurrency} q={p.q} L={p.context}",
+                     "measured": p.step_ms, "unit": "ms/step", "predicted": pred, "err": pred / p.step_ms - 1,
+                     "in_interval": lo <= p.step_ms <= hi, "source": f"{Path(path).name} ({prof.provenance.gpu_name})"})
+    return rows
+
+
+def _published(base_path: str | None) -> list[dict]:
+    rows = []
+    for r in published_rows():
+        req = Request(target=r["gpu"], gpus=r["gpus"], model=r["model"], parallel=r["parallel"],
+                      concurrency=[r["concurrency"]], context=r["context"], profile=base_path,
+                      dtype_overrides=r.get("dtypes"))
+        pt = Projector(req).run()["points"][0]
+        if not pt["fits_in_memory"]:
+            rows.append({"kind": "published", "point": r["id"], "measured": r["figure"], "unit": r["unit"],
+                         "predicted": float("nan"), "err": float("nan"), "in_interval": False,
+                         "source": r["source"] + " — projected not to fit"})
+            continue
+        total = r["unit"] == "tok/s total"
+        pred = pt["tokens_per_s"] if total else pt["tokens_per_s_per_stream"]
+        iv = pt["interval"]["tokens_per_s" if total else "tokens_per_s_per_stream"]
+        rows.append({"kind": "published", "point": f"{r['id']} ({r['engine']})", "measured": r["figure"],
+                     "unit": r["unit"], "predicted": pred, "err": pred / r["figure"] - 1,
+                     "in_interval": iv[0] <= r["figure"] <= iv[1], "source": r["source"]})
+    return rows
+
+
+def _summary(rows: list[dict]) -> dict:
+    by = {}
+    for kind in sorted({r["kind"] for r in rows}):
+        errs = [abs(r["err"]) for r in rows if r["kind"] == kind and r["err"] == r["err"]]
+        cov = [r["in_interval"] for r in rows if r["kind"] == kind and r["in_interval"] is not None]
+        by[kind] = {"n": len(errs), "median_abs_err": statistics.median(errs) if errs else None,
+                    "max_abs_err": max(errs) if errs else None,
+                    "coverage": sum(cov) / len(cov) if cov else None}
+    allerr = [abs(r["err"]) for r in rows if r["err"] == r["err"]]
+    return {"by_kind": by, "median_abs_err": statistics.median(allerr) if allerr else None}
+
+
+def run_validation(profiles: list[str] | None = None, published: bool = True, base: str | None = None) -> dict:
+    base_prof = resolve_profile(base)
+    paths = [str(p) for p in (profiles or shipped_profiles())]
+    rows: list[dict] = []
+    for path in paths:
+        try:
+            prof = load_profile(path)
+        except ValueError as e:
+            raise ProjectionError(str(e)) from None
+        rows += _e2e_rows(prof, base_prof, path)
+    if published:
+        rows += _published(base)
+    return {"base_profile": base_prof.label, "rows": rows, "summary": _summary(rows),
+            "self_check": {k: v for k, v in self_check(base_prof).items() if k != "points"}}
