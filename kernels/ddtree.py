@@ -1,0 +1,185 @@
+"""DDTree draft-tree building (Ringel & Romano, arXiv 2604.12989; liranringel/ddtree
+`build_ddtree_tree`). See /work/shared/facts/models-specdec.md §3.
+
+Given per-depth draft distributions q_1..q_D (a factorised surrogate) and a node budget B,
+the tree is the B highest-scoring token prefixes, score = sum_d log q_d(token_d). Scores
+fall along a path, so the top-B set is ancestor-closed.
+
+Conventions (both builders): index 0 is the root (the previous bonus token, not known to
+the builder: token -1, parent -1, depth 0, rank -1, score 0). Nodes follow in pop order
+(score descending; ties -> shallower first). `ranks` is the node's rank among the top-K
+tokens of its depth. When fewer than B nodes exist (sum_d K^d < B with K = min(B, V)), the
+CPU tree is shorter, and the GPU batch is padded with token -1, parent -1, depth -1,
+score -inf, and `num_nodes` gives the real count (root included).
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__ = [
+    "DDTree",
+    "DDTreeBatch",
+    "build_ddtree_cpu",
+    "build_ddtree_cpu_batch",
+    "build_ddtree_gpu",
+    "ancestor_mask_from_parents",
+    "token_paths",
+]
+
+
+@dataclass
+class DDTree:
+    tokens: np.ndarray  # [n+1] int64
+    parents: np.ndarray  # [n+1] int64, root -1
+    depths: np.ndarray  # [n+1] int64
+    ranks: np.ndarray  # [n+1] int64, root -1
+    scores: np.ndarray  # [n+1] float64, cumulative log-prob
+
+
+@dataclass
+class DDTreeBatch:
+    tokens: torch.Tensor  # [C, B+1] int64
+    parents: torch.Tensor  # [C, B+1] int64
+    depths: torch.Tensor  # [C, B+1] int64
+    ranks: torch.Tensor  # [C, B+1] int64
+    scores: torch.Tensor  # [C, B+1] float32
+    ancestor_mask: torch.Tensor  # [C, B+1, B+1] bool, ancestor-or-self
+    position_ids: torch.Tensor  # [C, B+1] int64 (= depth; add the sequence start outside)
+    num_nodes: torch.Tensor  # [C] int64, root included
+
+
+# ------------------------------------------------------------------------------ CPU reference
+def build_ddtree_cpu(logprobs: np.ndarray, budget: int) -> DDTree:
+    """The reference algorithm: numpy top-K per depth, then heapq best-first search.
+
+    logprobs [D, V] (log-softmaxed draft outputs for depths 1..D). O(D*V + B log B)."""
+    D, V = logprobs.shape
+    K = min(budget, V)
+    top_ids = np.argsort(-logprobs, axis=1, kind="stable")[:, :K]
+    lp = np.take_along_axis(logprobs, top_ids, axis=1).astype(np.float64)
+    tokens, parents, depths, ranks, scores = [-1], [-1], [0], [-1], [0.0]
+    # heap entries: (-logw, depth, rank, parent index); depth/rank break exact ties
+    heap = [(-lp[0, 0], 1, 0, 0)]
+    while heap and len(tokens) - 1 < budget:
+        neg_w, d, r, parent = heapq.heappop(heap)
+        logw = -neg_w
+        idx = len(tokens)
+        tokens.append(int(top_ids[d - 1, r]))
+        parents.append(parent)
+        depths.append(d)
+        ranks.append(r)
+        scores.append(logw)
+        if r + 1 < K:  # next sibling: same parent, next rank at this depth
+            heapq.heappush(heap, (-(logw - lp[d - 1, r] + lp[d - 1, r + 1]), d, r + 1, parent))
+        if d < D:  # first child: best token at the next depth
+            heapq.heappush(heap, (-(logw + lp[d, 0]), d + 1, 0, idx))
+    return DDTree(np.array(tokens, dtype=np.int64), np.array(parents, dtype=np.int64),
+                  np.array(depths, dtype=np.int64), np.array(ranks, dtype=np.int64),
+                  np.array(scores, dtype=np.float64))
+
+
+def build_ddtree_cpu_batch(logprobs: np.ndarray, budget: int) -> list[DDTree]:
+    return [build_ddtree_cpu(lp, budget) for lp in logprobs]
+
+
+# ------------------------------------------------------------------------------ device builder
+def ancestor_mask_from_parents(parents: torch.Tensor, max_depth: int | None = None) -> torch.Tensor:
+    """parents [C, N] (root/padding -1) -> bool [C, N, N], mask[c, i, j] = j is i or an
+    ancestor of i. Walks up one level per step (max_depth steps; without it, until every
+    walk ends, which costs one host sync per level)."""
+    C, N = parents.shape
+    dev = parents.device
+    mask = torch.zeros((C, N, N + 1), dtype=torch.bool, device=dev)  # column N: dummy sink
+    ar = torch.arange(N, device=dev)
+    mask[:, ar, ar] = True
+    cur = parents.clone()
+    steps = 0
+    while True:
+        if max_depth is not None and steps >= max_depth:
+            break
+        if max_depth is None and not bool((cur >= 0).any()):
+            break
+        idx = torch.where(cur >= 0, cur, N)
+        mask.scatter_(2, idx[..., None], True)
+        cur = torch.where(cur >= 0, torch.gather(parents, 1, cur.clamp_min(0)), cur)
+        steps += 1
+    return mask[:, :, :N].contiguous()
+
+
+def build_ddtree_gpu(logits: torch.Tensor, budget: int) -> DDTreeBatch:
+    """Vectorised over C, no per-node Python loop (loops over the D depths only).
+
+    1. log_softmax + topk(K = min(B, V)) per depth.
+    2. Level-wise beam: the top-B nodes of depth d are among (top-B of depth d-1) x (top-K
+       ranks at depth d) because a child scores below its parent; keep top-B per level.
+    3. Global top-B over all <= D*B candidates by score (stable: ties -> shallower first),
+       which is ancestor-closed; map parents to output positions.
+    """
+    C, D, V = logits.shape
+    B = budget
+    dev = logits.device
+    K = min(B, V)
+    work_dtype = torch.promote_types(logits.dtype, torch.float32)  # fp64 stays fp64 (tests)
+    lp_all = torch.log_softmax(logits.to(work_dtype), dim=-1)
+    top_lp, top_ids = torch.topk(lp_all, K, dim=-1)  # [C, D, K], sorted descending
+
+    lvl_scores, lvl_parent, lvl_rank = [top_lp[:, 0]], [None], [torch.arange(K, device=dev).expand(C, K)]
+    prev = top_lp[:, 0]  # [C, n_prev]; level 1 has K <= B nodes
+    for d in range(1, D):
+        cand = (prev[:, :, None] + top_lp[:, d, None, :]).reshape(C, -1)  # [C, n_prev*K]
+        n = min(B, cand.shape[1])
+        s, i = torch.topk(cand, n, dim=1)  # sorted; ties -> arbitrary but parents kept
+        lvl_scores.append(s)
+        lvl_parent.append(i // K)
+        lvl_rank.append(i % K)
+        prev = s
+
+    sizes = [s.shape[1] for s in lvl_scores]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    total = offsets[-1]
+    all_scores = torch.cat(lvl_scores, dim=1)  # [C, total], in depth order
+    all_depth = torch.cat([torch.full((sz,), d + 1, device=dev) for d, sz in enumerate(sizes)])
+    all_rank = torch.cat(lvl_rank, dim=1)
+    all_parent = torch.cat(  # global candidate id of the parent; -1 for depth 1 (root)
+        [torch.full((C, sizes[0]), -1, device=dev, dtype=torch.long)]
+        + [lvl_parent[d] + offsets[d - 1] for d in range(1, D)], dim=1)
+    all_tokens = torch.cat(
+        [torch.gather(top_ids[:, d], 1, lvl_rank[d]) for d in range(D)], dim=1)
+
+    n_sel = min(B, total)
+    order = torch.sort(all_scores, dim=1, descending=True, stable=True).indices[:, :n_sel]
+    pos = torch.full((C, total), -1, dtype=torch.long, device=dev)
+    pos.scatter_(1, order, torch.arange(1, n_sel + 1, device=dev).expand(C, n_sel))
+
+    par_g = torch.gather(all_parent, 1, order)
+    par_out = torch.where(par_g >= 0, torch.gather(pos, 1, par_g.clamp_min(0)), torch.zeros_like(par_g))
+
+    def with_root(x, root_val, pad_val):
+        out = torch.full((C, B + 1), pad_val, dtype=x.dtype, device=dev)
+        out[:, 0] = root_val
+        out[:, 1 : n_sel + 1] = x
+        return out
+
+    tokens = with_root(torch.gather(all_tokens, 1, order), -1, -1)
+    parents = with_root(par_out, -1, -1)
+    depths = with_root(all_depth[order], 0, -1)
+    ranks = with_root(torch.gather(all_rank, 1, order), -1, -1)
+    scores = with_root(torch.gather(all_scores, 1, order), 0.0, float("-inf"))
+    mask = ancestor_mask_from_parents(parents, max_depth=D)
+    num = torch.full((C,), n_sel + 1, dtype=torch.long, device=dev)
+    return DDTreeBatch(tokens, parents, depths, ranks, scores, mask, depths.clamp_min(0), num)
+
+
+def token_paths(tokens, parents, n: int | None = None) -> set[tuple[int, ...]]:
+    """Set of root->node token paths (root excluded) of one tree; for comparing builders."""
+    tokens = np.asarray(tokens)
+    parents = np.asarray(parents)
+    n = len(tokens) if n is None else n
+    paths: dict[int, tuple[int, ...]] = {0: ()}
+    for i in range(1, n):
+        paths[i] = paths[int(parents[i])] + (int(tokens[i]),)
+    return set(paths[i] for i in range(1, n))
