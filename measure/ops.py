@@ -19,7 +19,8 @@ def silu_mul(gu: torch.Tensor) -> torch.Tensor:
 
 
 def residual_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return x.add_(y)
+    # out of place, as a graph-captured step must not grow its static input across replays
+    return x + y
 
 
 def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

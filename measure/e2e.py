@@ -1,0 +1,175 @@
+"""A Kimi K2.6-shaped synthetic decode step (random weights, INT4 routed experts),
+graph-captured, for the model's self-check -> `E2EPoint`s.
+
+Per layer, in this order (perfmodel.model mirrors it op by op; keep it exactly):
+  RMSNorm; q_a GEMM (H->1536, replicated); RMSNorm; q_b GEMM (1536->(n/t)*192);
+  kv_a GEMM (H->576, replicated); RMSNorm on the 512 latent; rope (elementwise, on q_pe);
+  W_UK absorb bmm (per head 128->512); MLA tree attention over the latent cache [C, L+q, 576]
+  (ckv [C,S,512] + kpe [C,S,64]); W_UV bmm (512->128 per head); o_proj GEMM ((n/t)*128->H);
+  [all-reduce if n_gpus>1]; residual add; RMSNorm; router GEMM (H->384, bf16) + top-k;
+  fused_moe_w4a16 (I/t, E=384, k=8, uniform random routing fixed per point; the router's
+  own top-k is computed but not used, so routing stays uniform);
+  shared expert gate_up GEMM (H->2*2048/t) + SiLU*mul + down GEMM (the down GEMM adds the
+  routed output in its epilogue: torch.addmm, no extra kernel); [all-reduce]; residual add.
+No KV-cache write is included (the op list has none). lm_head=True appends: RMSNorm,
+lm_head GEMM (H->V/t), argmax over V/t (no vocab all-gather across GPUs).
+Small glue copies (transposes around the bmm's) are extra kernels not in the list.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from perfmodel.profile import BenchResult, E2EPoint
+
+from .common import BenchContext, BenchOutput, make_sample, randn, random_int32, random_scales, uniform_topk
+from .shapes import KIMI
+from .timing import time_fn
+
+G = 32
+
+
+class KimiStack:
+    def __init__(self, n_layers: int = 4, tp: int = 8, group=None):
+        import torch
+
+        k = KIMI
+        self.n_layers, self.tp, self.group = n_layers, tp, group
+        H, nh = k["hidden"], k["n_heads"] // tp
+        I, Is = k["moe_inter"] // tp, k["shared_inter"] // tp
+        E = k["n_experts"]
+        self.H, self.nh, self.I, self.E, self.k = H, nh, I, E, k["top_k"]
+        s = 0.02
+        self.layers = []
+        for _ in range(n_layers):
+            self.layers.append(dict(
+                ln1=randn(H) * 0.1 + 1, q_a=randn(k["q_lora"], H, scale=s), q_a_ln=randn(k["q_lora"]) * 0.1 + 1,
+                q_b=randn(nh * 192, k["q_lora"], scale=s), kv_a=randn(576, H, scale=s), kv_ln=randn(512) * 0.1 + 1,
+                w_uk=randn(nh, 128, 512, scale=s), w_uv=randn(nh, 512, 128, scale=s), o=randn(H, nh * 128, scale=s),
+                ln2=randn(H) * 0.1 + 1, router=randn(E, H, scale=s),
+                w13=random_int32(E, 2 * I, H // 8), s13=random_scales(E, 2 * I, H // G),
+                w2=random_int32(E, H, I // 8), s2=random_scales(E, H, I // G),
+                sg=randn(2 * Is, H, scale=s), sd=randn(H, Is, scale=s),
+            ))
+        self.final_ln = randn(H) * 0.1 + 1
+        self.lm_head = None
+        self.sm_scale = 1.0 / math.sqrt(k["qk_nope"] + k["qk_rope"])
+        del torch
+
+    def ensure_lm_head(self):
+        if self.lm_head is None:
+            self.lm_head = randn(KIMI["vocab"] // self.tp, self.H, scale=0.02)
+
+    def state(self, C: int, q: int, L: int):
+        """Per-point inputs: hidden x, latent caches per layer, tree mask, routing, rope tables."""
+        import torch
+
+        from .attention import random_tree_mask
+
+        T, S = C * q, L + q
+        st = dict(C=C, q=q, L=L)
+        st["x"] = randn(T, self.H)
+        st["ckv"] = [randn(C, S, 512) for _ in range(self.n_layers)]
+        st["kpe"] = [randn(C, S, 64) for _ in range(self.n_layers)]
+        st["mask"] = random_tree_mask(C, q, seed=C * 100 + q)
+        st["ids"], st["wts"] = uniform_topk(T, self.E, self.k)
+        ang = torch.rand(C, q, 1, 32, device="cuda") * 6.28
+        st["cos"], st["sin"] = ang.cos().to(torch.bfloat16), ang.sin().to(torch.bfloat16)
+        return st
+
+    def step(self, st, lm_head: bool = False):
+        import torch
+        import torch.distributed as dist
+        import torch.nn.functional as F
+
+        from perfmodel.kernels.moe_w4a16 import fused_moe_w4a16
+        from perfmodel.kernels.tree_attention import tree_attention_mla
+
+        from .ops import argmax_sample, residual_add, rmsnorm, rope, router_topk, silu_mul
+
+        C, q = st["C"], st["q"]
+        T, nh = C * q, self.nh
+        x = st["x"]
+        for li, W in enumerate(self.layers):
+            h = rmsnorm(x, W["ln1"])
+            qa = rmsnorm(F.linear(h, W["q_a"]), W["q_a_ln"])
+            qf = F.linear(qa, W["q_b"]).view(C, q, nh, 192)
+            kv = F.linear(h, W["kv_a"])
+            rmsnorm(kv[:, :512], W["kv_ln"])  # the new latent (not written to the cache; see docstring)
+            q_pe = rope(qf[..., 128:], st["cos"], st["sin"])
+            q_nope = qf[..., :128].reshape(T, nh, 128).transpose(0, 1)
+            q_lat = torch.bmm(q_nope, W["w_uk"]).transpose(0, 1).reshape(C, q, nh, 512)
+            a = tree_attention_mla(q_lat, q_pe, st["ckv"][li], st["kpe"][li], st["mask"], self.sm_scale)
+            o = torch.bmm(a.reshape(T, nh, 512).transpose(0, 1), W["w_uv"]).transpose(0, 1).reshape(T, nh * 128)
+            o = F.linear(o, W["o"])
+            if self.group is not None:
+                dist.all_reduce(o, group=self.group)
+            x = residual_add(x, o)
+            h = rmsnorm(x, W["ln2"])
+            router_topk(F.linear(h, W["router"]), self.k)
+            m = fused_moe_w4a16(h, W["w13"], W["s13"], W["w2"], W["s2"], st["ids"], st["wts"])
+            y = torch.addmm(m, silu_mul(F.linear(h, W["sg"])), W["sd"].t())
+            if self.group is not None:
+                dist.all_reduce(y, group=self.group)
+            x = residual_add(x, y)
+        if lm_head:
+            return argmax_sample(F.linear(rmsnorm(x, self.final_ln), self.lm_head))
+        return x
+
+
+@dataclass
+class Point:
+    C: int
+    q: int
+    L: int = 4096
+    lm_head: bool = False
+    graph: bool = True
+
+
+def points_1gpu(quick: bool) -> list[Point]:
+    if quick:
+        return [Point(C, q) for C in (1, 32) for q in (1, 9)] + [Point(8, 9, lm_head=True)]
+    pts = [Point(C, q) for C in (1, 8, 32, 128) for q in (1, 9, 17)]
+    return pts + [Point(32, 9, L=16384), Point(8, 9, lm_head=True), Point(8, 9, graph=False)]
+
+
+def points_tp2(quick: bool) -> list[Point]:
+    return [Point(C, q) for C in ((1, 8) if quick else (1, 8, 32)) for q in ((1,) if quick else (1, 9))]
+
+
+def measure_points(stack: KimiStack, points, *, n_gpus: int, budget_check=None, fixed_samples: bool = False):
+    """Time each point (graph-captured unless Point.graph is False). With n_gpus > 1 every
+    rank must take the same number of samples, so sampling is by count only."""
+    import torch
+
+    out, samples = [], []
+    for p in points:
+        if budget_check is not None and budget_check():
+            break
+        st = stack.state(p.C, p.q, p.L)
+        if p.lm_head:
+            stack.ensure_lm_head()
+        kw = dict(max_samples=15, max_seconds=math.inf) if fixed_samples else dict(max_samples=20, max_seconds=0.3)
+        t = time_fn(lambda: stack.step(st, p.lm_head), graph=p.graph, calls_per_graph=1, warmup=2, **kw)
+        name = (f"kimi_tp{stack.tp}_x{n_gpus}_C{p.C}_q{p.q}_L{p.L}" + ("_lmhead" if p.lm_head else "")
+                + ("" if p.graph else "_eager"))
+        out.append(E2EPoint(
+            name=name, model="kimi-k2.6", n_layers=stack.n_layers, tp_shape=stack.tp, n_gpus=n_gpus, parallel="tp",
+            concurrency=p.C, q=p.q, context=p.L, lm_head=p.lm_head, graph=p.graph, step_ms=t.median_ms,
+            p10_ms=t.p10_ms, p90_ms=t.p90_ms,
+            note="synthetic Kimi K2.6 MoE layers, random weights, INT4 experts, uniform routing; see perfmodel.measure.e2e",
+        ))
+        samples.append(make_sample({"name": name, "C": p.C, "q": p.q, "L": p.L, "tp": stack.tp, "n_gpus": n_gpus,
+                                    "lm_head": p.lm_head, "graph": p.graph}, t, provider="torch+triton"))
+        del st
+        torch.cuda.empty_cache()
+    return out, samples
+
+
+def run(ctx: BenchContext) -> BenchOutput:
+    stack = KimiStack(n_layers=4, tp=8)
+    pts, samples = measure_points(stack, points_1gpu(ctx.quick), n_gpus=1, budget_check=lambda: ctx.over_budget(0.95))
+    n_all = len(points_1gpu(ctx.quick))
+    note = f"{len(pts)}/{n_all} points" + ("; stopped by time budget" if len(pts) < n_all else "")
+    return BenchOutput(BenchResult(status="ok", samples=samples, note=note), e2e=pts)
