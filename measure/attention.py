@@ -3,7 +3,7 @@ perfmodel.kernels.tree_attention:
   * MLA (absorbed, latent 512 + rope 64): H = 8 heads (Kimi at TP8) and H = 64 (TP1) -> `attention_mla`
   * GQA: Qwen3-30B-A3B (32/4 heads, D=128) and Llama-3.1-8B (32/8, D=128) per GPU at TP1 -> `attention_gqa`
 Tree masks are random ancestor-closed trees (a random parent for each node).
-Bytes/FLOPs follow the formulas in kernels/tree_attention.py's docstring (written out below)."""
+Bytes/FLOPs from the kernel module's own gqa/mla_bytes_moved and gqa/mla_flops."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from .shapes import LLAMA3_8B, QWEN3_30B
 from .timing import time_fn
 
 
-def random_tree_mask(C: int, Q: int, seed: int = 0):
+def random_tree_mask(C: int, Q: int, seed: int = 0, device: str = "cuda"):
     """[C, Q, Q] bool ancestor-or-self mask of random trees (node 0 is the root)."""
     import numpy as np
     import torch
@@ -31,24 +31,7 @@ def random_tree_mask(C: int, Q: int, seed: int = 0):
             while j >= 0:
                 m[c, i, j] = True
                 j = parent[j]
-    return torch.from_numpy(m).cuda()
-
-
-def mla_bytes(C, Q, L, H):
-    S = L + Q
-    return 2.0 * (C * Q * H * 576 + C * Q * H * 512 + C * S * 576)
-
-
-def mla_flops(C, Q, L, H):
-    return 2.0 * C * Q * H * (L + Q) * (576 + 512)
-
-
-def gqa_bytes(C, Q, L, Hq, Hkv, D):
-    return 2.0 * (2 * C * Q * Hq * D + 2 * C * (L + Q) * Hkv * D)
-
-
-def gqa_flops(C, Q, L, Hq, Hkv, D):
-    return 4.0 * C * Q * Hq * (L + Q) * D
+    return torch.from_numpy(m).to(device)
 
 
 def _grid(quick: bool, big: bool):
@@ -98,7 +81,7 @@ def run(ctx: BenchContext) -> BenchOutput:
                 ckv, kpe = randn(C, S, 512), randn(C, S, 64)
                 sm = 1.0 / math.sqrt(128 + 64)
                 fn = lambda: ta.tree_attention_mla(ql, qr, ckv, kpe, mask(C, q), sm)  # noqa: E731
-                nb, nf = mla_bytes(C, q, L, H), mla_flops(C, q, L, H)
+                nb, nf = ta.mla_bytes_moved(C, q, L, H), ta.mla_flops(C, q, L, H)
             else:
                 Hq, Hkv, D = hp["Hq"], hp["Hkv"], hp["D"]
                 if 2 * C * S * Hkv * D * 2 > MAX_KV_BYTES:
@@ -106,7 +89,7 @@ def run(ctx: BenchContext) -> BenchOutput:
                 qq = randn(C, q, Hq, D)
                 k, v = randn(C, S, Hkv, D), randn(C, S, Hkv, D)
                 fn = lambda: ta.tree_attention_gqa(qq, k, v, mask(C, q))  # noqa: E731
-                nb, nf = gqa_bytes(C, q, L, Hq, Hkv, D), gqa_flops(C, q, L, Hq, Hkv, D)
+                nb, nf = ta.gqa_bytes_moved(C, q, L, Hq, Hkv, D), ta.gqa_flops(C, q, L, Hq, D)
             mask(C, q)
             t = time_fn(fn, **tk)
             s = make_sample({"shape": name, "kind": kind, "C": C, "q": q, "L": L, **hp}, t, nbytes=nb, nflops=nf, provider="triton")
