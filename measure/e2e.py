@@ -74,7 +74,7 @@ class KimiStack:
         st["kpe"] = [randn(C, S, 64) for _ in range(self.n_layers)]
         st["mask"] = random_tree_mask(C, q, seed=C * 100 + q)
         st["ids"], st["wts"] = uniform_topk(T, self.E, self.k)
-        ang = torch.rand(C, q, 1, 32, device="cuda") * 6.28
+        ang = torch.rand(C, q, 1, 32, device=st["x"].device) * 6.28
         st["cos"], st["sin"] = ang.cos().to(torch.bfloat16), ang.sin().to(torch.bfloat16)
         return st
 
