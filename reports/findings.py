@@ -572,14 +572,14 @@ def _markdown(doc: dict, figs: dict[str, str]) -> str:
     # 1 -----------------------------------------------------------------------------------
     L.append("## 1. Summary")
     L.append("")
-    for label, C in (("C=1", S["c1"]), ("the largest C that fits", S["cmax"])):
+    for label, C in (("at C=1", S["c1"]), ("at the largest C that fits", S["cmax"])):
         if C is None:
             continue
         p = next(q for q in tp["points"] if q["concurrency"] == C)
         if not p["fits_in_memory"]:
-            L.append(f"- At {label}: does not fit.")
+            L.append(f"- {(label[0].upper() + label[1:])}: does not fit.")
             continue
-        line = (f"- **{label} (C={C})**: {fmt(p['tokens_per_s_per_stream'])} tok/s per stream "
+        line = (f"- **{(label[0].upper() + label[1:]) if C == 1 else (label[0].upper() + label[1:]) + f' (C={C})'}**: {fmt(p['tokens_per_s_per_stream'])} tok/s per stream "
                 f"{iv(*p['interval']['tokens_per_s_per_stream'])}, {fmt(p['tokens_per_s'])} tok/s total "
                 f"{iv(*p['interval']['tokens_per_s'])} (90% interval) on the target")
         if sp:
@@ -765,8 +765,8 @@ def _markdown(doc: dict, figs: dict[str, str]) -> str:
                          + (": the ranking of the two machines is not settled." if ov else "."))
     recs = [r for r in doc["recommendations"] if r.get("rank_gain") is not None]
     if len(recs) > 1 and recs[0]["rank_gain"] > 0:
-        L.append(f"- The first recommendation leads the second by {pct(recs[0]['rank_gain'] - recs[1]['rank_gain'], False)} "
-                 "points of tok/s; a term off by more than that could reorder them.")
+        L.append(f"- The first recommendation leads the second by {fmt(100 * (recs[0]['rank_gain'] - recs[1]['rank_gain']))} "
+                 "percentage points of tok/s; a term off by more than that could reorder them.")
     if not a["measured"]:
         L.append("- Any measurement: every class efficiency, latency floor and overhead above is assumed.")
     L.append("")
@@ -791,6 +791,9 @@ def _markdown(doc: dict, figs: dict[str, str]) -> str:
             if not x["fits"]:
                 continue
             b, nw = x["base"], x["new"]
+            if nw["step_ms"] == b["step_ms"] and nw["tau"] == b["tau"]:
+                L.append(f"   - C={x['concurrency']}: no change (step {fmt(b['step_ms'])} ms, budget {b['budget']}).")
+                continue
             verb = "removes" if x["component_new_ms"] < x["component_base_ms"] else "adds"
             dms = abs(x["component_new_ms"] - x["component_base_ms"])
             L.append(f"   - C={x['concurrency']}: {verb} {fmt(dms)} ms of {x['component']} "
