@@ -157,28 +157,25 @@ def _get_kernel():
                         mask=row_ok[:, None] & (offs_k[None, :] < k_end), other=0.0)
             if WEIGHT_INT4:
                 # Word j of a row holds k = 8j..8j+7, k = 8j+i in bits 4i..4i+3, stored as q+8.
-                offs_w = k0 // 8 + tl.arange(0, BLOCK_K // 8)
-                w_ok = n_ok[:, None] & (offs_w[None, :] * 8 < k_end)
-                offs_g = k0 // 32 + tl.arange(0, BLOCK_K // 32)
-                g_ok = n_ok[:, None] & (offs_g[None, :] * 32 < k_end)
-                shifts = tl.arange(0, 8) * 4
-                words = tl.load(b_base + offs_w[None, :] * stride_bk, mask=w_ok, other=0x88888888)
-                sc = tl.load(s_base + offs_g[None, :] * stride_sk, mask=g_ok, other=0.0).to(tl.float32)
-                q = ((words[:, :, None] >> shifts[None, None, :]) & 0xF) - 8
-                q = tl.reshape(q, (BLOCK_N, BLOCK_K // 32, 32)).to(tl.float32)
-                w = tl.reshape(q * sc[:, :, None], (BLOCK_N, BLOCK_K)).to(a.dtype)
+                # Index-based unpack (as vLLM's GPTQ/AWQ Triton MoE): each k loads its word and
+                # group scale; repeated addresses coalesce, and no register reshape is needed.
+                kb_ok = n_ok[:, None] & (offs_k[None, :] < k_end)
+                shift = ((offs_k % 8) * 4)[None, :]
+                w_ptrs = b_base + (offs_k // 8)[None, :] * stride_bk
+                s_ptrs = s_base + (offs_k // 32)[None, :] * stride_sk
+                words = tl.load(w_ptrs, mask=kb_ok, other=0)
+                sc = tl.load(s_ptrs, mask=kb_ok, other=0.0)
+                w = (((words >> shift) & 0xF) - 8).to(tl.float32) * sc.to(tl.float32)
+                w = w.to(a.dtype)
                 if DOT_F32:
                     a = a.to(tl.float32)
                     w = w.to(tl.float32)
                 acc = tl.dot(a, tl.trans(w), acc)
                 if GATE_UP:
-                    words = tl.load(b_base + up_offset * stride_bn + offs_w[None, :] * stride_bk,
-                                    mask=w_ok, other=0x88888888)
-                    sc = tl.load(s_base + up_offset * stride_sn + offs_g[None, :] * stride_sk,
-                                 mask=g_ok, other=0.0).to(tl.float32)
-                    q = ((words[:, :, None] >> shifts[None, None, :]) & 0xF) - 8
-                    q = tl.reshape(q, (BLOCK_N, BLOCK_K // 32, 32)).to(tl.float32)
-                    w = tl.reshape(q * sc[:, :, None], (BLOCK_N, BLOCK_K)).to(a.dtype)
+                    words = tl.load(w_ptrs + up_offset * stride_bn, mask=kb_ok, other=0)
+                    sc = tl.load(s_ptrs + up_offset * stride_sn, mask=kb_ok, other=0.0)
+                    w = (((words >> shift) & 0xF) - 8).to(tl.float32) * sc.to(tl.float32)
+                    w = w.to(a.dtype)
                     if DOT_F32:
                         w = w.to(tl.float32)
                     acc_up = tl.dot(a, tl.trans(w), acc_up)

@@ -132,7 +132,8 @@ def _get_kernel():
                 if DOT_F32:
                     kp = kp.to(tl.float32)
                 sc = tl.dot(qp, tl.trans(kp), sc)
-            vis = s_ok[None, :] & (offs[None, :] < L)
+            # Full [BLOCK_R, BLOCK_S] shape up front: the tree branch below must not change it.
+            vis = (row_ok[:, None] | True) & s_ok[None, :] & (offs[None, :] < L)
             if s0 + BLOCK_S > L:  # the tile reaches the tree tokens
                 j = offs - L
                 t_ok = (j >= 0) & s_ok

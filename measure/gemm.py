@@ -8,7 +8,7 @@ from perfmodel.profile import BenchResult
 from .common import BenchContext, BenchOutput, make_sample, randn
 from .fits import fit_kernel_law
 from .shapes import kimi_gemm_shapes
-from .timing import time_fn
+from .timing import rotation_copies, time_fn
 
 
 def run(ctx: BenchContext) -> BenchOutput:
@@ -27,13 +27,17 @@ def run(ctx: BenchContext) -> BenchOutput:
         if ctx.over_budget():
             truncated = True
             break
-        w = randn(N, K, scale=0.02)
+        # Graph-captured calls rotating over weight copies (> 2x L2 in total): cold weights, no
+        # launch overhead -- the situation of a decode step replayed from a CUDA graph.
+        n_copies = rotation_copies(2.0 * N * K, max_copies=32)
+        ws = [randn(N, K, scale=0.02) for _ in range(n_copies)]
         for M in Ms:
             x = randn(M, K)
-            t = time_fn(lambda: F.linear(x, w), max_samples=25, max_seconds=0.04)
+            t = time_fn(lambda w: F.linear(x, w), args_list=[(w,) for w in ws], cold_l2="rotate", graph=True,
+                        calls_per_graph=n_copies, max_samples=15, max_seconds=0.04)
             nb = 2.0 * (M * K + N * K + M * N)
             samples.append(make_sample({"name": name, "M": M, "N": N, "K": K}, t, nbytes=nb, nflops=2.0 * M * N * K, provider="torch.matmul"))
-        del w
+        del ws
     c = ctx.ceilings
     fit = fit_kernel_law(
         [s.bytes for s in samples], [s.flops for s in samples], [s.median_ms * 1e3 for s in samples],

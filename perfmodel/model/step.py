@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from perfmodel.model.layers import Collective, Layout, decode_ops
 from perfmodel.model.machine import Machine
-from perfmodel.model.ops import Op, OpEstimate, estimate
+from perfmodel.model.ops import KERNELS_PER_CALL, Op, OpEstimate, estimate
 from perfmodel.specs.schema import GQASpec, ModelSpec
 
 
@@ -54,17 +54,22 @@ class _Acc:
 
 
 def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | None = None) -> float:
+    """Kernel fits are measured graph-captured, so each call's floor t0 already holds the
+    graph-node gap of its kernels; that part is shown as "dispatch", the rest as the floor."""
     gpu = 0.0
+    node_us, node_unc = mach.overheads.graph_node_us, mach.overheads.rel_unc_node
     for op in ops:
         law = mach.laws[op.kernel_class]
         e = estimate(op, law, mach.flops_scale(op.compute_dtype))
         acc.ops.append(e)
         acc.n_kernels += op.n_kernels
         work = e.total_us - e.overhead_us
+        node = min(law.t0_us, node_us * KERNELS_PER_CALL[op.kernel_class]) * op.count
         comp = comp_override or op.component
         unc = law.rel_unc_bw if e.bound == "memory" else 0.15
         acc.add(comp, work, f"{op.kernel_class}:{e.bound}", unc)
-        acc.add(comp_override or "latency_floor", e.overhead_us, f"{op.kernel_class}:t0", law.rel_unc_t0)
+        acc.add(comp_override or "latency_floor", e.overhead_us - node, f"{op.kernel_class}:t0", law.rel_unc_t0)
+        acc.add(comp_override or "dispatch", node, "graph_node", node_unc)
         gpu += e.total_us
     return gpu
 
@@ -133,13 +138,11 @@ def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: i
         acc.add("tree_build", tb, f"tree:{tree_impl}", law.rel_unc)
     o = mach.overheads
     if graph:
-        node = acc.n_kernels * o.graph_node_us + o.graph_launch_us
-        acc.add("dispatch", node, "graph_node", o.rel_unc_node)
+        acc.add("dispatch", o.graph_launch_us, "graph_launch", o.rel_unc_host)
     else:
-        # Eager: the same GPU-side gap per kernel, plus any time the GPU waits for the host
-        # to launch (host launch time beyond the GPU's own work).
+        # Eager: no graph launch, but the GPU waits whenever the host's launches take longer
+        # than the GPU's own work.
         launch = acc.n_kernels * o.launch_eager_us
-        acc.add("dispatch", acc.n_kernels * o.graph_node_us, "graph_node", o.rel_unc_node)
         acc.add("dispatch", max(0.0, launch - gpu_us), "eager_launch", o.rel_unc_host)
     if host:
         acc.add("host", o.host_step_us, "host", o.rel_unc_host)
