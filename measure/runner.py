@@ -71,6 +71,8 @@ def _now() -> str:
 
 
 def _git_sha() -> str | None:
+    if os.environ.get("PERFMODEL_GIT_SHA"):  # set by whoever ships a copy of the tree without .git
+        return os.environ["PERFMODEL_GIT_SHA"]
     try:
         r = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5
