@@ -33,7 +33,8 @@ def moe_align_block_size(topk_ids: torch.Tensor, num_experts: int, block_m: int)
     num_pairs = flat.numel()
     max_blocks = max_num_blocks(num_pairs, num_experts, block_m)
 
-    counts = torch.bincount(flat, minlength=num_experts)  # [E]
+    # scatter_add, not bincount: bincount syncs with the host, which breaks graph capture.
+    counts = torch.zeros(num_experts, dtype=torch.int64, device=device).scatter_add_(0, flat, torch.ones_like(flat))
     blocks_per_expert = (counts + block_m - 1) // block_m
     block_end = torch.cumsum(blocks_per_expert, 0)  # inclusive
     block_start = block_end - blocks_per_expert
@@ -285,7 +286,7 @@ def default_moe_configs(
     rows_per_expert = pairs / max(touched, 1)
     block_m = 16 if rows_per_expert <= 16 else (32 if rows_per_expert <= 48 else 64)
     blocks = max_num_blocks(pairs, E, block_m)
-    kq = 256 if int4 else 128  # K step: 256 INT4 = 128 B of packed weight per row
+    kq = 128  # K step; with the index-based INT4 unpack a 256 step overflows shared memory
 
     def pick(n: int, kdim: int, fused: bool) -> MoEGemmConfig:
         bn = 32 if rows_per_expert <= 16 else 64

@@ -93,9 +93,8 @@ def ancestor_mask_from_parents(parents: torch.Tensor, max_depth: int | None = No
     walk ends, which costs one host sync per level)."""
     C, N = parents.shape
     dev = parents.device
-    mask = torch.zeros((C, N, N + 1), dtype=torch.bool, device=dev)  # column N: dummy sink
-    ar = torch.arange(N, device=dev)
-    mask[:, ar, ar] = True
+    # Built from device tensors only (no host scalars copied in): safe under graph capture.
+    mask = torch.eye(N, N + 1, dtype=torch.bool, device=dev).expand(C, N, N + 1).clone()  # column N: sink
     cur = parents.clone()
     steps = 0
     while True:

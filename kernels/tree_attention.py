@@ -173,7 +173,7 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
     """Knobs: block_r rows (query tokens x heads of one KV group) per program, block_s KV
     positions per step, num_splits along S, num_warps, num_stages.
 
-    Splits are chosen so that programs >= 2 per SM while each split keeps >= 4 tiles of
+    Splits are chosen so that programs >= 1 per SM while each split keeps >= 16 tiles of
     block_s (below that the combine and the q reload dominate). Starting points for tuning.
     """
     block_r = 16
@@ -182,10 +182,48 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
     block_s = 64 if dv <= 128 else 32
     row_blocks = -(-rows // block_r)
     base = C * Hkv * row_blocks
-    max_splits = max(1, S // (4 * block_s))
-    splits = max(1, min(max_splits, -(-2 * num_sms // base)))
+    max_splits = max(1, S // (16 * block_s))  # >= 16 tiles per split: long enough to pipeline
+    splits = max(1, min(max_splits, -(-num_sms // base)))
     return dict(block_r=block_r, block_s=block_s, num_splits=splits,
                 num_warps=4 if dv <= 128 else 8, num_stages=2)
+
+
+_COMBINE = None
+
+
+def _get_combine():
+    """One Triton launch for the log-sum-exp merge of the KV splits (instead of ~8 torch ops,
+    which dominated the latency floor at decode)."""
+    global _COMBINE
+    if _COMBINE is not None:
+        return _COMBINE
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _combine_kernel(o_ptr, lse_ptr, out_ptr, P, R, HKV,
+                        so_c, so_h, so_p, so_r, sl_c, sl_h, sl_p,
+                        sout_c, sout_i, sout_h,
+                        G: tl.constexpr, DV: tl.constexpr, BLOCK_P: tl.constexpr):
+        pid_ch = tl.program_id(0)
+        r = tl.program_id(1)
+        c = (pid_ch // HKV).to(tl.int64)
+        hkv = pid_ch % HKV
+        offs_p = tl.arange(0, BLOCK_P)
+        p_ok = offs_p < P
+        lse = tl.load(lse_ptr + c * sl_c + hkv * sl_h + offs_p * sl_p + r, mask=p_ok, other=float("-inf"))
+        m = tl.max(lse, axis=0)
+        w = tl.where(p_ok, tl.exp2(lse - m), 0.0)
+        dv = tl.arange(0, DV)
+        o = tl.load(o_ptr + c * so_c + hkv * so_h + offs_p[:, None] * so_p + r * so_r + dv[None, :],
+                    mask=p_ok[:, None], other=0.0)
+        out = tl.sum(o * w[:, None], axis=0) / tl.sum(w, axis=0)
+        qi = r // G
+        head = hkv * G + r % G
+        tl.store(out_ptr + c * sout_c + qi * sout_i + head * sout_h + dv, out.to(out_ptr.dtype.element_ty))
+
+    _COMBINE = _combine_kernel
+    return _COMBINE
 
 
 def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
@@ -222,12 +260,15 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         DOT_F32=os.environ.get("TRITON_INTERPRET") == "1",
         num_warps=d["num_warps"], num_stages=d["num_stages"],
     )
-    # log-sum-exp merge of the splits (log2 domain); a split that saw nothing has lse=-inf
-    m = lse.amax(dim=2, keepdim=True)
-    w = torch.exp2(lse - m)  # [C, Hkv, P, R]
-    out = (o * w[..., None]).sum(2) / w.sum(2)[..., None]  # [C, Hkv, R, dv]
-    out = out.view(C, Hkv, Q, G, dv).permute(0, 2, 1, 3, 4).reshape(C, Q, Hkv * G, dv)
-    return out.to(q.dtype)
+    # log-sum-exp merge of the splits (log2 domain), written straight into [C, Q, H, dv]
+    out = torch.empty((C, Q, Hkv * G, dv), dtype=q.dtype, device=q.device)
+    _get_combine()[(C * Hkv, R)](
+        o, lse, out, nsplit, R, Hkv,
+        o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
+        out.stride(0), out.stride(1), out.stride(2),
+        G=G, DV=dv, BLOCK_P=max(2, triton.next_power_of_2(nsplit)), num_warps=4 if dv <= 128 else 8,
+    )
+    return out
 
 
 def tree_attention_gqa(q, k, v, tree_mask, sm_scale=None, *, block_r=None, block_s=None,

@@ -56,6 +56,8 @@ def test_tree_mask_matters():
     chain = torch.tril(torch.ones(Q, Q, dtype=torch.bool))[None]
     star = torch.eye(Q, dtype=torch.bool)[None]
     star[0, :, 0] = True
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    q, k, v, chain, star = (t.to(dev) for t in (q, k, v, chain, star))
     a, b = ta.tree_attention_gqa(q, k, v, chain), ta.tree_attention_gqa(q, k, v, star)
     assert torch.allclose(a[:, :2], b[:, :2], atol=1e-3) and not torch.allclose(a[:, 2], b[:, 2], atol=1e-3)
 
