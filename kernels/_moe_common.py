@@ -100,6 +100,38 @@ def _triton():
     return triton, tl
 
 
+try:  # the jit helpers must be module globals for Triton to resolve them inside the kernel
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - kernels need triton; importing this module does not
+    triton = None
+
+if triton is not None:
+
+    @triton.jit
+    def unpack8(words):
+        """[R, W] int32 of 8 nibbles (k = 8j+i in bits 4i..4i+3, stored q+8) -> [R, 8W] q.
+        Three levels of interleave put nibble i of word j at column 8j+i, in registers."""
+        r = tl.interleave(tl.interleave((words >> 0) & 0xF, (words >> 16) & 0xF),
+                          tl.interleave((words >> 8) & 0xF, (words >> 24) & 0xF))
+        s = tl.interleave(tl.interleave((words >> 4) & 0xF, (words >> 20) & 0xF),
+                          tl.interleave((words >> 12) & 0xF, (words >> 28) & 0xF))
+        return tl.interleave(r, s) - 8
+
+    @triton.jit
+    def w4_group_dot(a, w_ptrs, s_ptrs, n_ok, DOT_F32: tl.constexpr):
+        """One quantisation group (32 k): load [BN, 4] packed words compactly (contiguous
+        along K), unpack in registers, dot, then apply the group's per-row scale to the
+        partial product -- no [BLOCK_N, BLOCK_K] scale tile, no shared-memory reshuffle."""
+        words = tl.load(w_ptrs, mask=n_ok[:, None], other=0x88888888)
+        sc = tl.load(s_ptrs, mask=n_ok, other=0.0).to(tl.float32)
+        w = unpack8(words).to(tl.float32).to(a.dtype)  # via fp32: the interpreter mis-casts int->bf16
+        if DOT_F32:
+            return tl.dot(a.to(tl.float32), tl.trans(w.to(tl.float32))) * sc[None, :]
+        return tl.dot(a, tl.trans(w)) * sc[None, :]
+
+
+
 _KERNEL = None
 
 
@@ -151,35 +183,18 @@ def _get_kernel():
         if GATE_UP:
             acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         b_base = b_ptr + expert * stride_be + offs_n_safe[:, None] * stride_bn
-        s_base = s_ptr + expert * stride_se + offs_n_safe[:, None] * stride_sn
+        s_base = s_ptr + expert * stride_se + offs_n_safe * stride_sn
         for k0 in range(k_begin, k_begin + k_per_split, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
             a = tl.load(a_ptr + a_row[:, None] * stride_am + offs_k[None, :] * stride_ak,
                         mask=row_ok[:, None] & (offs_k[None, :] < k_end), other=0.0)
-            if WEIGHT_INT4:
-                # Word j of a row holds k = 8j..8j+7, k = 8j+i in bits 4i..4i+3, stored as q+8.
-                # Index-based unpack (as vLLM's GPTQ/AWQ Triton MoE): each k loads its word and
-                # group scale; repeated addresses coalesce, and no register reshape is needed.
-                kb_ok = n_ok[:, None] & (offs_k[None, :] < k_end)
-                shift = ((offs_k % 8) * 4)[None, :]
-                w_ptrs = b_base + (offs_k // 8)[None, :] * stride_bk
-                s_ptrs = s_base + (offs_k // 32)[None, :] * stride_sk
-                words = tl.load(w_ptrs, mask=kb_ok, other=0)
-                sc = tl.load(s_ptrs, mask=kb_ok, other=0.0)
-                w = (((words >> shift) & 0xF) - 8).to(tl.float32) * sc.to(tl.float32)
-                w = w.to(a.dtype)
-                if DOT_F32:
-                    a = a.to(tl.float32)
-                    w = w.to(tl.float32)
-                acc = tl.dot(a, tl.trans(w), acc)
+            if WEIGHT_INT4:  # BLOCK_K == 32: one quantisation group per step
+                w_ptrs = b_base + (k0 // 8 + tl.arange(0, 4))[None, :] * stride_bk
+                s_ptrs = s_base + (k0 // 32) * stride_sk
+                acc += w4_group_dot(a, w_ptrs, s_ptrs, n_ok, DOT_F32)
                 if GATE_UP:
-                    words = tl.load(w_ptrs + up_offset * stride_bn, mask=kb_ok, other=0)
-                    sc = tl.load(s_ptrs + up_offset * stride_sn, mask=kb_ok, other=0.0)
-                    w = (((words >> shift) & 0xF) - 8).to(tl.float32) * sc.to(tl.float32)
-                    w = w.to(a.dtype)
-                    if DOT_F32:
-                        w = w.to(tl.float32)
-                    acc_up = tl.dot(a, tl.trans(w), acc_up)
+                    acc_up += w4_group_dot(a, w_ptrs + up_offset * stride_bn, s_ptrs + up_offset * stride_sn,
+                                           n_ok, DOT_F32)
             else:
                 kb_ok = n_ok[:, None] & (offs_k[None, :] < k_end)
                 w = tl.load(b_base + offs_k[None, :] * stride_bk, mask=kb_ok, other=0.0)
@@ -226,7 +241,8 @@ def launch_moe_gemm(
     int4 = scales is not None
     s = scales if int4 else b  # dummy pointer, never read when not int4
     tw = topk_weights if topk_weights is not None else c
-    k_per_split = triton.cdiv(triton.cdiv(k_dim, cfg.split_k), cfg.block_k) * cfg.block_k
+    block_k = 32 if int4 else cfg.block_k  # INT4: one group of 32 per K step (see w4_group_dot)
+    k_per_split = triton.cdiv(triton.cdiv(k_dim, cfg.split_k), block_k) * block_k
     grid = (routing.max_blocks, triton.cdiv(n, cfg.block_n), triton.cdiv(k_dim, k_per_split))
     kernel[grid](
         a, b, s, c, tw, routing.sorted_pair_ids, routing.block_expert_ids,
@@ -238,7 +254,7 @@ def launch_moe_gemm(
         A_ROW_DIV=a_row_div, C_ROW_DIV=c_row_div, WEIGHT_INT4=int4, GATE_UP=gate_up,
         MUL_ROUTED_WEIGHT=topk_weights is not None, ATOMIC=atomic, SPLIT_K=cfg.split_k,
         DOT_F32=interpreting(),
-        BLOCK_M=routing.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+        BLOCK_M=routing.block_m, BLOCK_N=cfg.block_n, BLOCK_K=block_k,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
 
@@ -284,21 +300,24 @@ def default_moe_configs(
     pairs = T * k
     touched = min(E, pairs)
     rows_per_expert = pairs / max(touched, 1)
-    block_m = 16 if rows_per_expert <= 16 else (32 if rows_per_expert <= 48 else 64)
+    block_m = 16 if rows_per_expert <= 16 else (32 if (int4 or rows_per_expert <= 48) else 64)
     blocks = max_num_blocks(pairs, E, block_m)
-    kq = 128  # K step; with the index-based INT4 unpack a 256 step overflows shared memory
+    kq = 32 if int4 else 128  # K step (INT4: one quantisation group per step)
 
     def pick(n: int, kdim: int, fused: bool) -> MoEGemmConfig:
-        bn = 32 if rows_per_expert <= 16 else 64
+        bn = 64 if int4 or rows_per_expert > 16 else 32
         bk = min(kq, max(32, 1 << (max(kdim, 32).bit_length() - 1)))
         progs = blocks * -(-n // bn)
         split = 1
         target = 2 * num_sms
-        while progs * split < target and kdim // (split * 2) >= 4 * bk:
+        while progs * split < target and kdim // (split * 2) >= 16 * bk:
             split *= 2
         if fused and split > 1 and progs >= num_sms:  # keep the fused act when SMs are full
             split = 1
-        stages = 4 if rows_per_expert <= 16 else 3
+        if int4:
+            stages = 6 if rows_per_expert <= 16 else 4
+        else:
+            stages = 4 if rows_per_expert <= 16 else 3
         return MoEGemmConfig(block_n=bn, block_k=bk, split_k=split, num_warps=4, num_stages=stages)
 
     return block_m, pick(I, H, True), pick(H, I, False)
