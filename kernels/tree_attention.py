@@ -173,7 +173,7 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
     """Knobs: block_r rows (query tokens x heads of one KV group) per program, block_s KV
     positions per step, num_splits along S, num_warps, num_stages.
 
-    Splits are chosen so that programs >= 1 per SM while each split keeps >= 16 tiles of
+    Splits are chosen so that programs >= 2 per SM while each split keeps >= 8 tiles of
     block_s (below that the combine and the q reload dominate). Starting points for tuning.
     """
     block_r = 16
@@ -182,8 +182,10 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
     block_s = 64 if dv <= 128 else 32
     row_blocks = -(-rows // block_r)
     base = C * Hkv * row_blocks
-    max_splits = max(1, S // (16 * block_s))  # >= 16 tiles per split: long enough to pipeline
-    splits = max(1, min(max_splits, -(-num_sms // base)))
+    # >= 2 programs per SM when the sequences alone don't fill the GPU, with >= 8 tiles per
+    # split so each program still pipelines its loads.
+    max_splits = max(1, S // (8 * block_s))
+    splits = max(1, min(max_splits, -(-2 * num_sms // base)))
     return dict(block_r=block_r, block_s=block_s, num_splits=splits,
                 num_warps=4 if dv <= 128 else 8, num_stages=2)
 

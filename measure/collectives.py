@@ -28,7 +28,6 @@ from .common import BenchContext, BenchOutput
 from .fits import fit_collective_law
 
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-DECODE_MAX_BYTES = 4 * 2**20
 
 
 def _set_env() -> None:
@@ -54,7 +53,7 @@ def link_name() -> str:
         lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln) for ln in r.stdout.splitlines()]
         for ln in lines:
             cells = ln.split()
-            if cells and cells[0] == "GPU0" and len(cells) > 2:
+            if len(cells) > 2 and cells[0] == "GPU0" and cells[1] == "X":  # the GPU0 row, not the header
                 entry = cells[2]  # cells[1] is GPU0 itself ("X")
                 if entry.startswith("NV"):
                     return gen
@@ -151,9 +150,11 @@ def run(ctx: BenchContext) -> BenchOutput:
     for op in ("all_reduce", "all_to_all"):
         for graph in (False, True):
             pts = [s for s in samples if s.shape["op"] == op and s.shape["graph"] == graph]
-            small = [s for s in pts if s.bytes <= DECODE_MAX_BYTES]
-            if len(small) >= 2:
-                fits.append(fit_collective_law([s.bytes for s in small], [s.median_ms * 1e3 for s in small], op=op, n_gpus=world,
+            # All sizes: decode-sized messages alone leave the bandwidth term unidentified
+            # (eager launches are latency-bound up to MBs); relative residuals keep the small
+            # messages weighted as much as the large ones.
+            if len(pts) >= 2:
+                fits.append(fit_collective_law([s.bytes for s in pts], [s.median_ms * 1e3 for s in pts], op=op, n_gpus=world,
                                                graph=graph, link=link, source=ctx.source))
             if pts:
                 big = max(pts, key=lambda s: s.bytes)

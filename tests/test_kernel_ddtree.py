@@ -81,3 +81,17 @@ def test_gpu_builder_on_cuda():
     gpu = dd.build_ddtree_gpu(lp.cuda(), 64)
     for c in range(4):
         assert dd.token_paths(gpu.tokens[c].cpu(), gpu.parents[c].cpu()) == dd.token_paths(cpu[c].tokens, cpu[c].parents)
+
+
+def test_row_logsumexp_triton_matches_torch():
+    """The Triton row reduction behind build_ddtree_gpu (interpreter on the CPU)."""
+    from perfmodel.kernels import ddtree
+    from perfmodel.kernels._testing import use_interpreter_if_no_gpu
+
+    use_interpreter_if_no_gpu()
+
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    x = (torch.randn(3, 10000, generator=torch.Generator().manual_seed(1)) * 3).to(dev)
+    out = torch.empty(3, device=dev)
+    ddtree._lse_kernel()[(3,)](x, out, 10000, x.stride(0), BLOCK=4096)
+    assert torch.allclose(out, torch.logsumexp(x, -1), atol=1e-4), (out, torch.logsumexp(x, -1))
