@@ -119,26 +119,17 @@ if triton is not None:
         return tl.interleave(r, s)
 
     @triton.jit
-    def w4_group_dot(a, w_ptrs, s_ptrs, n_ok, DOT_F32: tl.constexpr):
+    def w4_group_dot(a, w_ptrs, s_ptrs, w_ok, DOT_F32: tl.constexpr):
         """One quantisation group (32 k): load [BN, 4] packed words compactly (contiguous
         along K), unpack in registers, dot, then apply the group's per-row scale to the
-        partial product -- no [BLOCK_N, BLOCK_K] scale tile.
-
-        bf16 activations: no int->float conversion at all (those run at 1/4 rate and bound
-        the kernel). The bits 0x4300 | n are the bf16 number 128 + n exactly, so
-        dot(a, 128 + n) - 136 * sum(a) = dot(a, n - 8) = dot(a, q)."""
-        words = tl.load(w_ptrs, mask=n_ok[:, None], other=0x88888888)
-        sc = tl.load(s_ptrs, mask=n_ok, other=0.0).to(tl.float32)
-        nib = unpack8(words)
+        partial product -- no [BLOCK_N, BLOCK_K] scale tile. (A bf16 bias trick that skips
+        the int->float converts measured slower on the H200: its row sums need shuffles.)"""
+        words = tl.load(w_ptrs, mask=w_ok[:, None], other=0x88888888)
+        sc = tl.load(s_ptrs, mask=w_ok, other=0.0).to(tl.float32)
+        w = (unpack8(words) - 8).to(tl.float32)
         if DOT_F32:
-            w = (nib - 8).to(tl.float32)
             return tl.dot(a.to(tl.float32), tl.trans(w)) * sc[None, :]
-        if a.dtype == tl.bfloat16:
-            w = (nib | 0x4300).to(tl.int16).to(tl.bfloat16, bitcast=True)
-            a_sum = tl.sum(a.to(tl.float32), axis=1)
-            return (tl.dot(a, tl.trans(w)) - 136.0 * a_sum[:, None]) * sc[None, :]
-        w = (nib - 8).to(a.dtype)
-        return tl.dot(a, tl.trans(w)) * sc[None, :]
+        return tl.dot(a, tl.trans(w.to(a.dtype))) * sc[None, :]
 
 
 _KERNEL = None
@@ -195,16 +186,22 @@ def _get_kernel():
         s_base = s_ptr + expert * stride_se + offs_n_safe * stride_sn
         for k0 in range(k_begin, k_begin + k_per_split, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
-            a = tl.load(a_ptr + a_row[:, None] * stride_am + offs_k[None, :] * stride_ak,
-                        mask=row_ok[:, None] & (offs_k[None, :] < k_end), other=0.0)
-            if WEIGHT_INT4:  # BLOCK_K == 32: one quantisation group per step
-                w_ptrs = b_base + (k0 // 8 + tl.arange(0, 4))[None, :] * stride_bk
-                s_ptrs = s_base + (k0 // 32) * stride_sk
-                acc += w4_group_dot(a, w_ptrs, s_ptrs, n_ok, DOT_F32)
-                if GATE_UP:
-                    acc_up += w4_group_dot(a, w_ptrs + up_offset * stride_bn, s_ptrs + up_offset * stride_sn,
-                                           n_ok, DOT_F32)
+            if WEIGHT_INT4:  # BLOCK_K = 32 * groups: unrolled, one quantisation group at a time
+                for g in tl.static_range(BLOCK_K // 32):
+                    kg = k0 + g * 32
+                    offs_g = kg + tl.arange(0, 32)
+                    a_g = tl.load(a_ptr + a_row[:, None] * stride_am + offs_g[None, :] * stride_ak,
+                                  mask=row_ok[:, None] & (offs_g[None, :] < k_end), other=0.0)
+                    w_ok = n_ok & (kg < k_end)
+                    w_ptrs = b_base + (kg // 8 + tl.arange(0, 4))[None, :] * stride_bk
+                    s_ptrs = s_base + (kg // 32) * stride_sk
+                    acc += w4_group_dot(a_g, w_ptrs, s_ptrs, w_ok, DOT_F32)
+                    if GATE_UP:
+                        acc_up += w4_group_dot(a_g, w_ptrs + up_offset * stride_bn, s_ptrs + up_offset * stride_sn,
+                                               w_ok, DOT_F32)
             else:
+                a = tl.load(a_ptr + a_row[:, None] * stride_am + offs_k[None, :] * stride_ak,
+                            mask=row_ok[:, None] & (offs_k[None, :] < k_end), other=0.0)
                 kb_ok = n_ok[:, None] & (offs_k[None, :] < k_end)
                 w = tl.load(b_base + offs_k[None, :] * stride_bk, mask=kb_ok, other=0.0)
                 if DOT_F32:
@@ -250,7 +247,7 @@ def launch_moe_gemm(
     int4 = scales is not None
     s = scales if int4 else b  # dummy pointer, never read when not int4
     tw = topk_weights if topk_weights is not None else c
-    block_k = 32 if int4 else cfg.block_k  # INT4: one group of 32 per K step (see w4_group_dot)
+    block_k = cfg.block_k
     k_per_split = triton.cdiv(triton.cdiv(k_dim, cfg.split_k), block_k) * block_k
     grid = (routing.max_blocks, triton.cdiv(n, cfg.block_n), triton.cdiv(k_dim, k_per_split))
     kernel[grid](
@@ -311,10 +308,13 @@ def default_moe_configs(
     rows_per_expert = pairs / max(touched, 1)
     block_m = 16 if rows_per_expert <= 16 else (32 if (int4 or rows_per_expert <= 48) else 64)
     blocks = max_num_blocks(pairs, E, block_m)
-    kq = 32 if int4 else 128  # K step (INT4: one quantisation group per step)
+    kq = 128  # K step (INT4: 4 quantisation groups, unrolled)
 
     def pick(n: int, kdim: int, fused: bool) -> MoEGemmConfig:
-        bn = 64 if int4 or rows_per_expert > 16 else 32
+        if int4:  # 4 unrolled groups per step: wider M tiles need narrower N to avoid spills
+            bn = 64 if rows_per_expert <= 16 else 32
+        else:
+            bn = 32 if rows_per_expert <= 16 else 64
         bk = min(kq, max(32, 1 << (max(kdim, 32).bit_length() - 1)))
         progs = blocks * -(-n // bn)
         split = 1
@@ -323,10 +323,7 @@ def default_moe_configs(
             split *= 2
         if fused and split > 1 and progs >= num_sms:  # keep the fused act when SMs are full
             split = 1
-        if int4:
-            stages = 6 if rows_per_expert <= 16 else 4
-        else:
-            stages = 4 if rows_per_expert <= 16 else 3
+        stages = 4 if rows_per_expert <= 16 else 3
         return MoEGemmConfig(block_n=bn, block_k=bk, split_k=split, num_warps=4, num_stages=stages)
 
     return block_m, pick(I, H, True), pick(H, I, False)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 
-CONFIGS = [  # (block_n, block_k, num_warps, num_stages, split_k); INT4 steps one group (k=32)
-    (32, 32, 4, 6, 1), (64, 32, 4, 4, 1), (64, 32, 4, 6, 1), (64, 32, 4, 8, 1), (128, 32, 4, 4, 1),
-    (128, 32, 8, 6, 1), (64, 32, 4, 6, 2), (32, 32, 4, 6, 4),
+CONFIGS = [  # (block_n, block_k, num_warps, num_stages, split_k); INT4 unrolls block_k / 32 groups
+    (64, 32, 4, 6, 1), (64, 64, 4, 4, 1), (64, 128, 4, 3, 1), (64, 128, 4, 4, 1), (32, 128, 4, 4, 1),
+    (64, 256, 4, 3, 1), (128, 128, 4, 3, 1), (64, 128, 8, 4, 1),
 ]
 CASES = [("kimi_I2048", 7168, 2048, 1), ("kimi_I2048", 7168, 2048, 64), ("kimi_tp8_I256", 7168, 256, 8),
          ("kimi_tp8_I256", 7168, 256, 128)]
