@@ -1,5 +1,7 @@
 """Elementwise and small ops vs tokens: RMSNorm, SiLU*mul, residual add, router top-k,
-argmax over the vocab (Kimi shapes) -> fit `elementwise` (mostly its latency floor t0).
+RoPE, argmax over the vocab (Kimi shapes) -> fit `elementwise` (mostly its latency floor
+t0) and one fit per op, `elementwise.<op>`: their floors differ by 10x (a fused add vs a
+sigmoid + top-k), so the model prices each op with its own law when the profile has it.
 Timed graph-captured (GPU time per op without launch gaps; the launch cost is `dispatch`)."""
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from perfmodel.profile import BenchResult
 
 from .common import BenchContext, BenchOutput, make_sample, randn
 from .fits import fit_kernel_law
-from .ops import argmax_sample, residual_add, rmsnorm, router_topk, silu_mul
+from .ops import argmax_sample, residual_add, rmsnorm, rope, router_topk, silu_mul
 from .shapes import KIMI
 from .timing import time_fn
 
@@ -24,22 +26,35 @@ def run(ctx: BenchContext) -> BenchOutput:
         gu = randn(T, 2 * I)
         logits_r = randn(T, E)
         logits_v = randn(T, V // 8)  # lm_head output of one GPU at TP8
+        q_pe = randn(T, KIMI["n_heads"] // 8, 64)  # the rope part of q on one GPU at TP8
+        cos, sin = randn(T, 1, 32), randn(T, 1, 32)
         cases = [
             ("rmsnorm", lambda: rmsnorm(x, w), 2.0 * (2 * T * H + H), 4.0 * T * H),
             ("silu_mul", lambda: silu_mul(gu), 2.0 * (2 * T * I + T * I), 5.0 * T * I),
             ("residual_add", lambda: residual_add(x, y), 2.0 * 3 * T * H, 1.0 * T * H),
             ("router_topk", lambda: router_topk(logits_r, k), 2.0 * T * E + 12.0 * T * k, 4.0 * T * E),
             ("argmax_vocab", lambda: argmax_sample(logits_v), 2.0 * T * (V // 8) + 8.0 * T, 1.0 * T * (V // 8)),
+            ("rope", lambda: rope(q_pe, cos, sin), 2.0 * 2 * q_pe.numel() + 4.0 * T * 32, 6.0 * q_pe.numel()),
         ]
         for name, fn, nb, nf in cases:
             t = time_fn(fn, graph=True, calls_per_graph=20, max_samples=15, max_seconds=0.05)
             samples.append(make_sample({"op": name, "T": T, "H": H}, t, nbytes=nb, nflops=nf, provider="torch"))
-    c = ctx.ceilings
-    fit = fit_kernel_law(
-        [s.bytes for s in samples], [s.flops for s in samples], [s.median_ms * 1e3 for s in samples],
-        bench="elementwise", source=ctx.source, default_bw_GBps=c.read_GBps, default_tflops=c.bf16_TFLOPS,
-    )
     return BenchOutput(
         BenchResult(status="ok", samples=samples, note="graph mode, 20 calls per replay (hot L2 after the first call); torch ops from perfmodel.measure.ops"),
-        fits={"elementwise": fit},
+        fits=fit_elementwise(samples, ctx.ceilings, ctx.source),
     )
+
+
+def fit_elementwise(samples, ceilings, source: str) -> dict:
+    """The class law over all ops, plus one law per op (`elementwise.<op>`)."""
+    def fit(pts):
+        return fit_kernel_law([s.bytes for s in pts], [s.flops for s in pts], [s.median_ms * 1e3 for s in pts],
+                              bench="elementwise", source=source, default_bw_GBps=ceilings.read_GBps,
+                              default_tflops=ceilings.bf16_TFLOPS)
+
+    fits = {"elementwise": fit(samples)}
+    for op in dict.fromkeys(s.shape["op"] for s in samples):
+        pts = [s for s in samples if s.shape["op"] == op]
+        if len(pts) >= 3:
+            fits[f"elementwise.{op}"] = fit(pts)
+    return fits

@@ -28,12 +28,12 @@ BUDGET_S = {
     "ceilings": (14, 5),
     "dispatch": (6, 3),
     "elementwise": (10, 3),
-    "gemm": (18, 4),
-    "moe": (30, 7),
+    "gemm": (12, 4),
+    "moe": (55, 10),
     "attention": (26, 6),
-    "treebuild": (18, 4),
+    "treebuild": (12, 4),
     "collectives": (25, 8),
-    "e2e": (33, 10),
+    "e2e": (20, 10),
 }
 
 BenchFn = Callable[[BenchContext], BenchOutput]

@@ -66,6 +66,10 @@ class Machine:
     same_gpu_as_profile: bool
     notes: list[str] = field(default_factory=list)
 
+    def law(self, op) -> KernelLaw:
+        """The op's own law (`class.variant`) when the profile fitted one, else its class's."""
+        return self.laws.get(f"{op.kernel_class}.{op.variant}") or self.laws[op.kernel_class]
+
     def flops_scale(self, dtype: str) -> float:
         """Ratio of the dtype's peak to bf16 (the laws are bf16 rates)."""
         c = self.gpu.compute
@@ -112,8 +116,7 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
     missing = [c for c in KERNEL_CLASSES if c not in profile.fits]
     if missing:
         raise ValueError(f"profile lacks fits for: {', '.join(missing)}")
-    for cls in KERNEL_CLASSES:
-        f = profile.fits[cls]
+    for cls, f in profile.fits.items():
         unc_bw = (f.rmse_rel**2 + kind_unc**2 + (0.0 if same else 0.05**2)) ** 0.5
         laws[cls] = KernelLaw(
             t0_us=f.t0_us, bw_GBps=f.bw_GBps * bw_ratio * kind_ratio, tflops=f.tflops * f_ratio,

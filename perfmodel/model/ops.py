@@ -36,6 +36,7 @@ class Op:
     flops: float
     count: int = 1
     compute_dtype: str = "bf16"
+    variant: str = ""  # op within the class (e.g. "rmsnorm"): priced by `<class>.<variant>` if the profile has it
 
     @property
     def n_kernels(self) -> int:

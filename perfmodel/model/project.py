@@ -19,7 +19,7 @@ from perfmodel.specs import registry
 from perfmodel.specs.schema import GpuSpec, InterconnectSpec, ModelSpec
 
 Z90 = 1.645  # two-sided 90% interval
-DEFAULT_PROFILE = "h200-sxm_1gpu.json"
+DEFAULT_PROFILE = "h200-sxm.json"
 BUDGET_CANDIDATES = (4, 8, 16, 32, 64, 128, 256, 512)
 SpecKind = Literal["none", "chain", "ddtree"]
 

@@ -59,7 +59,7 @@ def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | Non
     gpu = 0.0
     node_us, node_unc = mach.overheads.graph_node_us, mach.overheads.rel_unc_node
     for op in ops:
-        law = mach.laws[op.kernel_class]
+        law = mach.law(op)
         e = estimate(op, law, mach.flops_scale(op.compute_dtype))
         acc.ops.append(e)
         acc.n_kernels += op.n_kernels

@@ -1,0 +1,41 @@
+"""Recompute fits from the raw samples a profile already holds, without a GPU:
+
+    python -m perfmodel.measure.refit PROFILE.json [--out NEW.json]
+
+Used when a fitting rule changes (e.g. per-op elementwise laws): the measurements stay, the
+laws are re-derived, and the profile's provenance note records the refit."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+
+from perfmodel.profile import load_profile, save_profile
+
+from .elementwise import fit_elementwise
+
+
+def refit(profile):
+    src = profile.fits.get("elementwise")
+    source = src.source if src else f"measured: {profile.provenance.timestamp}"
+    b = profile.benches.get("elementwise")
+    if b is not None and b.status == "ok" and b.samples:
+        profile.fits.update(fit_elementwise(b.samples, profile.ceilings, source))
+    stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    note = profile.provenance.note
+    profile.provenance.note = (note + "; " if note else "") + f"fits recomputed from stored samples at {stamp} (perfmodel.measure.refit)"
+    return profile
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("profile")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    p = refit(load_profile(a.profile))
+    save_profile(p, a.out or a.profile)
+    print(f"refit written to {a.out or a.profile}: {', '.join(sorted(p.fits))}")
+
+
+if __name__ == "__main__":
+    main()
