@@ -186,8 +186,12 @@ class Projector:
         obs_step_us = 1e6 / o["tokens_per_s"]  # the figure is tokens/s per stream
         resid = obs_step_us - est.step_us
         o.update({"predicted_step_ms": est.step_us / 1e3, "observed_step_ms": obs_step_us / 1e3,
-                  "residual_ms": resid / 1e3})
-        return resid, o
+                  "residual_ms": max(resid, 0.0) / 1e3})
+        if resid < 0:
+            # The engine beats the model (e.g. better kernels than the profiled ones): carry no
+            # negative overhead, but say by how much the model is pessimistic there.
+            o["note"] = f"observed is {-resid / est.step_us:.0%} faster than the model: no residual term added"
+        return max(resid, 0.0), o
 
     # --------------------------------------------------------------- one point
     def _estimate(self, C: int, budget: int) -> tuple[StepEstimate, float]:
