@@ -169,6 +169,18 @@ def _get_kernel():
 
 
 # ------------------------------------------------------------------------------ wrapper
+def max_block_r(dv: int) -> int:
+    """Largest row tile (query tokens x heads of one KV group per program): beyond it the
+    fp32 accumulator spills. With more rows than this, the KV prefix is read once per row
+    block: tree verification of many tokens re-reads the cache."""
+    return 64 if dv <= 128 else 32
+
+
+def kv_passes(rows: int, dv: int) -> int:
+    """How many times the kernel reads a sequence's KV prefix for `rows` query rows."""
+    return -(-rows // max_block_r(dv))
+
+
 def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 132) -> dict:
     """Knobs: block_r rows (query tokens x heads of one KV group) per program, block_s KV
     positions per step, num_splits along S, num_warps, num_stages.
@@ -177,7 +189,7 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
     block_s (below that the combine and the q reload dominate). Starting points for tuning.
     """
     block_r = 16
-    while block_r < rows and block_r < (64 if dv <= 128 else 32):
+    while block_r < rows and block_r < max_block_r(dv):
         block_r *= 2
     block_s = 64 if dv <= 128 else 32
     row_blocks = -(-rows // block_r)

@@ -109,13 +109,30 @@ def run(ctx: BenchContext) -> BenchOutput:
                 del qq, kvs
         torch.cuda.empty_cache()
 
-    c = ctx.ceilings
+    fits = fit_attention(samples, ctx.ceilings, ctx.source)
+    return BenchOutput(BenchResult(status="ok", samples=samples, note="; ".join(dict.fromkeys(notes))), fits=fits)
+
+
+def fit_attention(samples, ceilings, source: str) -> dict:
+    """Laws `attention_mla` / `attention_gqa` on the bytes the kernel really streams: the KV
+    prefix once per row block (tree verification with q*G rows > the row tile re-reads it)."""
+    from perfmodel.kernels.tree_attention import kv_passes, max_block_r
+
     fits = {}
     for cls, kind in (("attention_mla", "mla"), ("attention_gqa", "gqa")):
         pts = [s for s in samples if s.shape["kind"] == kind]
-        if len(pts) >= 3:
-            fits[cls] = fit_kernel_law(
-                [s.bytes for s in pts], [s.flops for s in pts], [s.median_ms * 1e3 for s in pts],
-                bench="attention", source=ctx.source, default_bw_GBps=c.read_GBps, default_tflops=c.bf16_TFLOPS,
-            )
-    return BenchOutput(BenchResult(status="ok", samples=samples, note="; ".join(dict.fromkeys(notes))), fits=fits)
+        if len(pts) < 3:
+            continue
+        eff = []
+        for s in pts:
+            sh = s.shape
+            C, q, L = sh["C"], sh["q"], sh["L"]
+            if kind == "mla":
+                dv, rows, kv = 512, q * sh["H"], C * (L + q) * 576 * 2.0
+            else:
+                dv, rows, kv = sh["D"], q * sh["Hq"] // sh["Hkv"], C * (L + q) * 2 * sh["Hkv"] * sh["D"] * 2.0
+            eff.append(s.bytes + kv * (kv_passes(rows, dv) - 1))
+        f = fit_kernel_law(eff, [s.flops for s in pts], [s.median_ms * 1e3 for s in pts], bench="attention",
+                           source=source, default_bw_GBps=ceilings.read_GBps, default_tflops=ceilings.bf16_TFLOPS)
+        fits[cls] = f.model_copy(update={"rows_per_kv_pass": max_block_r(512 if kind == "mla" else 128)})
+    return fits

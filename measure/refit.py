@@ -2,7 +2,7 @@
 
     python -m perfmodel.measure.refit PROFILE.json [--out NEW.json]
 
-Used when a fitting rule changes (e.g. per-op elementwise laws): the measurements stay, the
+Used when a fitting rule changes (e.g. per-op elementwise laws, attention KV passes): the measurements stay, the
 laws are re-derived, and the profile's provenance note records the refit."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import datetime as _dt
 
 from perfmodel.profile import load_profile, save_profile
 
+from .attention import fit_attention
 from .elementwise import fit_elementwise
 
 
@@ -21,6 +22,9 @@ def refit(profile):
     b = profile.benches.get("elementwise")
     if b is not None and b.status == "ok" and b.samples:
         profile.fits.update(fit_elementwise(b.samples, profile.ceilings, source))
+    a = profile.benches.get("attention")
+    if a is not None and a.status == "ok" and a.samples:
+        profile.fits.update(fit_attention(a.samples, profile.ceilings, source))
     stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     note = profile.provenance.note
     profile.provenance.note = (note + "; " if note else "") + f"fits recomputed from stored samples at {stamp} (perfmodel.measure.refit)"

@@ -98,6 +98,9 @@ class KernelFit(_M):
     rmse_rel: float = 0.0
     bench: str = ""
     bytes_range: tuple[float, float] | None = None
+    rows_per_kv_pass: int | None = Field(
+        None, description="attention: query rows (tokens x heads per KV head) per read of the KV "
+        "prefix; more rows re-read it. The fit's bytes count every pass.")
     source: str = ""
 
 

@@ -124,7 +124,8 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
             # Tree tokens share the prefix: the latent cache is read once per sequence.
             Op("attention_core", "attention", "attention_mla",
                bytes=Cg * S * lat * kvb + 2 * T * h * a.kv_lora_rank * ACT + T * h * lat * ACT,
-               flops=2.0 * T * h * S * (lat + a.kv_lora_rank), count=count),
+               flops=2.0 * T * h * S * (lat + a.kv_lora_rank), count=count,
+               rows=q * h, reread_bytes=Cg * S * lat * kvb),
             Op("w_uv", "dense", "gemm_bf16",
                bytes=h * a.v_head_dim * a.kv_lora_rank * WEIGHT_BYTES[wd]
                + T * h * (a.v_head_dim + a.kv_lora_rank) * ACT,
@@ -146,7 +147,8 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
             if n:
                 ops.append(Op(f"attention_core_{tag}", "attention", "attention_gqa",
                               bytes=Cg * span * 2 * hkv * D * kvb + 2 * T * hq * D * ACT,
-                              flops=4.0 * T * hq * span * D, count=n))
+                              flops=4.0 * T * hq * span * D, count=n,
+                              rows=q * (hq // hkv), reread_bytes=Cg * span * 2 * hkv * D * kvb))
         ops.append(_gemm("o_proj", "dense", T, hq * D, H, wd, count))
     ops.append(_elt("attn_residual", T, H, count, "residual_add"))
     return ops

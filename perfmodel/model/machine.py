@@ -120,7 +120,7 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
         unc_bw = (f.rmse_rel**2 + kind_unc**2 + (0.0 if same else 0.05**2)) ** 0.5
         laws[cls] = KernelLaw(
             t0_us=f.t0_us, bw_GBps=f.bw_GBps * bw_ratio * kind_ratio, tflops=f.tflops * f_ratio,
-            rel_unc_bw=max(unc_bw, 0.03), rel_unc_t0=0.1 if same else 0.3,
+            rel_unc_bw=max(unc_bw, 0.03), rel_unc_t0=0.1 if same else 0.3, rows_per_kv_pass=f.rows_per_kv_pass,
             rule=(f"{cls}: bw {f.bw_GBps:.0f} GB/s × peak ratio {bw_ratio:.3f} × {gpu.memory.kind}/"
                   f"{source_gpu.memory.kind} achievable ratio {kind_ratio:.3f}; F {f.tflops:.0f} TF × {f_ratio:.3f}; "
                   f"t0 {f.t0_us:.1f} us carried"),
