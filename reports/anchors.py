@@ -1,0 +1,128 @@
+"""The measured anchors of a profile as a markdown block, and the issue bars checked against it.
+
+    python -m perfmodel.reports.anchors [--profile P] [--readme README.md]
+
+With --readme, the block between `<!-- anchors:begin -->` and `<!-- anchors:end -->` is
+replaced, so every measured figure in the README is generated from the committed profile
+(a test checks that the README block matches)."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+from perfmodel.profile import Profile, load_profile
+
+BEGIN, END = "<!-- anchors:begin -->", "<!-- anchors:end -->"
+
+
+def _samples(p: Profile, bench: str, **match):
+    b = p.benches.get(bench)
+    if b is None or b.status != "ok":
+        return []
+    return [s for s in b.samples if all(s.shape.get(k) == v or getattr(s, k, None) == v for k, v in match.items())]
+
+
+def bars(p: Profile, validation: dict | None = None) -> list[tuple[str, str, str, bool | None]]:
+    """(bar, measured, target, met) rows for the issues' bars, computed from the profile."""
+    read = p.ceilings.read_GBps or float("nan")
+    rows = []
+    w4 = [s for s in _samples(p, "moe") if s.provider == "triton_w4a16" and s.achieved_GBps]
+    if w4:
+        best = max(w4, key=lambda s: s.achieved_GBps)
+        frac = best.achieved_GBps / read
+        rows.append(("W4A16 MoE achieved bandwidth (best point)", f"{best.achieved_GBps:.0f} GB/s = {frac:.0%} of read "
+                     f"({best.shape['shape']}, T={best.shape['T']})", ">= 85% of read", frac >= 0.85))
+    bf, gm = ({(s.shape["shape"], s.shape["T"]): s.median_ms for s in _samples(p, "moe") if s.provider == prov}
+              for prov in ("triton_bf16", "torch._grouped_mm"))
+    ratios = [bf[k] / gm[k] for k in bf if k in gm]
+    if ratios:
+        worst = max(ratios)
+        rows.append(("bf16 MoE time / torch._grouped_mm time", f"median {statistics.median(ratios):.2f}x, worst {worst:.2f}x "
+                     f"over {len(ratios)} points", "<= 1.1x", worst <= 1.1))
+    att = [s for s in _samples(p, "attention") if s.shape.get("L", 0) >= 8192 and s.achieved_GBps]
+    for kind in ("mla", "gqa"):
+        pts = [s for s in att if s.shape["kind"] == kind]
+        if pts:
+            best = max(pts, key=lambda s: s.achieved_GBps)
+            sh = best.shape
+            rows.append((f"tree-verify attention ({kind.upper()}) at L >= 8192, best point",
+                         f"{best.achieved_GBps / read:.0%} of read (C={sh['C']}, q={sh['q']}, L={sh['L']})",
+                         ">= 80% of read", best.achieved_GBps / read >= 0.80))
+    tb = {(s.shape["C"], s.shape["B"], s.shape["impl"]): s.median_ms for s in _samples(p, "treebuild")}
+    sp = [(tb[(C, B, "cpu")] + tb.get((C, B, "cpu_prep"), 0.0)) / tb[(C, B, "gpu")]
+          for (C, B, impl) in tb if impl == "gpu" and C >= 8 and B >= 64 and (C, B, "cpu") in tb]
+    if sp:
+        rows.append(("GPU tree build vs CPU reference at B >= 64, C >= 8", f"median {statistics.median(sp):.1f}x, "
+                     f"min {min(sp):.1f}x, max {max(sp):.1f}x", ">= 10x", min(sp) >= 10))
+    walls = [b.wall_s for b in p.benches.values() if b.wall_s]
+    if walls:
+        rows.append(("full suite wall time (sum of benches)", f"{sum(walls):.0f} s", "<= 180 s", sum(walls) <= 180))
+    if validation:
+        for kind, target in (("e2e-1gpu", 0.05), ("e2e-2gpu", 0.10), ("published", 0.15)):
+            s = validation["summary"]["by_kind"].get(kind)
+            if s and s["median_abs_err"] is not None:
+                cov = f", interval coverage {s['coverage']:.0%}" if s.get("coverage") is not None else ""
+                rows.append((f"validate {kind}: median abs error", f"{s['median_abs_err']:.1%} over {s['n']} points{cov}",
+                             f"<= {target:.0%}", s["median_abs_err"] <= target))
+    return rows
+
+
+def render(path: str | Path, validation: dict | None = None) -> str:
+    p = load_profile(path)
+    pv, c = p.provenance, p.ceilings
+    name = Path(path).name
+    out = [f"Measured on **{pv.gpu_name}** ({pv.n_gpus} GPUs in the machine; driver {pv.driver}, CUDA {pv.cuda}, "
+           f"torch {pv.torch}, triton {pv.triton}; git {str(pv.git_sha)[:7]}; {pv.timestamp}), "
+           f"profile `perfmodel/data/{name}`, log `perfmodel/data/{Path(name).with_suffix('.log').name}`.", ""]
+    out.append(f"- Ceilings: copy {c.copy_GBps:.0f} GB/s, streaming read {c.read_GBps:.0f} GB/s, bf16 GEMM "
+               f"{c.bf16_TFLOPS:.0f} TFLOP/s, fp8 GEMM {c.fp8_TFLOPS:.0f} TFLOP/s ({c.source.split(';')[1].strip() if ';' in c.source else c.source}).")
+    o = p.overheads
+    if o:
+        out.append(f"- Dispatch: eager launch {o.launch_eager_us:.1f} us per kernel, CUDA-graph node {o.graph_node_us:.2f} us, "
+                   f"graph launch {o.graph_launch_us:.1f} us, Python decode-loop host step {o.host_step_us:.1f} us.")
+    for cf in p.collectives:
+        out.append(f"- {cf.op} over {cf.n_gpus} GPUs ({cf.link}, {'graph' if cf.graph else 'eager'}): "
+                   f"latency {cf.latency_us:.1f} us, {cf.bw_GBps:.0f} GB/s per GPU (fit rmse {cf.rmse_rel:.0%}).")
+    for impl, tf in p.treebuild.items():
+        out.append(f"- DDTree build ({impl}): {tf.t0_us:.0f} us + {tf.per_node_us:.3f} us x C x B (rmse {tf.rmse_rel:.0%}).")
+    out += ["", "| kernel class | floor t0 (us) | bandwidth (GB/s) | % of measured read | compute (TFLOP/s) | fit rmse | points |",
+            "|---|---|---|---|---|---|---|"]
+    for k, f in sorted(p.fits.items()):
+        # A fitted bandwidth far above the measured read ceiling means the sweep never left the
+        # latency floor (or its compute term): the bandwidth is then not identified.
+        bw = (f"{f.bw_GBps:.0f} | {f.bw_GBps / c.read_GBps:.0%}" if f.bw_GBps <= 1.5 * c.read_GBps
+              else "not identified (floor-bound) | —")
+        out.append(f"| {k} | {f.t0_us:.1f} | {bw} | {f.tflops:.0f} | {f.rmse_rel:.0%} | {f.n_points} |")
+    rows = bars(p, validation)
+    if rows:
+        out += ["", "| bar (from the issues) | measured | target | met |", "|---|---|---|---|"]
+        for bar, val, tgt, met in rows:
+            out.append(f"| {bar} | {val} | {tgt} | {'yes' if met else 'no' if met is not None else '—'} |")
+    return "\n".join(out) + "\n"
+
+
+def update_readme(readme: Path, block: str) -> None:
+    text = readme.read_text()
+    a, b = text.index(BEGIN) + len(BEGIN), text.index(END)
+    readme.write_text(text[:a] + "\n" + block + text[b:])
+
+
+def main() -> None:
+    from perfmodel.model.project import embedded_profile_path
+    from perfmodel.validate import run_validation
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", default=None)
+    ap.add_argument("--readme", default=None)
+    a = ap.parse_args()
+    path = a.profile or embedded_profile_path()
+    block = render(path, run_validation())
+    if a.readme:
+        update_readme(Path(a.readme), block)
+    print(block)
+
+
+if __name__ == "__main__":
+    main()
