@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from perfmodel.model.lookup import Probe
 from perfmodel.model.ops import Op
 from perfmodel.specs.schema import WEIGHT_BYTES, GQASpec, MLASpec, ModelSpec
 
@@ -69,12 +70,13 @@ def expected_distinct(n_experts: int, top_k: int, tokens: float) -> float:
     return n_experts * (1.0 - (1.0 - top_k / n_experts) ** tokens)
 
 
-def _gemm(name, component, tokens, k, n, wdtype, count, *, elt_bytes=None) -> Op:
+def _gemm(name, component, tokens, k, n, wdtype, count) -> Op:
     wb = WEIGHT_BYTES[wdtype]
     return Op(
         name=name, component=component, kernel_class="gemm_bf16",
         bytes=n * k * wb + tokens * (k + n) * ACT, flops=2.0 * tokens * k * n, count=count,
         compute_dtype="fp8" if wdtype == "fp8" else "bf16",
+        probe=Probe("gemm", (("K", k), ("N", n)), "M", tokens, "torch.matmul") if wdtype == "bf16" else None,
     )
 
 
@@ -89,8 +91,10 @@ _ELT = {  # variant: (passes, flops per element)
 
 def _elt(name, tokens, width, count, variant: str, component="elementwise") -> Op:
     passes, fpe = _ELT[variant]
+    probe = (Probe("elementwise", (("H", width), ("op", variant)), "T", tokens, "torch")
+             if variant in ("rmsnorm", "residual_add") else None)
     return Op(name=name, component=component, kernel_class="elementwise", variant=variant,
-              bytes=passes * tokens * width * ACT, flops=tokens * width * fpe, count=count)
+              bytes=passes * tokens * width * ACT, flops=tokens * width * fpe, count=count, probe=probe)
 
 
 def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int) -> list[Op]:
@@ -125,7 +129,9 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
             Op("attention_core", "attention", "attention_mla",
                bytes=Cg * S * lat * kvb + 2 * T * h * a.kv_lora_rank * ACT + T * h * lat * ACT,
                flops=2.0 * T * h * S * (lat + a.kv_lora_rank), count=count,
-               rows=q * h, reread_bytes=Cg * S * lat * kvb),
+               rows=q * h, reread_bytes=Cg * S * lat * kvb,
+               probe=Probe("attention", (("C", Cg), ("H", h), ("kind", "mla"), ("q", q)), "L", L, "triton")
+               if kvb == 2.0 and L > 0 else None),
             Op("w_uv", "dense", "gemm_bf16",
                bytes=h * a.v_head_dim * a.kv_lora_rank * WEIGHT_BYTES[wd]
                + T * h * (a.v_head_dim + a.kv_lora_rank) * ACT,
@@ -148,7 +154,10 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
                 ops.append(Op(f"attention_core_{tag}", "attention", "attention_gqa",
                               bytes=Cg * span * 2 * hkv * D * kvb + 2 * T * hq * D * ACT,
                               flops=4.0 * T * hq * span * D, count=n,
-                              rows=q * (hq // hkv), reread_bytes=Cg * span * 2 * hkv * D * kvb))
+                              rows=q * (hq // hkv), reread_bytes=Cg * span * 2 * hkv * D * kvb,
+                              probe=Probe("attention", (("C", Cg), ("D", D), ("Hkv", hkv), ("Hq", hq), ("kind", "gqa"),
+                                                        ("q", q)), "L", span - q, "triton")
+                              if kvb == 2.0 and span > q else None))
         ops.append(_gemm("o_proj", "dense", T, hq * D, H, wd, count))
     ops.append(_elt("attn_residual", T, H, count, "residual_add"))
     return ops
@@ -190,7 +199,10 @@ def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_den
                 Op("routed_experts", "moe", cls,
                    bytes=bytes_w + (T * k / s) * 2 * H * ACT,
                    flops=2.0 * T * k * 3 * H * I / s, count=count_moe,
-                   compute_dtype="fp8" if wd == "fp8" else "bf16")]
+                   compute_dtype="fp8" if wd == "fp8" else "bf16",
+                   probe=Probe("moe", (("E", E), ("H", H), ("I", I // s), ("k", k)), "T", T,
+                               {"int4_g32": "triton_w4a16", "bf16": "triton_bf16"}[wd])
+                   if not lay.experts_ep and wd in ("int4_g32", "bf16") and I % s == 0 else None)]
         if e.n_shared_experts:
             Is = e.shared_intermediate_size or I * e.n_shared_experts
             ts = 1 if lay.parallel == "ep" else lay.t_attn

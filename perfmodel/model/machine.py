@@ -5,6 +5,9 @@ One rule per kind of term, each with its stated uncertainty (relative, 1σ):
   bandwidth-bound   bw_t = bw_fit · (peak_t / peak_s) · (achievable(kind_t) / achievable(kind_s))
                     unc² = fit rmse² + (kind unc_t² + kind unc_s², only if the kinds differ)
   compute-bound     F_t = F_fit · peak_t(dtype) / peak_s(dtype); unc 15% across architectures
+  measured samples  where the profile timed the very op (same kernel and shape), its sample
+                    is used, scaled by law_target / law_source (lookup.py); unc 5% on the
+                    source GPU, the law's uncertainty elsewhere
   latency floor     t0 carried unchanged (a per-kernel GPU-side floor, similar across recent
                     NVIDIA parts); unc 10% on the source GPU, 30% on another architecture
   host overhead     scaled by the target system's host-CPU factor; unc 25%
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from perfmodel.model.lookup import SampleTable
 from perfmodel.model.ops import KernelLaw
 from perfmodel.profile import KERNEL_CLASSES, CollectiveFit, Profile
 from perfmodel.specs.schema import GpuSpec, InterconnectSpec, MemoryKinds
@@ -64,7 +68,19 @@ class Machine:
     treebuild: dict[str, TreeBuildLaw]
     host_cpu_factor: float
     same_gpu_as_profile: bool
+    source_gpu: GpuSpec | None = None
+    source_laws: dict[str, KernelLaw] = field(default_factory=dict)  # the fits as measured
+    table: SampleTable | None = None  # the profile's raw samples (see lookup.py)
     notes: list[str] = field(default_factory=list)
+
+    def source_law(self, op) -> KernelLaw:
+        return self.source_laws.get(f"{op.kernel_class}.{op.variant}") or self.source_laws[op.kernel_class]
+
+    def source_flops_scale(self, dtype: str) -> float:
+        c = (self.source_gpu or self.gpu).compute
+        if dtype == "fp8" and c.fp8_dense_TFLOPS:
+            return c.fp8_dense_TFLOPS.value / c.bf16_dense_TFLOPS.value
+        return 1.0
 
     def law(self, op) -> KernelLaw:
         """The op's own law (`class.variant`) when the profile fitted one, else its class's."""
@@ -150,6 +166,10 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
         scale = host_cpu_factor if impl == "cpu" else 1.0
         tb[impl] = TreeBuildLaw(f.t0_us * scale, f.per_node_us * scale, max(0.15, f.rmse_rel),
                                 f"{impl} tree build fit ({f.source})" + (f" × host factor {scale:g}" if impl == "cpu" else ""))
+    source_laws = {cls: KernelLaw(f.t0_us, f.bw_GBps, f.tflops, rows_per_kv_pass=f.rows_per_kv_pass)
+                   for cls, f in profile.fits.items()}
+    table = SampleTable(profile) if profile.provenance.kind == "measured" else None
     return Machine(gpu=gpu, n_gpus=n_gpus, link=link if n_gpus > 1 else None, laws=laws,
                    all_reduce=coll["all_reduce"], all_to_all=coll["all_to_all"], overheads=ov,
-                   treebuild=tb, host_cpu_factor=host_cpu_factor, same_gpu_as_profile=same)
+                   treebuild=tb, host_cpu_factor=host_cpu_factor, same_gpu_as_profile=same,
+                   source_gpu=source_gpu, source_laws=source_laws, table=table)

@@ -38,6 +38,7 @@ class Op:
     compute_dtype: str = "bf16"
     variant: str = ""  # op within the class (e.g. "rmsnorm"): priced by `<class>.<variant>` if the profile has it
     rows: int = 0  # attention: query rows per KV head (tokens x heads sharing it)
+    probe: object = None  # lookup.Probe: the profile samples that time this very op, if any
     reread_bytes: float = 0.0  # attention: bytes read again for each extra pass over the KV prefix
 
     @property
@@ -68,6 +69,11 @@ class OpEstimate:
     overhead_us: float
     bound: Literal["memory", "compute"]
     count: int
+
+    def scaled(self, k: float) -> "OpEstimate":
+        """The same split, every part times k (a measured sample replacing the law's total)."""
+        return OpEstimate(self.name, self.component, self.total_us * k, self.memory_us * k, self.compute_us * k,
+                          self.overhead_us * k, self.bound, self.count)
 
 
 def estimate(op: Op, law: KernelLaw, flops_scale: float = 1.0) -> OpEstimate:

@@ -36,6 +36,9 @@ class StepEstimate:
         return max(self.breakdown_us, key=self.breakdown_us.get)
 
 
+SAMPLE_UNC = 0.05  # run-to-run spread of a measured sample on the GPU it was taken on
+
+
 class _Acc:
     """Accumulates time by component, and 1σ by correlated group (same law ⇒ same error)."""
 
@@ -61,14 +64,22 @@ def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | Non
     for op in ops:
         law = mach.law(op)
         e = estimate(op, law, mach.flops_scale(op.compute_dtype))
+        unc = law.rel_unc_bw if e.bound == "memory" else 0.15
+        unc_t0 = law.rel_unc_t0
+        measured = mach.table.lookup(op.probe) if mach.table is not None else None
+        if measured is not None:
+            # The profile timed this very op: use the sample, carried by the law ratio.
+            src = estimate(op, mach.source_law(op), mach.source_flops_scale(op.compute_dtype))
+            e = e.scaled(measured * op.count / src.total_us)
+            if mach.same_gpu_as_profile:
+                unc, unc_t0 = SAMPLE_UNC, SAMPLE_UNC
         acc.ops.append(e)
         acc.n_kernels += op.n_kernels
         work = e.total_us - e.overhead_us
-        node = min(law.t0_us, node_us * KERNELS_PER_CALL[op.kernel_class]) * op.count
+        node = min(e.overhead_us / op.count, node_us * KERNELS_PER_CALL[op.kernel_class]) * op.count
         comp = comp_override or op.component
-        unc = law.rel_unc_bw if e.bound == "memory" else 0.15
         acc.add(comp, work, f"{op.kernel_class}:{e.bound}", unc)
-        acc.add(comp_override or "latency_floor", e.overhead_us - node, f"{op.kernel_class}:t0", law.rel_unc_t0)
+        acc.add(comp_override or "latency_floor", e.overhead_us - node, f"{op.kernel_class}:t0", unc_t0)
         acc.add(comp_override or "dispatch", node, "graph_node", node_unc)
         gpu += e.total_us
     return gpu
