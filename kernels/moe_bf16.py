@@ -59,7 +59,10 @@ def grouped_mm_moe_torch(x, w13, w2, topk_ids, topk_weights) -> torch.Tensor:
     k = topk_ids.shape[1]
     flat = topk_ids.reshape(-1).to(torch.int64)
     order = torch.argsort(flat, stable=True)
-    offs = torch.cumsum(torch.bincount(flat, minlength=E), 0).to(torch.int32)
+    # scatter_add, not bincount (which syncs with the host): the baseline must be graph-capturable
+    # to be timed the same way as the Triton kernel.
+    counts = torch.zeros(E, dtype=torch.int64, device=x.device).scatter_add_(0, flat, torch.ones_like(flat))
+    offs = torch.cumsum(counts, 0).to(torch.int32)
     xs = x[order // k]  # [T*k, H], expert-contiguous
     gu = torch._grouped_mm(xs, w13.transpose(1, 2), offs=offs)  # [T*k, 2I]
     h = (torch.nn.functional.silu(gu[:, :I].float()) * gu[:, I:].float()).to(x.dtype)
