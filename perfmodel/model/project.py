@@ -62,9 +62,21 @@ def resolve_profile(spec: str | None, gpu_for_spec: GpuSpec | None = None) -> Pr
         return spec_derived_profile(gpu_for_spec or registry.load_gpu("h200"), registry.load_memory_kinds())
     path = Path(spec) if spec else embedded_profile_path()
     try:
-        return load_profile(path)
+        key = (str(path.resolve()), path.stat().st_mtime_ns)
+    except OSError:
+        key = None
+    if key in _PROFILES:
+        return _PROFILES[key]
+    try:
+        prof = load_profile(path)
     except ValueError as e:
         raise ProjectionError(str(e)) from None
+    if key is not None:
+        _PROFILES[key] = prof  # sensitivity and reports build many projectors on one profile
+    return prof
+
+
+_PROFILES: dict = {}
 
 
 def profile_source_gpu(profile: Profile) -> GpuSpec:
