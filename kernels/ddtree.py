@@ -192,8 +192,6 @@ def row_logsumexp(x: torch.Tensor) -> torch.Tensor:
     row reduction on CUDA, torch elsewhere."""
     if not x.is_cuda or x.dtype == torch.float64:
         return torch.logsumexp(x.to(torch.promote_types(x.dtype, torch.float32)), dim=-1)
-    import triton
-
     rows = x.reshape(-1, x.shape[-1])
     if rows.stride(-1) != 1:
         rows = rows.contiguous()

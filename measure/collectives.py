@@ -19,7 +19,6 @@ import re
 import socket
 import subprocess
 import tempfile
-import traceback
 from pathlib import Path
 
 from perfmodel.profile import BenchResult, E2EPoint, Sample

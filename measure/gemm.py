@@ -12,7 +12,6 @@ from .timing import rotation_copies, time_fn
 
 
 def run(ctx: BenchContext) -> BenchOutput:
-    import torch
     import torch.nn.functional as F
 
     Ms = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096] if not ctx.quick else [1, 16, 128, 1024, 4096]

@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
-from perfmodel.profile import BenchResult, Ceilings, Profile, Provenance, load_profile, save_profile
+from perfmodel.profile import BenchResult, Profile, Provenance, load_profile, save_profile
 
 from .common import BenchContext, BenchOutput, pct
 

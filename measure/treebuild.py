@@ -13,7 +13,6 @@ B >= 64, C >= 8."""
 
 from __future__ import annotations
 
-import time
 
 from perfmodel.profile import BenchResult
 

@@ -18,8 +18,8 @@ import yaml
 
 from perfmodel.model.layers import Layout
 from perfmodel.model.machine import build_machine
-from perfmodel.model.project import (Projector, ProjectionError, Request, embedded_profile_path,
-                                     profile_source_gpu, resolve_profile, self_check)
+from perfmodel.model.project import (Projector, ProjectionError, Request, profile_source_gpu, resolve_profile,
+                                     self_check)
 from perfmodel.model.step import step_estimate
 from perfmodel.profile import Profile, load_profile
 from perfmodel.specs import registry
@@ -67,7 +67,8 @@ def _published(base_path: str | None) -> list[dict]:
         req = Request(target=r["gpu"], gpus=r["gpus"], model=r["model"], parallel=r["parallel"],
                       concurrency=[r["concurrency"]], context=r["context"], profile=base_path,
                       dtype_overrides=r.get("dtypes"))
-        pt = Projector(req).run()["points"][0]
+        pj = Projector(req)
+        pt = pj.run()["points"][0]
         if not pt["fits_in_memory"]:
             rows.append({"kind": "published", "point": r["id"], "measured": r["figure"], "unit": r["unit"],
                          "predicted": float("nan"), "err": float("nan"), "in_interval": False,
@@ -77,20 +78,19 @@ def _published(base_path: str | None) -> list[dict]:
         pred = pt["tokens_per_s"] if total else pt["tokens_per_s_per_stream"]
         iv = pt["interval"]["tokens_per_s" if total else "tokens_per_s_per_stream"]
         if total and r.get("osl"):
-            pred, iv = _with_prefill(req, r, pt)
+            pred, iv = _with_prefill(pj, r, pt)
         rows.append({"kind": "published", "point": f"{r['id']} ({r['engine']})", "measured": r["figure"],
                      "unit": r["unit"], "predicted": pred, "err": pred / r["figure"] - 1,
                      "in_interval": iv[0] <= r["figure"] <= iv[1], "source": r["source"]})
     return rows
 
 
-def _with_prefill(req: Request, r: dict, pt: dict) -> tuple[float, list[float]]:
+def _with_prefill(pj: Projector, r: dict, pt: dict) -> tuple[float, list[float]]:
     """Whole-request throughput: C requests each prefill `isl` tokens (one forward of C·isl
     tokens, priced by the same step model, compute-bound there) and decode `osl` tokens:
     C·osl / (t_prefill + osl · t_step)."""
-    pj = Projector(req)
     C, isl, osl = r["concurrency"], r["isl"], r["osl"]
-    pre_ms = step_estimate(pj.model, pj.machine, pj.layout, C, isl, 0, graph=req.graphs).step_us / 1e3
+    pre_ms = step_estimate(pj.model, pj.machine, pj.layout, C, isl, 0, graph=pj.req.graphs).step_us / 1e3
 
     def tput(step_ms: float) -> float:
         return C * osl / ((pre_ms + osl * step_ms) / 1e3)

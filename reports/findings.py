@@ -23,7 +23,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from perfmodel.model.project import Projector, ProjectionError, Request  # noqa: E402
 from perfmodel.model.sensitivity import DELTA, _perturbations, sensitivity  # noqa: E402
-from perfmodel.specs import registry  # noqa: E402
 
 
 class ReportError(ValueError):

@@ -218,7 +218,7 @@ def collectives(m: ModelSpec, lay: Layout, C: int, q: int, n_moe: int, n_dense: 
         return []
     H = m.hidden_size
     T = C * q
-    L = m.n_layers if (n_moe + n_dense) == 0 else n_moe + n_dense
+    L = n_moe + n_dense
     out: list[Collective] = []
     if lay.parallel == "tp":
         out.append(Collective("tp_allreduce", "all_reduce", T * H * ACT, 2 * L))

@@ -38,21 +38,20 @@ class Probe:
 
 class SampleTable:
     def __init__(self, profile: Profile):
-        self._series: dict[tuple, list[tuple[float, float]]] = {}
-        self._fields: dict[str, tuple[str, ...]] = {}
+        self._samples: dict[tuple, float] = {}  # (bench, provider, shape items) -> median µs
+        self._curves: dict[tuple, list[tuple[float, float]]] = {}  # per probe: sorted (x, µs)
         for bench, res in profile.benches.items():
             if res.status != "ok":
                 continue
             for s in res.samples:
-                key = (bench, s.provider, tuple(sorted(s.shape.items())))
-                self._series.setdefault(key, []).append((0.0, s.median_ms * 1e3))
+                self._samples[(bench, s.provider, tuple(sorted(s.shape.items())))] = s.median_ms * 1e3
 
     def lookup(self, probe: Probe | None) -> float | None:
         """Measured µs per call, or None when the samples do not bracket the op."""
         if probe is None:
             return None
         pts = self._points(probe)
-        if len(pts) < 1:
+        if not pts:
             return None
         xs = [p[0] for p in pts]
         if probe.x < xs[0] or probe.x > xs[-1]:
@@ -66,12 +65,12 @@ class SampleTable:
 
     def _points(self, probe: Probe) -> list[tuple[float, float]]:
         cache_key = (probe.bench, probe.provider, probe.match, probe.x_name)
-        cached = self._fields.get(cache_key)
+        cached = self._curves.get(cache_key)
         if cached is not None:
             return cached
         want = dict(probe.match)
         pts = []
-        for (bench, provider, shape), vals in self._series.items():
+        for (bench, provider, shape), t_us in self._samples.items():
             if bench != probe.bench or (probe.provider and provider != probe.provider):
                 continue
             sh = dict(shape)
@@ -79,7 +78,7 @@ class SampleTable:
                 continue
             if set(sh) - set(want) - {probe.x_name} - LABELS:
                 continue  # the sample varies in a field the probe does not pin
-            pts.append((float(sh[probe.x_name]), vals[0][1]))
+            pts.append((float(sh[probe.x_name]), t_us))
         pts.sort()
-        self._fields[cache_key] = pts
+        self._curves[cache_key] = pts
         return pts

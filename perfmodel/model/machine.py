@@ -77,21 +77,22 @@ class Machine:
         return self.source_laws.get(f"{op.kernel_class}.{op.variant}") or self.source_laws[op.kernel_class]
 
     def source_flops_scale(self, dtype: str) -> float:
-        c = (self.source_gpu or self.gpu).compute
-        if dtype == "fp8" and c.fp8_dense_TFLOPS:
-            return c.fp8_dense_TFLOPS.value / c.bf16_dense_TFLOPS.value
-        return 1.0
+        return _flops_scale(self.source_gpu or self.gpu, dtype)
 
     def law(self, op) -> KernelLaw:
         """The op's own law (`class.variant`) when the profile fitted one, else its class's."""
         return self.laws.get(f"{op.kernel_class}.{op.variant}") or self.laws[op.kernel_class]
 
     def flops_scale(self, dtype: str) -> float:
-        """Ratio of the dtype's peak to bf16 (the laws are bf16 rates)."""
-        c = self.gpu.compute
-        if dtype == "fp8" and c.fp8_dense_TFLOPS:
-            return c.fp8_dense_TFLOPS.value / c.bf16_dense_TFLOPS.value
-        return 1.0
+        return _flops_scale(self.gpu, dtype)
+
+
+def _flops_scale(gpu: GpuSpec, dtype: str) -> float:
+    """Ratio of the dtype's peak to bf16 (the laws are bf16 rates)."""
+    c = gpu.compute
+    if dtype == "fp8" and c.fp8_dense_TFLOPS:
+        return c.fp8_dense_TFLOPS.value / c.bf16_dense_TFLOPS.value
+    return 1.0
 
 
 def _dtype_peak(gpu: GpuSpec) -> float:
