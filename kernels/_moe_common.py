@@ -71,13 +71,14 @@ def activation_bytes(T: int, H: int, act_bytes: int = 2) -> float:
 
 
 # ----------------------------------------------------------------------------------------
-# Grouped GEMM over expert-aligned blocks (shared by the INT4 and bf16 MoE wrappers).
+# Grouped GEMM over expert-aligned blocks, bf16 weights (the INT4 kernel is in moe_w4a16.py).
 # ----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MoEGemmConfig:
     """Tuning knobs of one MoE GEMM launch (gate_up or down).
 
-    block_n/block_k: output-column tile and K step (block_k a multiple of 32 for INT4).
+    block_n/block_k: output-column tile and K step (bf16 only; the INT4 kernel's K step is
+    fixed at 256 by its weight layout).
     split_k: programs sharing one (block, N-tile), combined with fp32 atomics; for gate_up a
     split_k > 1 disables the fused SiLU*mul (the activation then runs as a torch op).
     """
@@ -87,6 +88,7 @@ class MoEGemmConfig:
     split_k: int = 1
     num_warps: int = 4
     num_stages: int = 3
+    dequant: int = 1  # INT4 only: 0 int->float convert, 1 fp32 magic-number (moe_w4a16.DEQUANT_*)
 
 
 def interpreting() -> bool:
@@ -98,38 +100,6 @@ def _triton():
     import triton.language as tl
 
     return triton, tl
-
-
-try:  # the jit helpers must be module globals for Triton to resolve them inside the kernel
-    import triton
-    import triton.language as tl
-except ImportError:  # pragma: no cover - kernels need triton; importing this module does not
-    triton = None
-
-if triton is not None:
-
-    @triton.jit
-    def unpack8(words):
-        """[R, W] int32 of 8 nibbles (k = 8j+i in bits 4i..4i+3) -> [R, 8W] int32 nibbles
-        (0..15, i.e. q + 8). Three levels of interleave put nibble i of word j at column 8j+i."""
-        r = tl.interleave(tl.interleave((words >> 0) & 0xF, (words >> 16) & 0xF),
-                          tl.interleave((words >> 8) & 0xF, (words >> 24) & 0xF))
-        s = tl.interleave(tl.interleave((words >> 4) & 0xF, (words >> 20) & 0xF),
-                          tl.interleave((words >> 12) & 0xF, (words >> 28) & 0xF))
-        return tl.interleave(r, s)
-
-    @triton.jit
-    def w4_group_dot(a, w_ptrs, s_ptrs, w_ok, DOT_F32: tl.constexpr):
-        """One quantisation group (32 k): load [BN, 4] packed words compactly (contiguous
-        along K), unpack in registers, dot, then apply the group's per-row scale to the
-        partial product -- no [BLOCK_N, BLOCK_K] scale tile. (A bf16 bias trick that skips
-        the int->float converts measured slower on the H200: its row sums need shuffles.)"""
-        words = tl.load(w_ptrs, mask=w_ok[:, None], other=0x88888888)
-        sc = tl.load(s_ptrs, mask=w_ok, other=0.0).to(tl.float32)
-        w = (unpack8(words) - 8).to(tl.float32)
-        if DOT_F32:
-            return tl.dot(a.to(tl.float32), tl.trans(w)) * sc[None, :]
-        return tl.dot(a, tl.trans(w.to(a.dtype))) * sc[None, :]
 
 
 _KERNEL = None
@@ -144,15 +114,13 @@ def _get_kernel():
 
     @triton.jit
     def _moe_gemm_kernel(
-        a_ptr, b_ptr, s_ptr, c_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
+        a_ptr, b_ptr, c_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
         N, K, num_pairs, up_offset, k_per_split,
         stride_am, stride_ak,
         stride_be, stride_bn, stride_bk,
-        stride_se, stride_sn, stride_sk,
         stride_cm, stride_cn,
         A_ROW_DIV: tl.constexpr,  # A row = pair // A_ROW_DIV (k for x, 1 for the intermediate)
         C_ROW_DIV: tl.constexpr,  # C row = pair // C_ROW_DIV (1 for the intermediate, k for out)
-        WEIGHT_INT4: tl.constexpr,  # b holds int32 words of 8 nibbles + s holds group-32 scales
         GATE_UP: tl.constexpr,  # also compute rows n+up_offset and store silu(gate)*up
         MUL_ROUTED_WEIGHT: tl.constexpr,
         ATOMIC: tl.constexpr,  # fp32 atomic add into C (split-K and/or top-k reduction)
@@ -183,37 +151,22 @@ def _get_kernel():
         if GATE_UP:
             acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         b_base = b_ptr + expert * stride_be + offs_n_safe[:, None] * stride_bn
-        s_base = s_ptr + expert * stride_se + offs_n_safe * stride_sn
         for k0 in range(k_begin, k_begin + k_per_split, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
-            if WEIGHT_INT4:  # BLOCK_K = 32 * groups: unrolled, one quantisation group at a time
-                for g in tl.static_range(BLOCK_K // 32):
-                    kg = k0 + g * 32
-                    offs_g = kg + tl.arange(0, 32)
-                    a_g = tl.load(a_ptr + a_row[:, None] * stride_am + offs_g[None, :] * stride_ak,
-                                  mask=row_ok[:, None] & (offs_g[None, :] < k_end), other=0.0)
-                    w_ok = n_ok & (kg < k_end)
-                    w_ptrs = b_base + (kg // 8 + tl.arange(0, 4))[None, :] * stride_bk
-                    s_ptrs = s_base + (kg // 32) * stride_sk
-                    acc += w4_group_dot(a_g, w_ptrs, s_ptrs, w_ok, DOT_F32)
-                    if GATE_UP:
-                        acc_up += w4_group_dot(a_g, w_ptrs + up_offset * stride_bn, s_ptrs + up_offset * stride_sn,
-                                               w_ok, DOT_F32)
-            else:
-                a = tl.load(a_ptr + a_row[:, None] * stride_am + offs_k[None, :] * stride_ak,
-                            mask=row_ok[:, None] & (offs_k[None, :] < k_end), other=0.0)
-                kb_ok = n_ok[:, None] & (offs_k[None, :] < k_end)
-                w = tl.load(b_base + offs_k[None, :] * stride_bk, mask=kb_ok, other=0.0)
+            a = tl.load(a_ptr + a_row[:, None] * stride_am + offs_k[None, :] * stride_ak,
+                        mask=row_ok[:, None] & (offs_k[None, :] < k_end), other=0.0)
+            kb_ok = n_ok[:, None] & (offs_k[None, :] < k_end)
+            w = tl.load(b_base + offs_k[None, :] * stride_bk, mask=kb_ok, other=0.0)
+            if DOT_F32:
+                a = a.to(tl.float32)
+                w = w.to(tl.float32)
+            acc = tl.dot(a, tl.trans(w), acc)
+            if GATE_UP:
+                w = tl.load(b_base + up_offset * stride_bn + offs_k[None, :] * stride_bk,
+                            mask=kb_ok, other=0.0)
                 if DOT_F32:
-                    a = a.to(tl.float32)
                     w = w.to(tl.float32)
-                acc = tl.dot(a, tl.trans(w), acc)
-                if GATE_UP:
-                    w = tl.load(b_base + up_offset * stride_bn + offs_k[None, :] * stride_bk,
-                                mask=kb_ok, other=0.0)
-                    if DOT_F32:
-                        w = w.to(tl.float32)
-                    acc_up = tl.dot(a, tl.trans(w), acc_up)
+                acc_up = tl.dot(a, tl.trans(w), acc_up)
 
         if GATE_UP:
             acc = acc / (1.0 + tl.exp(-acc)) * acc_up
@@ -233,31 +186,28 @@ def _get_kernel():
 
 
 def launch_moe_gemm(
-    a: torch.Tensor, b: torch.Tensor, scales: torch.Tensor | None, c: torch.Tensor,
+    a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
     topk_weights: torch.Tensor | None, routing: AlignedRouting, *, n: int, k_dim: int,
     a_row_div: int, c_row_div: int, gate_up: bool, atomic: bool, cfg: MoEGemmConfig,
 ) -> None:
     """c[pair // c_row_div, :n] (+)= a[pair // a_row_div] @ B[expert]^T over aligned blocks.
 
-    b is [E, N_total, K] bf16 or [E, N_total, K//8] int32 (then `scales` is [E, N_total, K//32]);
-    with gate_up the kernel reads rows n and n + n (gate and up halves) and writes silu*mul.
+    b is [E, N_total, K] bf16; with gate_up the kernel reads rows n and n + n (gate and up
+    halves) and writes silu*mul.
     """
     triton, _ = _triton()
     kernel = _get_kernel()
-    int4 = scales is not None
-    s = scales if int4 else b  # dummy pointer, never read when not int4
     tw = topk_weights if topk_weights is not None else c
     block_k = cfg.block_k
     k_per_split = triton.cdiv(triton.cdiv(k_dim, cfg.split_k), block_k) * block_k
     grid = (routing.max_blocks, triton.cdiv(n, cfg.block_n), triton.cdiv(k_dim, k_per_split))
     kernel[grid](
-        a, b, s, c, tw, routing.sorted_pair_ids, routing.block_expert_ids,
+        a, b, c, tw, routing.sorted_pair_ids, routing.block_expert_ids,
         n, k_dim, routing.num_pairs, n if gate_up else 0, k_per_split,
         a.stride(0), a.stride(1),
         b.stride(0), b.stride(1), b.stride(2),
-        s.stride(0), s.stride(1), s.stride(2),
         c.stride(0), c.stride(1),
-        A_ROW_DIV=a_row_div, C_ROW_DIV=c_row_div, WEIGHT_INT4=int4, GATE_UP=gate_up,
+        A_ROW_DIV=a_row_div, C_ROW_DIV=c_row_div, GATE_UP=gate_up,
         MUL_ROUTED_WEIGHT=topk_weights is not None, ATOMIC=atomic, SPLIT_K=cfg.split_k,
         DOT_F32=interpreting(),
         BLOCK_M=routing.block_m, BLOCK_N=cfg.block_n, BLOCK_K=block_k,
@@ -266,12 +216,12 @@ def launch_moe_gemm(
 
 
 def run_fused_moe(
-    x: torch.Tensor, w13: torch.Tensor, w13_scales: torch.Tensor | None,
-    w2: torch.Tensor, w2_scales: torch.Tensor | None,
+    x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor,
     topk_ids: torch.Tensor, topk_weights: torch.Tensor,
     *, num_experts: int, inter: int, block_m: int, gate_up_cfg: MoEGemmConfig, down_cfg: MoEGemmConfig,
 ) -> torch.Tensor:
-    """gate_up (+SiLU*mul) then down with the routed weights, summed over top-k with atomics."""
+    """bf16 weights: gate_up (+SiLU*mul) then down with the routed weights, summed over
+    top-k with atomics."""
     T, H = x.shape
     k = topk_ids.shape[1]
     routing = moe_align_block_size(topk_ids, num_experts, block_m)
@@ -279,15 +229,15 @@ def run_fused_moe(
     x = x.contiguous()
     if gate_up_cfg.split_k == 1:
         h = torch.empty((T * k, inter), dtype=x.dtype, device=x.device)
-        launch_moe_gemm(x, w13, w13_scales, h, None, routing, n=inter, k_dim=H, a_row_div=k,
+        launch_moe_gemm(x, w13, h, None, routing, n=inter, k_dim=H, a_row_div=k,
                         c_row_div=1, gate_up=True, atomic=False, cfg=gate_up_cfg)
     else:
         g = torch.zeros((T * k, 2 * inter), dtype=torch.float32, device=x.device)
-        launch_moe_gemm(x, w13, w13_scales, g, None, routing, n=2 * inter, k_dim=H, a_row_div=k,
+        launch_moe_gemm(x, w13, g, None, routing, n=2 * inter, k_dim=H, a_row_div=k,
                         c_row_div=1, gate_up=False, atomic=True, cfg=gate_up_cfg)
         h = (torch.nn.functional.silu(g[:, :inter]) * g[:, inter:]).to(x.dtype)
     out = torch.zeros((T, H), dtype=torch.float32, device=x.device)
-    launch_moe_gemm(h, w2, w2_scales, out, tw, routing, n=H, k_dim=inter, a_row_div=1,
+    launch_moe_gemm(h, w2, out, tw, routing, n=H, k_dim=inter, a_row_div=1,
                     c_row_div=k, gate_up=False, atomic=True, cfg=down_cfg)
     return out.to(x.dtype)
 
@@ -308,18 +258,18 @@ def default_moe_configs(
     rows_per_expert = pairs / max(touched, 1)
     block_m = 16 if rows_per_expert <= 16 else (32 if (int4 or rows_per_expert <= 48) else 64)
     blocks = max_num_blocks(pairs, E, block_m)
-    kq = 128  # K step (INT4: 4 quantisation groups, unrolled)
 
     def pick(n: int, kdim: int, fused: bool) -> MoEGemmConfig:
-        if int4:  # 4 unrolled groups per step: wider M tiles need narrower N to avoid spills
+        if int4:  # K step fixed at 256 (8 groups unrolled); wider M tiles take narrower N
             bn = 64 if rows_per_expert <= 16 else 32
+            bk, min_steps = 256, 4
         else:
             bn = 32 if rows_per_expert <= 16 else 64
-        bk = min(kq, max(32, 1 << (max(kdim, 32).bit_length() - 1)))
+            bk, min_steps = min(128, max(32, 1 << (max(kdim, 32).bit_length() - 1))), 16
         progs = blocks * -(-n // bn)
         split = 1
         target = 2 * num_sms
-        while progs * split < target and kdim // (split * 2) >= 16 * bk:
+        while progs * split < target and kdim // (split * 2) >= min_steps * bk:
             split *= 2
         if fused and split > 1 and progs >= num_sms:  # keep the fused act when SMs are full
             split = 1

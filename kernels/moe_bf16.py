@@ -1,8 +1,7 @@
 """Fused MoE with bf16 weights, top-k routing: gate_up -> SiLU*mul -> down.
 
   w13 [E, 2I, H] bf16 (rows 0..I-1 gate, I..2I-1 up), w2 [E, H, I] bf16.
-Same Triton grouped GEMM and align step as the W4A16 kernel (kernels/_moe_common.py), with
-WEIGHT_INT4 off. `grouped_mm_moe_torch` is the PyTorch-native baseline via torch._grouped_mm.
+The Triton grouped GEMM and align step of kernels/_moe_common.py. `grouped_mm_moe_torch` is the PyTorch-native baseline via torch._grouped_mm.
 
 Bytes per DISTINCT expert touched: 3*H*I*2 (Kimi H=7168, I=2048: 88.1 MB), plus x in and out
 (2*T*H*2 B). FLOPs: 6*T*k*H*I.
@@ -95,7 +94,7 @@ def fused_moe_bf16(
     k = topk_ids.shape[1]
     bm, gu, dn = default_configs(T, k, E, H, I)
     return run_fused_moe(
-        x, w13, None, w2, None, topk_ids, topk_weights, num_experts=E, inter=I,
+        x, w13, w2, topk_ids, topk_weights, num_experts=E, inter=I,
         block_m=block_m or bm, gate_up_cfg=as_config(gate_up_config, gu),
         down_cfg=as_config(down_config, dn),
     )

@@ -76,19 +76,6 @@ def randn(*shape, dtype=None, scale: float = 1.0, device: str = "cuda"):
     return (torch.randn(*shape, device=device, dtype=torch.float32 if dtype.itemsize < 2 else dtype) * scale).to(dtype)
 
 
-def random_int32(*shape, device: str = "cuda"):
-    """Random packed int4 nibbles (all 32 bits random): valid INT4 weights without quantizing."""
-    import torch
-
-    return torch.randint(-(2**31), 2**31 - 1, shape, dtype=torch.int32, device=device)
-
-
-def random_scales(*shape, device: str = "cuda"):
-    import torch
-
-    return (torch.rand(*shape, device=device) * 0.02 + 0.001).to(torch.bfloat16)
-
-
 def uniform_topk(T: int, E: int, k: int, device: str = "cuda", generator=None):
     """Uniform random routing: k distinct experts per token, softmax-normalised weights."""
     import torch

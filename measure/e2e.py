@@ -23,16 +23,16 @@ from dataclasses import dataclass
 
 from perfmodel.profile import BenchResult, E2EPoint
 
-from .common import BenchContext, BenchOutput, make_sample, randn, random_int32, random_scales, uniform_topk
+from .common import BenchContext, BenchOutput, make_sample, randn, uniform_topk
 from .shapes import KIMI
 from .timing import time_fn
-
-G = 32
 
 
 class KimiStack:
     def __init__(self, n_layers: int = 4, tp: int = 8, group=None):
         import torch
+
+        from perfmodel.kernels.moe_w4a16 import random_kernel_weights
 
         k = KIMI
         self.n_layers, self.tp, self.group = n_layers, tp, group
@@ -48,8 +48,8 @@ class KimiStack:
                 q_b=randn(nh * 192, k["q_lora"], scale=s), kv_a=randn(576, H, scale=s), kv_ln=randn(512) * 0.1 + 1,
                 w_uk=randn(nh, 128, 512, scale=s), w_uv=randn(nh, 512, 128, scale=s), o=randn(H, nh * 128, scale=s),
                 ln2=randn(H) * 0.1 + 1, router=randn(E, H, scale=s),
-                w13=random_int32(E, 2 * I, H // 8), s13=random_scales(E, 2 * I, H // G),
-                w2=random_int32(E, H, I // 8), s2=random_scales(E, H, I // G),
+                **dict(zip(("w13", "s13"), random_kernel_weights(E, 2 * I, H))),
+                **dict(zip(("w2", "s2"), random_kernel_weights(E, H, I))),
                 sg=randn(2 * Is, H, scale=s), sd=randn(H, Is, scale=s),
             ))
         self.final_ln = randn(H) * 0.1 + 1

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 from perfmodel.profile import BenchResult
 
-from .common import BenchContext, BenchOutput, log_spaced, make_sample, pct, randn, random_int32, random_scales, uniform_topk
+from .common import BenchContext, BenchOutput, log_spaced, make_sample, pct, randn, uniform_topk
 from .fits import fit_kernel_law
 from .shapes import KIMI, QWEN3_30B
 from .timing import time_fn
-
-G = 32  # INT4 group size
-
 
 def _shapes():
     k = KIMI
@@ -62,8 +59,8 @@ def run(ctx: BenchContext) -> BenchOutput:
         if ctx.over_budget(budget_w4):
             notes.append(f"w4a16 {name} skipped (time budget)")
             continue
-        w13, s13 = random_int32(E, 2 * I, H // 8), random_scales(E, 2 * I, H // G)
-        w2, s2 = random_int32(E, H, I // 8), random_scales(E, H, I // G)
+        w13, s13 = moe_w4a16.random_kernel_weights(E, 2 * I, H)
+        w2, s2 = moe_w4a16.random_kernel_weights(E, H, I)
         for T in Ts:
             if I >= 2048 and T > 1024:  # the full-size expert is compute-bound long before; spend the time on the shard shapes
                 continue

@@ -1,5 +1,6 @@
-"""Tuning sweep for the W4A16 fused MoE: time a few tile configs per (shape, T), graph-captured
-with rotating routing (cold weights), and print / save the table.
+"""Tuning sweep for the W4A16 fused MoE: time each tile config on the gate_up and the down
+GEMM separately (graph-captured, rotating routing so the weights are cold), check the fused
+op against the torch reference on the GPU, and save the table.
 
     python -m perfmodel.measure.tune_moe --out tune_moe.json
 """
@@ -9,25 +10,57 @@ from __future__ import annotations
 import argparse
 import json
 
-CONFIGS = [  # (block_n, block_k, num_warps, num_stages, split_k); INT4 unrolls block_k / 32 groups
-    (64, 32, 4, 6, 1), (64, 64, 4, 4, 1), (64, 128, 4, 3, 1), (64, 128, 4, 4, 1), (32, 128, 4, 4, 1),
-    (64, 256, 4, 3, 1), (128, 128, 4, 3, 1), (64, 128, 8, 4, 1),
+FIELDS = ("block_n", "num_warps", "num_stages", "split_k", "dequant")
+CONFIGS = [
+    (32, 4, 4, 1, 1), (64, 4, 4, 1, 1), (64, 4, 3, 1, 1), (64, 4, 4, 1, 0), (128, 4, 3, 1, 1),
+    (64, 8, 4, 1, 1), (128, 8, 3, 1, 1), (32, 4, 6, 1, 1), (64, 4, 4, 2, 1), (32, 4, 4, 2, 1),
+    (32, 2, 4, 1, 1), (16, 2, 4, 1, 1), (32, 4, 4, 4, 1), (64, 4, 5, 1, 1),
 ]
-CASES = [("kimi_I2048", 7168, 2048, 1), ("kimi_I2048", 7168, 2048, 64), ("kimi_tp8_I256", 7168, 256, 8),
-         ("kimi_tp8_I256", 7168, 256, 128)]
+# (shape, H, I, T): decode-sized token counts where the GEMMs stream weights
+CASES = [("kimi_I2048", 7168, 2048, 1), ("kimi_I2048", 7168, 2048, 8), ("kimi_I2048", 7168, 2048, 64),
+         ("kimi_tp8_I256", 7168, 256, 8), ("kimi_tp8_I256", 7168, 256, 128)]
+
+
+def check_correctness(log) -> None:
+    """Fused op vs the torch reference at a Kimi-like shape (fewer experts)."""
+    import torch
+
+    from perfmodel.kernels import moe_w4a16 as m
+    from perfmodel.kernels._testing import calc_diff
+
+    from .common import uniform_topk
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    E, H, I, k = 16, 7168, 2048, 8
+    w13 = m.quantize_int4_g32(torch.randn(E, 2 * I, H, device="cuda", generator=gen) / H**0.5)
+    w2 = m.quantize_int4_g32(torch.randn(E, H, I, device="cuda", generator=gen) / I**0.5)
+    kw = (*m.pack_for_kernel(*w13), *m.pack_for_kernel(*w2))
+    for T in (1, 8, 64):
+        x = torch.randn(T, H, device="cuda", generator=gen).to(torch.bfloat16)
+        ids, wts = uniform_topk(T, E, k, generator=gen)
+        ref = m.fused_moe_w4a16_reference(x.float(), *w13, *w2, ids, wts)
+        for c in CONFIGS:
+            cfg = dict(zip(FIELDS, c))
+            out = m.fused_moe_w4a16(x, *kw, ids, wts, gate_up_config=cfg, down_config=cfg)
+            d = calc_diff(out, ref)
+            if d > 1e-4:
+                log(f"MISMATCH T={T} cfg={cfg} diff={d:.2e}")
+        log(f"correctness T={T}: checked {len(CONFIGS)} configs")
 
 
 def main() -> None:
     import torch
 
-    from perfmodel.kernels import moe_w4a16
+    from perfmodel.kernels import moe_w4a16 as m
+    from perfmodel.kernels._moe_common import as_config, moe_align_block_size
 
-    from .common import random_int32, random_scales, randn, uniform_topk
+    from .common import randn, uniform_topk
     from .timing import time_fn
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tune_moe.json")
     a = ap.parse_args()
+    check_correctness(print)
     E, k = 384, 8
     rows = []
     weights = {}
@@ -35,25 +68,48 @@ def main() -> None:
         if name not in weights:
             weights.clear()
             torch.cuda.empty_cache()
-            weights[name] = (random_int32(E, 2 * I, H // 8), random_scales(E, 2 * I, H // 32),
-                             random_int32(E, H, I // 8), random_scales(E, H, I // 32))
+            weights[name] = (*m.random_kernel_weights(E, 2 * I, H), *m.random_kernel_weights(E, H, I))
         w13, s13, w2, s2 = weights[name]
+        bm, gu0, dn0 = m.default_configs(T, k, E, H, I)
         x = randn(T, H)
-        routes = [uniform_topk(T, E, k) for _ in range(8)]
-        nb = sum(moe_w4a16.bytes_moved(i, E, H, I) for i, _ in routes) / len(routes)
-        for c in CONFIGS + [None]:
-            cfg = None if c is None else dict(zip(("block_n", "block_k", "num_warps", "num_stages", "split_k"), c))
-            try:
-                t = time_fn(lambda i, w: moe_w4a16.fused_moe_w4a16(x, w13, s13, w2, s2, i, w, gate_up_config=cfg,
-                                                                   down_config=cfg),
-                            args_list=routes, graph=True, calls_per_graph=len(routes), cold_l2="rotate",
-                            max_samples=8, max_seconds=0.05)
-                us, gbs = t.median_ms * 1e3, nb / (t.median_ms * 1e-3) / 1e9
-            except Exception as e:  # a config may not compile or fit
-                us, gbs = float("nan"), float("nan")
-                print(f"{name} T={T} {cfg}: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
-            rows.append({"shape": name, "T": T, "cfg": cfg or "default", "us": us, "GBps": gbs})
-            print(f"{name:14s} T={T:4d} {str(cfg or 'default'):90s} {us:9.1f} us {gbs:7.0f} GB/s", flush=True)
+        hbuf = randn(T * k, I)
+        routes = []
+        for _ in range(8):
+            ids, wts = uniform_topk(T, E, k)
+            routes.append((moe_align_block_size(ids, E, bm), wts.reshape(-1).float().contiguous(),
+                           int(torch.unique(ids).numel())))
+        distinct = sum(r[2] for r in routes) / len(routes)
+        for gemm in ("gate_up", "down"):
+            n_w = distinct * (2 * I * H if gemm == "gate_up" else H * I) * (0.5 + 2 / 32)
+            for c in [None] + CONFIGS:
+                cfg = as_config(None if c is None else dict(zip(FIELDS, c)), gu0 if gemm == "gate_up" else dn0)
+
+                def fn(routing, tw, _d, cfg=cfg, gemm=gemm):
+                    if gemm == "gate_up":
+                        if cfg.split_k == 1:
+                            out = torch.empty((T * k, I), dtype=x.dtype, device=x.device)
+                            m._launch(x, w13, s13, out, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1,
+                                      gate_up=True, atomic=False, cfg=cfg)
+                        else:
+                            out = torch.zeros((T * k, 2 * I), dtype=torch.float32, device=x.device)
+                            m._launch(x, w13, s13, out, None, routing, n=2 * I, k_dim=H, a_row_div=k, c_row_div=1,
+                                      gate_up=False, atomic=True, cfg=cfg)
+                    else:
+                        out = torch.zeros((T, H), dtype=torch.float32, device=x.device)
+                        m._launch(hbuf, w2, s2, out, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k,
+                                  gate_up=False, atomic=True, cfg=cfg)
+
+                try:
+                    t = time_fn(fn, args_list=routes, graph=True, calls_per_graph=len(routes), cold_l2="rotate",
+                                max_samples=10, max_seconds=0.05)
+                    us, gbs = t.median_ms * 1e3, n_w / (t.median_ms * 1e-3) / 1e9
+                except Exception as e:  # a config may not compile or fit in shared memory
+                    us, gbs = float("nan"), float("nan")
+                    print(f"{name} T={T} {gemm} {c}: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+                label = "default " + str(tuple(getattr(cfg, f) for f in FIELDS)) if c is None else str(c)
+                rows.append({"shape": name, "T": T, "gemm": gemm, "cfg": label, "us": us, "weight_GBps": gbs,
+                             "distinct_experts": distinct})
+                print(f"{name:14s} T={T:4d} {gemm:7s} {label:34s} {us:9.1f} us {gbs:7.0f} GB/s", flush=True)
     with open(a.out, "w") as f:
         json.dump(rows, f, indent=1)
 

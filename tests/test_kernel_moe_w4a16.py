@@ -41,6 +41,31 @@ def test_quantize_roundtrip_and_nibble_convention():
     assert int(p[0, 0, 0]) == int("888888F8", 16) - 2**32 and float(s[0, 0, 0]) == 1.0
 
 
+def _kernel_layout(wts):
+    w13, s13, w2, s2 = wts
+    return (*m.pack_for_kernel(w13, s13), *m.pack_for_kernel(w2, s2))
+
+
+@pytest.mark.parametrize("K", [256, 96, 544])
+def test_kernel_layout_roundtrip_and_convention(K):
+    gen = torch.Generator().manual_seed(K)
+    packed, scales = m.quantize_int4_g32(torch.randn(3, 5, K, generator=gen))
+    q, s = m.pack_for_kernel(packed, scales)
+    Kp = -(-K // 256) * 256
+    assert q.shape == (3, Kp // 8, 5) and s.shape == (3, Kp // 32, 5)
+    p2, s2 = m.unpack_from_kernel(q, s, K)
+    assert torch.equal(p2, packed) and torch.equal(s2, scales)
+    # k = 256b + 32i + j sits in word row 32b + j, nibble i; padding is nibble 8 (zero weight)
+    nib = m.dequantize_int4_g32(packed, torch.ones_like(scales)).float() + 8  # [E, N, K] nibbles
+    for k in sorted({0, 1, 31, 32, 33, min(255, K - 1), K - 1}):
+        b, i, j = k // 256, (k % 256) // 32, k % 32
+        got = (q[:, 32 * b + j, :] >> (4 * i)) & 0xF
+        assert torch.equal(got.float(), nib[:, :, k]), k
+    if Kp > K:
+        last = (q[:, -1, :] >> 28) & 0xF
+        assert (last == 8).all()
+
+
 def test_align_block_size():
     gen = torch.Generator().manual_seed(1)
     ids, _ = _routing(7, 10, 3, gen)
@@ -69,7 +94,7 @@ def test_fused_moe_w4a16_default(T, E, H, I, k, dtype):
     wts = _weights(E, H, I, gen)
     ids, tw = _routing(T, E, k, gen)
     x = torch.randn(T, H, generator=gen).to(DEV, dtype)
-    out = m.fused_moe_w4a16(x, *wts, ids, tw)
+    out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw)
     ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
     assert out.dtype == dtype
     assert_close(out, ref, dtype, f"moe_w4a16 {T=} {E=} {H=} {I=} {k=} {dtype=}")
@@ -78,17 +103,17 @@ def test_fused_moe_w4a16_default(T, E, H, I, k, dtype):
 @pytest.mark.parametrize(
     "gate_up,down",
     [
-        (dict(block_n=16, block_k=32, split_k=2), dict(block_n=16, block_k=32, split_k=3)),
-        (dict(block_n=32, block_k=64), dict(block_n=64, block_k=64, split_k=1)),
+        (dict(block_n=16, split_k=2, dequant=0), dict(block_n=16, split_k=3, dequant=1)),
+        (dict(block_n=32, dequant=1), dict(block_n=64, split_k=1, dequant=0)),
     ],
 )
 def test_fused_moe_w4a16_knobs(gate_up, down):
-    T, E, H, I, k = 9, 5, 96, 96, 2
+    T, E, H, I, k = 9, 5, 544, 96, 2  # H spans 3 K-blocks: split_k 2 and 3 both split it
     gen = torch.Generator().manual_seed(7)
     wts = _weights(E, H, I, gen)
     ids, tw = _routing(T, E, k, gen)
     x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
-    out = m.fused_moe_w4a16(x, *wts, ids, tw, block_m=16, gate_up_config=gate_up, down_config=down)
+    out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, block_m=16, gate_up_config=gate_up, down_config=down)
     ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
     assert_close(out, ref, torch.bfloat16, f"moe_w4a16 knobs {gate_up} {down}")
 
@@ -110,6 +135,6 @@ def test_fused_moe_w4a16_kimi_tp8_gpu():
     wts = _weights(E, H, I, gen)
     ids, tw = _routing(T, E, k, gen)
     x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
-    out = m.fused_moe_w4a16(x, *wts, ids, tw)
+    out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw)
     ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
     assert calc_diff(out, ref) < 1e-4, f"{T=} {E=} {H=} {I=} {k=}"

@@ -1,0 +1,69 @@
+"""Tuning sweep for MLA tree-verify attention: time tile configs (graph-captured, rotating
+KV copies so the cache is cold) on decode and tree shapes, and save the table.
+
+    python -m perfmodel.measure.tune_attention --out tune_attention.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+FIELDS = ("block_s", "num_stages", "num_warps", "split_mult")
+CONFIGS = [
+    (32, 3, 8, 1), (32, 4, 8, 1), (32, 3, 4, 1), (32, 4, 4, 1), (16, 4, 4, 1), (16, 6, 4, 1),
+    (64, 2, 8, 1), (64, 3, 8, 1), (16, 4, 8, 1), (32, 4, 8, 2), (32, 4, 8, 4), (32, 4, 4, 2), (16, 4, 4, 2),
+]
+CASES = [(8, 1, 32768, 8), (128, 1, 8192, 8), (32, 1, 8192, 8), (1, 1, 32768, 64), (32, 9, 8192, 8), (8, 9, 32768, 8)]
+
+
+def main() -> None:
+    import torch
+
+    from perfmodel.kernels import tree_attention as ta
+
+    from .attention import random_tree_mask
+    from .common import randn
+    from .timing import rotation_copies, time_fn
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="tune_attention.json")
+    a = ap.parse_args()
+    rows = []
+    for C, q, L, H in CASES:
+        S = L + q
+        ql, qr = randn(C, q, H, 512), randn(C, q, H, 64)
+        kv_bytes = C * S * 576 * 2
+        kvs = [(randn(C, S, 512), randn(C, S, 64)) for _ in range(max(1, min(rotation_copies(kv_bytes, max_copies=16),
+                                                                             int(12e9 // kv_bytes))))]
+        mask = random_tree_mask(C, q, seed=C + q)
+        sm = 1.0 / math.sqrt(192)
+        nb = ta.mla_bytes_moved(C, q, L, H)
+        d0 = ta.default_config(C, 1, q * H, S, 512)
+        ref = ta.tree_attention_mla(ql, qr, *kvs[0], mask, sm)
+        for c in [None] + CONFIGS:
+            cfg = {} if c is None else dict(zip(FIELDS, c))
+            mult = cfg.pop("split_mult", 1)
+            cfg["num_splits"] = max(1, d0["num_splits"] * mult)
+            try:
+                out = ta.tree_attention_mla(ql, qr, *kvs[0], mask, sm, **cfg)
+                err = float((out.float() - ref.float()).abs().max())
+                t = time_fn(lambda ckv, kpe: ta.tree_attention_mla(ql, qr, ckv, kpe, mask, sm, **cfg), args_list=kvs,
+                            graph=True, calls_per_graph=len(kvs), cold_l2="rotate", max_samples=10, max_seconds=0.05)
+                us = t.median_ms * 1e3
+                gbs = nb / (t.median_ms * 1e-3) / 1e9
+            except Exception as e:  # a config may not fit in shared memory
+                us = gbs = err = float("nan")
+                print(f"C={C} q={q} L={L} H={H} {c}: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
+            label = f"default {d0}" if c is None else str(c)
+            rows.append({"C": C, "q": q, "L": L, "H": H, "cfg": label, "us": us, "GBps": gbs, "max_err_vs_default": err})
+            print(f"C={C:3d} q={q:2d} L={L:5d} H={H:2d} {label:100s} {us:9.1f} us {gbs:7.0f} GB/s err {err:.2e}", flush=True)
+        del kvs
+        torch.cuda.empty_cache()
+    with open(a.out, "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
