@@ -220,8 +220,8 @@ if triton is not None:
         a_row = tl.where(row_ok, pair // A_ROW_DIV, 0).to(tl.int64)
 
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        n_ok = offs_n < N
-        offs_n = tl.where(n_ok, offs_n, 0).to(tl.int64)
+        n_ok = offs_n < N  # masks only: a tl.where on offs_n would hide its contiguity and
+        # un-coalesce the weight loads (out-of-range pointers are never dereferenced)
         offs_j = tl.arange(0, 32)
 
         kb_begin = pid_k * kb_per_split
