@@ -260,9 +260,12 @@ def default_moe_configs(
     blocks = max_num_blocks(pairs, E, block_m)
 
     def pick(n: int, kdim: int, fused: bool) -> MoEGemmConfig:
-        if int4:  # K step fixed at 256 (8 groups unrolled); wider M tiles take narrower N
-            bn = 64 if rows_per_expert <= 16 else 32
+        if int4:  # K step fixed at 256 (8 groups unrolled). H200 sweep (data/runs/tuning/
+            # tune_moe_8c53d80.log): 32 columns x 2 warps x 4 stages wins when K spans many
+            # 256-blocks, 64 x 4 warps x 3 stages when it spans one or two (the TP8 down GEMM).
             bk, min_steps = 256, 4
+            long_k = kdim > 2 * bk
+            bn, warps, stages = (32, 2, 4) if long_k else (64, 4, 3)
         else:
             bn = 32 if rows_per_expert <= 16 else 64
             bk, min_steps = min(128, max(32, 1 << (max(kdim, 32).bit_length() - 1))), 16
@@ -273,8 +276,9 @@ def default_moe_configs(
             split *= 2
         if fused and split > 1 and progs >= num_sms:  # keep the fused act when SMs are full
             split = 1
-        stages = 4 if rows_per_expert <= 16 else 3
-        return MoEGemmConfig(block_n=bn, block_k=bk, split_k=split, num_warps=4, num_stages=stages)
+        if not int4:
+            warps, stages = 4, (4 if rows_per_expert <= 16 else 3)
+        return MoEGemmConfig(block_n=bn, block_k=bk, split_k=split, num_warps=warps, num_stages=stages)
 
     return block_m, pick(I, H, True), pick(H, I, False)
 

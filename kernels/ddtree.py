@@ -110,11 +110,15 @@ def ancestor_mask_from_parents(parents: torch.Tensor, max_depth: int | None = No
 
 
 def build_ddtree_gpu(logits: torch.Tensor, budget: int) -> DDTreeBatch:
-    """Vectorised over C, no per-node Python loop (loops over the D depths only).
+    """Vectorised over C, no per-node Python loop (loops over the D depths only); static
+    shapes and no host sync, so a serving engine can replay it from a CUDA graph.
 
-    1. log_softmax + topk(K = min(B, V)) per depth.
+    1. log_softmax + topk(K = min(B, V)) per depth, the top-k in two stages (per chunk of
+       the vocabulary, then over the chunk winners) so that C*D rows fill the GPU.
     2. Level-wise beam: the top-B nodes of depth d are among (top-B of depth d-1) x (top-K
        ranks at depth d) because a child scores below its parent; keep top-B per level.
+       Both lists are sorted, so the pair (p, r) is beaten by every (p' <= p, r' <= r):
+       only pairs with (p+1)(r+1) <= n can be among the top n (about n ln n of n*K).
     3. Global top-B over all <= D*B candidates by score (stable: ties -> shallower first),
        which is ancestor-closed; map parents to output positions.
     """
@@ -125,19 +129,21 @@ def build_ddtree_gpu(logits: torch.Tensor, budget: int) -> DDTreeBatch:
     # log_softmax is monotone: take the top-K of the raw logits and subtract one logsumexp
     # per row, instead of materialising an fp32 [C, D, V] log_softmax (1.3 GB at C=128 for
     # Kimi's vocabulary) and sorting that.
-    top_vals, top_ids = torch.topk(logits, K, dim=-1)  # [C, D, K], sorted descending
+    top_vals, top_ids = _topk_two_stage(logits, K)  # [C, D, K], sorted descending
     work_dtype = torch.promote_types(logits.dtype, torch.float32)  # fp64 stays fp64 (tests)
     top_lp = top_vals.to(work_dtype) - row_logsumexp(logits).to(work_dtype)[..., None]
 
     lvl_scores, lvl_parent, lvl_rank = [top_lp[:, 0]], [None], [torch.arange(K, device=dev).expand(C, K)]
     prev = top_lp[:, 0]  # [C, n_prev]; level 1 has K <= B nodes
     for d in range(1, D):
-        cand = (prev[:, :, None] + top_lp[:, d, None, :]).reshape(C, -1)  # [C, n_prev*K]
-        n = min(B, cand.shape[1])
-        s, i = torch.topk(cand, n, dim=1)  # sorted; ties -> arbitrary but parents kept
+        n_prev = prev.shape[1]
+        n = min(B, n_prev * K)
+        pp, rr = _beam_pairs(n_prev, K, n, dev)  # the pairs that can reach the top n
+        cand = prev[:, pp] + top_lp[:, d, rr]  # [C, ~n ln n]
+        s, j = torch.topk(cand, n, dim=1)  # sorted; ties -> arbitrary but parents kept
         lvl_scores.append(s)
-        lvl_parent.append(i // K)
-        lvl_rank.append(i % K)
+        lvl_parent.append(pp[j])
+        lvl_rank.append(rr[j])
         prev = s
 
     sizes = [s.shape[1] for s in lvl_scores]
@@ -174,6 +180,38 @@ def build_ddtree_gpu(logits: torch.Tensor, budget: int) -> DDTreeBatch:
     mask = ancestor_mask_from_parents(parents, max_depth=D)
     num = torch.full((C,), n_sel + 1, dtype=torch.long, device=dev)
     return DDTreeBatch(tokens, parents, depths, ranks, scores, mask, depths.clamp_min(0), num)
+
+
+_PAIRS: dict = {}
+
+
+def _beam_pairs(n_prev: int, K: int, n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(parent rank p, child rank r) pairs with (p+1)(r+1) <= n, cached per shape and device
+    (built on the first, uncaptured call: a CUDA-graph replay then copies nothing)."""
+    key = (n_prev, K, n, str(device))
+    if key not in _PAIRS:
+        p = np.repeat(np.arange(n_prev), K)
+        r = np.tile(np.arange(K), n_prev)
+        keep = (p + 1) * (r + 1) <= n
+        _PAIRS[key] = (torch.as_tensor(p[keep], device=device), torch.as_tensor(r[keep], device=device))
+    return _PAIRS[key]
+
+
+def _topk_two_stage(x: torch.Tensor, k: int, chunks: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch.topk over the last dim, sorted descending, as top-k per chunk of the row and
+    then top-k of the chunk winners: one radix-select block per chunk instead of one per
+    row (C*D rows of 163840 logits leave most SMs idle at small C)."""
+    V = x.shape[-1]
+    chunk = -(-V // chunks)
+    if chunk < 4 * k or chunks < 2:
+        return torch.topk(x, k, dim=-1)
+    pad = chunks * chunk - V
+    if pad:
+        x = torch.nn.functional.pad(x, (0, pad), value=float("-inf"))
+    v1, i1 = torch.topk(x.reshape(*x.shape[:-1], chunks, chunk), k, dim=-1)  # [..., chunks, k]
+    i1 = i1 + torch.arange(chunks, device=x.device)[:, None] * chunk
+    v2, j = torch.topk(v1.flatten(-2), k, dim=-1)
+    return v2, torch.gather(i1.flatten(-2), -1, j)
 
 
 def token_paths(tokens, parents, n: int | None = None) -> set[tuple[int, ...]]:

@@ -175,7 +175,7 @@ DEQUANT_MAGIC = 1  # fp32 bits 0x4B000000 | n  ==  2^23 + n exactly; minus (2^23
 if triton is not None:
 
     @triton.jit
-    def _group_dot(a_ptrs, a_ok, words, nib: tl.constexpr, sc, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr):
+    def _group_dot(a_ptrs, a_ok, words, nib: tl.constexpr, sc, magic, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr):
         """One quantisation group: activations [BM, 32] . nibble `nib` (0..3) of `words`
         [32, BN], times the group's per-column scale `sc` [BN].
 
@@ -185,7 +185,7 @@ if triton is not None:
         (and|or, a lop3) per weight instead of shift, and, subtract and convert."""
         a = tl.load(a_ptrs, mask=a_ok, other=0.0)
         if DEQUANT == 1:
-            bits = (words & (0xF << (4 * nib))) | 0x4B000000
+            bits = (words & (0xF << (4 * nib))) | magic
             w = bits.to(tl.float32, bitcast=True) - (8388608.0 + 8.0 * (16 ** nib))
             sc = sc * (1.0 / (16 ** nib))
         else:
@@ -197,7 +197,7 @@ if triton is not None:
     @triton.jit
     def _w4a16_moe_gemm_kernel(
         a_ptr, q_ptr, s_ptr, c_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
-        N, K, num_pairs, up_offset, kb_per_split, num_kb,
+        N, K, num_pairs, up_offset, kb_per_split, num_kb, magic,
         stride_am, stride_qe, stride_qw, stride_se, stride_sg, stride_cm,  # unit strides along K / N
         A_ROW_DIV: tl.constexpr,  # A row = pair // A_ROW_DIV (k for x, 1 for the intermediate)
         C_ROW_DIV: tl.constexpr,  # C row = pair // C_ROW_DIV (1 for the intermediate, k for out)
@@ -248,10 +248,11 @@ if triton is not None:
                 a_ok = row_ok[:, None] & ((k0 + offs_j) < K)[None, :]
                 s_ptrs = s_base + (kb * 8 + i) * stride_sg
                 sc = tl.load(s_ptrs, mask=n_ok, other=0.0).to(tl.float32)
-                acc += _group_dot(a_ptrs, a_ok, words, i % 4, sc, DEQUANT, DOT_F32)
+                acc += _group_dot(a_ptrs, a_ok, words, i % 4, sc, magic, DEQUANT, DOT_F32)
                 if GATE_UP:
                     sc_up = tl.load(s_ptrs + up_offset, mask=n_ok, other=0.0).to(tl.float32)
-                    acc_up += _group_dot(a_ptrs, a_ok, words_up, i % 4, sc_up, DEQUANT, DOT_F32)
+                    acc_up += _group_dot(a_ptrs, a_ok, words_up, i % 4, sc_up, magic,
+                                                         DEQUANT, DOT_F32)
 
         if GATE_UP:
             acc = acc / (1.0 + tl.exp(-acc)) * acc_up
@@ -281,7 +282,7 @@ def _launch(
     grid = (routing.max_blocks, triton.cdiv(n, cfg.block_n), -(-num_kb // kb_per_split))
     _w4a16_moe_gemm_kernel[grid](
         a, qweight, scales, c, tw, routing.sorted_pair_ids, routing.block_expert_ids,
-        n, k_dim, routing.num_pairs, n if gate_up else 0, kb_per_split, num_kb,
+        n, k_dim, routing.num_pairs, n if gate_up else 0, kb_per_split, num_kb, 0x4B000000,
         a.stride(0), qweight.stride(0), qweight.stride(1), scales.stride(0), scales.stride(1), c.stride(0),
         A_ROW_DIV=a_row_div, C_ROW_DIV=c_row_div, GATE_UP=gate_up,
         MUL_ROUTED_WEIGHT=topk_weights is not None, ATOMIC=atomic, DEQUANT=cfg.dequant,

@@ -191,15 +191,18 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
     block_r = 16
     while block_r < rows and block_r < max_block_r(dv):
         block_r *= 2
-    block_s = 64 if dv <= 128 else 32
     row_blocks = -(-rows // block_r)
+    # MLA: 16-position tiles when the rows need several KV passes (tree verify), else 32.
+    block_s = 64 if dv <= 128 else (16 if row_blocks > 1 else 32)
     base = C * Hkv * row_blocks
-    # >= 2 programs per SM when the sequences alone don't fill the GPU, with >= 8 tiles per
-    # split so each program still pipelines its loads.
+    # >= 2 programs per SM when the sequences alone don't fill the GPU (4 for MLA with many
+    # sequences: 1.3x at C=128 in the H200 sweep), with >= 8 tiles per split so each
+    # program still pipelines its loads.
+    per_sm = 4 if (dv > 128 and base >= 64) else 2
     max_splits = max(1, S // (8 * block_s))
-    splits = max(1, min(max_splits, -(-2 * num_sms // base)))
-    # MLA (dv 512): 4 warps and 3 stages of 32 positions ran 1.6-1.9x faster than 8 warps
-    # and 2 stages on the H200 (perfmodel/data/runs/tuning/tune_attention*.log).
+    splits = max(1, min(max_splits, -(-per_sm * num_sms // base)))
+    # MLA (dv 512): 4 warps and 3 stages ran 1.6-1.9x faster than 8 warps and 2 stages on
+    # the H200 (perfmodel/data/runs/tuning/tune_attention_*.log).
     return dict(block_r=block_r, block_s=block_s, num_splits=splits,
                 num_warps=4, num_stages=2 if dv <= 128 else 3)
 
