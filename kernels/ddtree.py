@@ -113,8 +113,7 @@ def build_ddtree_gpu(logits: torch.Tensor, budget: int) -> DDTreeBatch:
     """Vectorised over C, no per-node Python loop (loops over the D depths only); static
     shapes and no host sync, so a serving engine can replay it from a CUDA graph.
 
-    1. log_softmax + topk(K = min(B, V)) per depth, the top-k in two stages (per chunk of
-       the vocabulary, then over the chunk winners) so that C*D rows fill the GPU.
+    1. log_softmax + topk(K = min(B, V)) per depth.
     2. Level-wise beam: the top-B nodes of depth d are among (top-B of depth d-1) x (top-K
        ranks at depth d) because a child scores below its parent; keep top-B per level.
        Both lists are sorted, so the pair (p, r) is beaten by every (p' <= p, r' <= r):
@@ -129,7 +128,7 @@ def build_ddtree_gpu(logits: torch.Tensor, budget: int) -> DDTreeBatch:
     # log_softmax is monotone: take the top-K of the raw logits and subtract one logsumexp
     # per row, instead of materialising an fp32 [C, D, V] log_softmax (1.3 GB at C=128 for
     # Kimi's vocabulary) and sorting that.
-    top_vals, top_ids = _topk_two_stage(logits, K)  # [C, D, K], sorted descending
+    top_vals, top_ids = torch.topk(logits, K, dim=-1)  # [C, D, K], sorted descending
     work_dtype = torch.promote_types(logits.dtype, torch.float32)  # fp64 stays fp64 (tests)
     top_lp = top_vals.to(work_dtype) - row_logsumexp(logits).to(work_dtype)[..., None]
 
@@ -195,23 +194,6 @@ def _beam_pairs(n_prev: int, K: int, n: int, device) -> tuple[torch.Tensor, torc
         keep = (p + 1) * (r + 1) <= n
         _PAIRS[key] = (torch.as_tensor(p[keep], device=device), torch.as_tensor(r[keep], device=device))
     return _PAIRS[key]
-
-
-def _topk_two_stage(x: torch.Tensor, k: int, chunks: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
-    """torch.topk over the last dim, sorted descending, as top-k per chunk of the row and
-    then top-k of the chunk winners: one radix-select block per chunk instead of one per
-    row (C*D rows of 163840 logits leave most SMs idle at small C)."""
-    V = x.shape[-1]
-    chunk = -(-V // chunks)
-    if chunk < 4 * k or chunks < 2:
-        return torch.topk(x, k, dim=-1)
-    pad = chunks * chunk - V
-    if pad:
-        x = torch.nn.functional.pad(x, (0, pad), value=float("-inf"))
-    v1, i1 = torch.topk(x.reshape(*x.shape[:-1], chunks, chunk), k, dim=-1)  # [..., chunks, k]
-    i1 = i1 + torch.arange(chunks, device=x.device)[:, None] * chunk
-    v2, j = torch.topk(v1.flatten(-2), k, dim=-1)
-    return v2, torch.gather(i1.flatten(-2), -1, j)
 
 
 def token_paths(tokens, parents, n: int | None = None) -> set[tuple[int, ...]]:

@@ -66,6 +66,18 @@ def test_kernel_layout_roundtrip_and_convention(K):
         assert (last == 8).all()
 
 
+@pytest.mark.parametrize("T,E,k,bm", [(7, 10, 3, 4), (1, 384, 8, 16), (33, 4, 2, 16), (20, 64, 8, 16)])
+def test_align_triton_matches_torch(T, E, k, bm):
+    from perfmodel.kernels import _moe_common as mc
+
+    gen = torch.Generator().manual_seed(T + E)
+    ids = torch.stack([torch.randperm(E, generator=gen)[:k] for _ in range(T)]).to(DEV, torch.int32)
+    a, b = mc._align_triton(ids, E, bm), mc.moe_align_block_size_torch(ids, E, bm)
+    assert a.max_blocks == b.max_blocks
+    assert torch.equal(a.block_expert_ids.long(), b.block_expert_ids.long())
+    assert torch.equal(a.sorted_pair_ids, b.sorted_pair_ids)
+
+
 def test_align_block_size():
     gen = torch.Generator().manual_seed(1)
     ids, _ = _routing(7, 10, 3, gen)
