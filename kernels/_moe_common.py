@@ -27,7 +27,8 @@ def max_num_blocks(num_pairs: int, num_experts: int, block_m: int) -> int:
     return num_pairs // block_m + min(num_experts, num_pairs)
 
 
-ALIGN_MAX_PAIRS = 4096  # one-program Triton align up to this many (token, slot) pairs
+ALIGN_MAX_PAIRS = 1024  # one-program Triton align up to this many (token, slot) pairs (T <= 128 at k = 8;
+# each power-of-two size compiles its own sort, and larger sizes compile slowly)
 
 
 def moe_align_block_size(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> AlignedRouting:
