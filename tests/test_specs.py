@@ -127,6 +127,15 @@ def test_memory_kinds_cover_all_gpus():
         assert load_gpu(name).memory.kind in kinds
 
 
+def test_gpu_measured_streaming_fraction_overrides_memory_kind():
+    mk = load_memory_kinds()
+    mi, h100 = load_gpu("mi300x"), load_gpu("h100-sxm")
+    assert mi.memory.kind == h100.memory.kind == "HBM3"
+    assert h100.memory.streaming_fraction(mk) == mk.kinds["HBM3"].achievable_fraction.value
+    assert mi.memory.streaming_fraction(mk) == 0.79 < h100.memory.streaming_fraction(mk)
+    assert "MI300X STREAM" in mi.memory.achievable_fraction.source
+
+
 # ----------------------------------------------------------------------------- aliases
 
 

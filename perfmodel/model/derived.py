@@ -27,7 +27,7 @@ _CLASS_ASSUMPTIONS = {
 
 def spec_derived_profile(gpu: GpuSpec, memory_kinds: MemoryKinds) -> Profile:
     peak_bw = gpu.memory.bandwidth_GBps.value
-    frac = memory_kinds.kinds[gpu.memory.kind].achievable_fraction.value
+    frac = gpu.memory.streaming_fraction(memory_kinds)
     tf = gpu.compute.bf16_dense_TFLOPS.value
     src = f"spec-derived from {gpu.name} datasheet × assumed class efficiency (perfmodel/model/derived.py)"
     fits = {}

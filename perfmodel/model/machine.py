@@ -126,7 +126,7 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
     same = gpu.name == source_gpu.name
     bw_ratio = gpu.memory.bandwidth_GBps.value / source_gpu.memory.bandwidth_GBps.value
     kt, ks = memory_kinds.kinds[gpu.memory.kind], memory_kinds.kinds[source_gpu.memory.kind]
-    kind_ratio = kt.achievable_fraction.value / ks.achievable_fraction.value
+    kind_ratio = gpu.memory.streaming_fraction(memory_kinds) / source_gpu.memory.streaming_fraction(memory_kinds)
     kind_unc = 0.0 if gpu.memory.kind == source_gpu.memory.kind else (kt.uncertainty_rel**2 + ks.uncertainty_rel**2) ** 0.5
     f_ratio = _dtype_peak(gpu) / _dtype_peak(source_gpu)
     laws: dict[str, KernelLaw] = {}

@@ -52,6 +52,14 @@ class MemorySpec(Strict):
     capacity_GB: Sourced
     usable_GB: Sourced | None = None
     bandwidth_GBps: Sourced
+    achievable_fraction: SourcedFraction | None = Field(
+        None, description="measured streaming fraction of THIS GPU's peak; overrides the memory kind's")
+
+    def streaming_fraction(self, kinds: "MemoryKinds") -> float:
+        """Fraction of the datasheet bandwidth a streaming read reaches: this GPU's measured
+        figure when the spec has one, else its memory technology's."""
+        f = self.achievable_fraction or kinds.kinds[self.kind].achievable_fraction
+        return f.value
 
 
 class ComputeSpec(Strict):
