@@ -1,0 +1,82 @@
+"""Instruction census of the W4A16 MoE GEMM's main loop, from an offline sm_90 compile (no
+GPU needed: Triton compiles for a stated target, the bundled ptxas and cuobjdump give the
+SASS). Shows where the issue slots of one 256-k step go.
+
+    python -m perfmodel.measure.sass_census [--block-n 32 --warps 2 --stages 4 --gate-up 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import tempfile
+
+
+def compile_w4a16(block_m: int, block_n: int, gate_up: bool, warps: int, stages: int, dequant: int = 1):
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from perfmodel.kernels import moe_w4a16 as m
+
+    k = m._w4a16_moe_gemm_kernel
+    types = ["*bf16", "*i32", "*bf16", "*bf16", "*fp32", "*i32", "*i32"] + ["i32"] * 13
+    sig = dict(zip(k.arg_names, types))
+    const = dict(A_ROW_DIV=8, C_ROW_DIV=1, GATE_UP=gate_up, MUL_ROUTED_WEIGHT=False, ATOMIC=False,
+                 DEQUANT=dequant, DOT_F32=False, BLOCK_M=block_m, BLOCK_N=block_n)
+    sig.update({c: "constexpr" for c in const})
+    div16 = [n for n in k.arg_names if n.endswith("_ptr") or n.startswith("stride") or n in ("N", "K", "up_offset")]
+    src = ASTSource(fn=k, signature=sig, constexprs={(k.arg_names.index(c),): v for c, v in const.items()},
+                    attrs={(k.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
+
+
+def loop_census(ptx: str) -> tuple[str, collections.Counter]:
+    import triton
+
+    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin")
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "k.ptx"), "w") as f:
+            f.write(ptx)
+        r = subprocess.run([f"{bin_dir}/ptxas", "-v", "--gpu-name=sm_90a", f"{d}/k.ptx", "-o", f"{d}/k.cubin"],
+                           capture_output=True, text=True, check=True)
+        sass = subprocess.run([f"{bin_dir}/cuobjdump", "-sass", f"{d}/k.cubin"], capture_output=True, text=True,
+                              check=True).stdout
+    usage = " ".join(re.findall(r"Used \d+ registers|\d+ bytes spill stores", r.stderr))
+    ins = []
+    for line in sass.splitlines():
+        mt = re.match(r"\s+/\*([0-9a-f]+)\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_]+)", line)
+        if mt:
+            ins.append((int(mt.group(1), 16), mt.group(3), line))
+    back = [(a, ln) for a, op, ln in ins if op == "BRA" and int(re.search(r"BRA (0x[0-9a-f]+)", ln).group(1), 16) < a]
+    end, ln = back[0]  # the main loop's backward branch
+    start = int(re.search(r"BRA (0x[0-9a-f]+)", ln).group(1), 16)
+    return usage, collections.Counter(op for a, op, _ in ins if start <= a <= end)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--block-m", type=int, default=16)
+    ap.add_argument("--block-n", type=int, default=32)
+    ap.add_argument("--gate-up", type=int, default=1)
+    ap.add_argument("--warps", type=int, default=2)
+    ap.add_argument("--stages", type=int, default=4)
+    ap.add_argument("--dequant", type=int, default=1)
+    a = ap.parse_args()
+    ck = compile_w4a16(a.block_m, a.block_n, bool(a.gate_up), a.warps, a.stages, a.dequant)
+    usage, c = loop_census(ck.asm["ptx"])
+    total = sum(c.values())
+    weights_per_thread = (2 if a.gate_up else 1) * 256 * a.block_n / (32 * a.warps)
+    print(f"sm_90 W4A16 MoE GEMM, BLOCK_M={a.block_m} BLOCK_N={a.block_n} gate_up={bool(a.gate_up)} "
+          f"warps={a.warps} stages={a.stages} dequant={a.dequant}: {usage}")
+    print(f"main loop (one 256-k step): {total} SASS instructions per thread for {weights_per_thread:.0f} weights "
+          f"= {total / weights_per_thread:.2f} per weight")
+    for op, n in c.most_common(16):
+        print(f"  {op:8s} {n:5d}  ({n / weights_per_thread:.2f} per weight)")
+
+
+if __name__ == "__main__":
+    main()
