@@ -2,17 +2,19 @@
 graph-captured, for the model's self-check -> `E2EPoint`s.
 
 Per layer, in this order (perfmodel.model mirrors it op by op; keep it exactly):
-  RMSNorm; q_a GEMM (H->1536, replicated); RMSNorm; q_b GEMM (1536->(n/t)*192);
-  kv_a GEMM (H->576, replicated); RMSNorm on the 512 latent; rope (elementwise, on q_pe);
+  fused residual add + RMSNorm (the previous layer's MLP output; plain RMSNorm in layer 0);
+  q_a GEMM (H->1536, replicated); RMSNorm; q_b GEMM (1536->(n/t)*192);
+  kv_a GEMM (H->576, replicated); RMSNorm on the 512 latent; rope (Triton, on q_pe);
   W_UK absorb bmm (per head 128->512); MLA tree attention over the latent cache [C, L+q, 576]
   (ckv [C,S,512] + kpe [C,S,64]); W_UV bmm (512->128 per head); o_proj GEMM ((n/t)*128->H);
-  [all-reduce if n_gpus>1]; residual add; RMSNorm; router GEMM (H->384, bf16) + top-k;
-  fused_moe_w4a16 (I/t, E=384, k=8, uniform random routing fixed per point; the router's
-  own top-k is computed but not used, so routing stays uniform);
+  [all-reduce if n_gpus>1]; fused residual add + RMSNorm; router GEMM (H->384, bf16) +
+  top-k (Triton); fused_moe_w4a16 (I/t, E=384, k=8, uniform random routing fixed per point;
+  the router's own top-k is computed but not used, so routing stays uniform);
   shared expert gate_up GEMM (H->2*2048/t) + SiLU*mul + down GEMM (the down GEMM adds the
-  routed output in its epilogue: torch.addmm, no extra kernel); [all-reduce]; residual add.
-No KV-cache write is included (the op list has none). lm_head=True appends: RMSNorm,
-lm_head GEMM (H->V/t), argmax over V/t (no vocab all-gather across GPUs).
+  routed output in its epilogue: torch.addmm, no extra kernel); [all-reduce].
+The last layer's MLP output is added by a plain residual add, or with lm_head=True by the
+fused add + final RMSNorm, then the lm_head GEMM (H->V/t) and argmax over V/t (no vocab
+all-gather across GPUs). No KV-cache write is included (the op list has none).
 Small glue copies (transposes around the bmm's) are extra kernels not in the list.
 """
 
@@ -86,13 +88,14 @@ class KimiStack:
         from perfmodel.kernels.moe_w4a16 import fused_moe_w4a16
         from perfmodel.kernels.tree_attention import tree_attention_mla
 
-        from .ops import argmax_sample, residual_add, rmsnorm, rope, router_topk, silu_mul
+        from .ops import add_rmsnorm, argmax_sample, residual_add, rmsnorm, rope, router_topk, silu_mul
 
         C, q = st["C"], st["q"]
         T, nh = C * q, self.nh
         x = st["x"]
+        y = None  # the previous layer's MLP output, added into x by the next fused add+norm
         for li, W in enumerate(self.layers):
-            h = rmsnorm(x, W["ln1"])
+            h, x = add_rmsnorm(x, y, W["ln1"]) if y is not None else (rmsnorm(x, W["ln1"]), x)
             qa = rmsnorm(F.linear(h, W["q_a"]), W["q_a_ln"])
             qf = F.linear(qa, W["q_b"]).view(C, q, nh, 192)
             kv = F.linear(h, W["kv_a"])
@@ -105,17 +108,16 @@ class KimiStack:
             o = F.linear(o, W["o"])
             if self.group is not None:
                 dist.all_reduce(o, group=self.group)
-            x = residual_add(x, o)
-            h = rmsnorm(x, W["ln2"])
+            h, x = add_rmsnorm(x, o, W["ln2"])
             router_topk(F.linear(h, W["router"]), self.k)
             m = fused_moe_w4a16(h, W["w13"], W["s13"], W["w2"], W["s2"], st["ids"], st["wts"])
             y = torch.addmm(m, silu_mul(F.linear(h, W["sg"])), W["sd"].t())
             if self.group is not None:
                 dist.all_reduce(y, group=self.group)
-            x = residual_add(x, y)
         if lm_head:
-            return argmax_sample(F.linear(rmsnorm(x, self.final_ln), self.lm_head))
-        return x
+            h, _ = add_rmsnorm(x, y, self.final_ln)
+            return argmax_sample(F.linear(h, self.lm_head))
+        return residual_add(x, y)
 
 
 @dataclass

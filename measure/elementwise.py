@@ -1,5 +1,5 @@
-"""Elementwise and small ops vs tokens: RMSNorm, SiLU*mul, residual add, router top-k,
-RoPE, argmax over the vocab (Kimi shapes) -> fit `elementwise` (mostly its latency floor
+"""Elementwise and small ops vs tokens: RMSNorm (plain and fused with the residual add),
+SiLU*mul, residual add, router top-k, RoPE, argmax over the vocab (Kimi shapes) -> fit `elementwise` (mostly its latency floor
 t0) and one fit per op, `elementwise.<op>`: their floors differ by 10x (a fused add vs a
 sigmoid + top-k), so the model prices each op with its own law when the profile has it.
 Timed graph-captured (GPU time per op without launch gaps; the launch cost is `dispatch`)."""
@@ -10,7 +10,7 @@ from perfmodel.profile import BenchResult
 
 from .common import BenchContext, BenchOutput, make_sample, randn
 from .fits import fit_kernel_law
-from .ops import argmax_sample, residual_add, rmsnorm, rope, router_topk, silu_mul
+from .ops import add_rmsnorm, argmax_sample, residual_add, rmsnorm, rope, router_topk, silu_mul
 from .shapes import KIMI
 from .timing import time_fn
 
@@ -28,19 +28,20 @@ def run(ctx: BenchContext) -> BenchOutput:
         logits_v = randn(T, V // 8)  # lm_head output of one GPU at TP8
         q_pe = randn(T, KIMI["n_heads"] // 8, 64)  # the rope part of q on one GPU at TP8
         cos, sin = randn(T, 1, 32), randn(T, 1, 32)
-        cases = [
-            ("rmsnorm", lambda: rmsnorm(x, w), 2.0 * (2 * T * H + H), 4.0 * T * H),
-            ("silu_mul", lambda: silu_mul(gu), 2.0 * (2 * T * I + T * I), 5.0 * T * I),
-            ("residual_add", lambda: residual_add(x, y), 2.0 * 3 * T * H, 1.0 * T * H),
-            ("router_topk", lambda: router_topk(logits_r, k), 2.0 * T * E + 12.0 * T * k, 4.0 * T * E),
-            ("argmax_vocab", lambda: argmax_sample(logits_v), 2.0 * T * (V // 8) + 8.0 * T, 1.0 * T * (V // 8)),
-            ("rope", lambda: rope(q_pe, cos, sin), 2.0 * 2 * q_pe.numel() + 4.0 * T * 32, 6.0 * q_pe.numel()),
+        cases = [  # (op, fn, bytes, flops, provider)
+            ("rmsnorm", lambda: rmsnorm(x, w), 2.0 * (2 * T * H + H), 4.0 * T * H, "triton"),
+            ("add_rmsnorm", lambda: add_rmsnorm(x, y, w), 2.0 * (4 * T * H + H), 5.0 * T * H, "triton"),
+            ("silu_mul", lambda: silu_mul(gu), 2.0 * (2 * T * I + T * I), 5.0 * T * I, "torch"),
+            ("residual_add", lambda: residual_add(x, y), 2.0 * 3 * T * H, 1.0 * T * H, "torch"),
+            ("router_topk", lambda: router_topk(logits_r, k), 2.0 * T * E + 8.0 * T * k, 4.0 * T * E, "triton"),
+            ("argmax_vocab", lambda: argmax_sample(logits_v), 2.0 * T * (V // 8) + 8.0 * T, 1.0 * T * (V // 8), "torch"),
+            ("rope", lambda: rope(q_pe, cos, sin), 2.0 * 2 * q_pe.numel() + 4.0 * T * 32, 6.0 * q_pe.numel(), "triton"),
         ]
-        for name, fn, nb, nf in cases:
+        for name, fn, nb, nf, provider in cases:
             t = time_fn(fn, graph=True, calls_per_graph=20, max_samples=15, max_seconds=0.05)
-            samples.append(make_sample({"op": name, "T": T, "H": H}, t, nbytes=nb, nflops=nf, provider="torch"))
+            samples.append(make_sample({"op": name, "T": T, "H": H}, t, nbytes=nb, nflops=nf, provider=provider))
     return BenchOutput(
-        BenchResult(status="ok", samples=samples, note="graph mode, 20 calls per replay (hot L2 after the first call); torch ops from perfmodel.measure.ops"),
+        BenchResult(status="ok", samples=samples, note="graph mode, 20 calls per replay (hot L2 after the first call); ops from perfmodel.measure.ops (Triton: rmsnorm, add_rmsnorm, rope, router_topk)"),
         fits=fit_elementwise(samples, ctx.ceilings, ctx.source),
     )
 

@@ -1,6 +1,7 @@
-"""The small torch ops shared by the elementwise bench and the e2e stack, so the two time
-the same implementation. Each is what one decode op costs in plain torch; the kernel count
-per op is recorded in the bench notes (the model prices an op as one elementwise call)."""
+"""The small ops shared by the elementwise bench and the e2e stack, so the two time the same
+implementation: RMSNorm (plain and fused with the residual add), RoPE and the router top-k
+are one Triton kernel each (perfmodel.kernels, as engines fuse them); SiLU*mul, the plain
+residual add and the vocab argmax are torch ops. The model prices each as one call."""
 
 from __future__ import annotations
 
@@ -9,8 +10,16 @@ import torch.nn.functional as F
 
 
 def rmsnorm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    # torch's fused rms_norm (one kernel on CUDA in recent torch)
-    return F.rms_norm(x, (x.shape[-1],), w, eps)
+    from perfmodel.kernels.rmsnorm import rmsnorm as k
+
+    return k(x, w, eps)
+
+
+def add_rmsnorm(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, eps: float = 1e-6):
+    """(rmsnorm(x + r), x + r): the residual add fused into the next sublayer's norm."""
+    from perfmodel.kernels.rmsnorm import add_rmsnorm as k
+
+    return k(x, r, w, eps)
 
 
 def silu_mul(gu: torch.Tensor) -> torch.Tensor:
@@ -24,16 +33,17 @@ def residual_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate-half RoPE on the last dim of x [..., 64] with cos/sin broadcastable [..., 32]."""
-    x1, x2 = x[..., ::2], x[..., 1::2]
-    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    """RoPE on the rotary part of q, x [..., heads, 64] with cos/sin [..., 1, 32] per token."""
+    from perfmodel.kernels.rope import rope as k
+
+    return k(x, cos, sin)
 
 
 def router_topk(logits: torch.Tensor, k: int):
     """Sigmoid scores, top-k, renormalised (Kimi/DeepSeek noaux_tc with n_group=1)."""
-    s = logits.float().sigmoid()
-    w, ids = s.topk(k, dim=-1)
-    return ids, w / w.sum(-1, keepdim=True)
+    from perfmodel.kernels.router_topk import router_topk as kern
+
+    return kern(logits, k)
 
 
 def argmax_sample(logits: torch.Tensor) -> torch.Tensor:

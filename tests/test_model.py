@@ -176,7 +176,9 @@ def test_golden_projection_spec_derived():
 
 
 # Reviewed by hand: C=1 is floor/collective-heavy, C=32 MoE-bound; update only on intended model changes.
-GOLDEN_SPEC_DERIVED = [132.8, 59.3]
+# Session 2: residual adds fused into the next RMSNorm (two elementwise floors fewer per
+# layer, 61 layers): 132.8 -> 139.6 at C=1 (+5%), 59.3 -> 60.6 at C=32 (+2%).
+GOLDEN_SPEC_DERIVED = [139.6, 60.6]
 
 
 def test_project_import_path_is_light():

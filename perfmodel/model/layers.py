@@ -3,9 +3,13 @@
 The op sequence mirrors the synthetic decode stack that `perfmodel measure` times end to end
 (measure/e2e.py), so the self-check compares like with like:
 
-  RMSNorm; q_a; RMSNorm; q_b; kv_a; RMSNorm(latent); rope(q_pe); W_UK absorb; attention
-  core; W_UV; head-major→token-major copies; o_proj; [all-reduce]; add; RMSNorm; router;
-  top-k; routed experts; shared expert (gate_up, SiLU·mul, down); [all-reduce]; add.
+  add+RMSNorm; q_a; RMSNorm; q_b; kv_a; RMSNorm(latent); rope(q_pe); W_UK absorb; attention
+  core; W_UV; head-major→token-major copies; o_proj; [all-reduce]; add+RMSNorm; router;
+  top-k; routed experts; shared expert (gate_up, SiLU·mul, down); [all-reduce].
+
+Each residual add is fused into the next RMSNorm (one kernel, as engines run it): the
+attention block's into the MLP norm, the MLP block's into the next layer's attention norm
+(or the final norm).
 
 Shapes are per GPU. T = C·q tokens in the step.
 
@@ -84,15 +88,18 @@ def _gemm(name, component, tokens, k, n, wdtype, count) -> Op:
 # data and flops per element, matching the bench's byte/flop counts so that the per-op laws
 # (`elementwise.<variant>`) apply as fitted.
 _ELT = {  # variant: (passes, flops per element)
-    "rmsnorm": (2.0, 4.0), "residual_add": (3.0, 1.0 / 3.0), "silu_mul": (1.0, 5.0 / 3.0),
+    "rmsnorm": (2.0, 4.0), "add_rmsnorm": (4.0, 5.0), "residual_add": (3.0, 1.0 / 3.0), "silu_mul": (1.0, 5.0 / 3.0),
     "router_topk": (1.0, 4.0), "argmax_vocab": (1.0, 1.0), "rope": (2.0, 3.0), "copy": (2.0, 0.0),
 }
 
 
+_ELT_PROVIDER = {"rmsnorm": "triton", "add_rmsnorm": "triton", "residual_add": "torch"}
+
+
 def _elt(name, tokens, width, count, variant: str, component="elementwise") -> Op:
     passes, fpe = _ELT[variant]
-    probe = (Probe("elementwise", (("H", width), ("op", variant)), "T", tokens, "torch")
-             if variant in ("rmsnorm", "residual_add") else None)
+    probe = (Probe("elementwise", (("H", width), ("op", variant)), "T", tokens, _ELT_PROVIDER[variant])
+             if variant in ("rmsnorm", "add_rmsnorm", "residual_add") else None)
     return Op(name=name, component=component, kernel_class="elementwise", variant=variant,
               bytes=passes * tokens * width * ACT, flops=tokens * width * fpe, count=count, probe=probe)
 
@@ -106,7 +113,7 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
     wd = m.dtypes.attention
     kvb = 1.0 if m.dtypes.kv_cache == "fp8" else 2.0
     S = L + q
-    ops: list[Op] = [_elt("attn_norm", T, H, count, "rmsnorm")]
+    ops: list[Op] = [_elt("attn_norm", T, H, count, "add_rmsnorm")]  # + the previous MLP's residual
     if isinstance(a, MLASpec):
         h = max(1, a.n_heads // t)
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
@@ -159,8 +166,7 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
                                                         ("q", q)), "L", span - q, "triton")
                               if kvb == 2.0 and span > q else None))
         ops.append(_gemm("o_proj", "dense", T, hq * D, H, wd, count))
-    ops.append(_elt("attn_residual", T, H, count, "residual_add"))
-    return ops
+    return ops  # the residual add is fused into the MLP norm
 
 
 def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_dense: int) -> list[Op]:
@@ -173,11 +179,10 @@ def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_den
         I = m.dense_intermediate_size
         tp = s if lay.parallel != "ep" else 1
         Td = T if lay.parallel != "ep" else Ta
-        ops += [_elt("mlp_norm_dense", Td, H, count_dense, "rmsnorm"),
+        ops += [_elt("mlp_norm_dense", Td, H, count_dense, "add_rmsnorm"),
                 _gemm("dense_gate_up", "dense", Td, H, 2 * I // tp, m.dtypes.dense_mlp, count_dense),
                 _elt("dense_silu_mul", Td, 3 * I // tp, count_dense, "silu_mul"),
-                _gemm("dense_down", "dense", Td, I // tp, H, m.dtypes.dense_mlp, count_dense),
-                _elt("mlp_residual_dense", Td, H, count_dense, "residual_add")]
+                _gemm("dense_down", "dense", Td, I // tp, H, m.dtypes.dense_mlp, count_dense)]
     if count_moe and m.moe:
         e = m.moe
         E, k, I = e.n_routed_experts, e.top_k, e.expert_intermediate_size
@@ -193,7 +198,7 @@ def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_den
         # (int8, fp8, MXFP4, NVFP4) have no kernel in the profile: they are assumed to stream
         # their (smaller) weights as efficiently as the measured bf16 grouped GEMM does.
         cls = "moe_w4a16" if wd.startswith("int4") else "moe_bf16"
-        ops += [_elt("mlp_norm", Ta, H, count_moe, "rmsnorm"),
+        ops += [_elt("mlp_norm", Ta, H, count_moe, "add_rmsnorm"),
                 _gemm("router", "dense", Ta, H, E, "bf16", count_moe),
                 _elt("topk", Ta, E, count_moe, "router_topk"),
                 Op("routed_experts", "moe", cls,
@@ -209,8 +214,7 @@ def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_den
             ops += [_gemm("shared_gate_up", "dense", Ta, H, 2 * Is // ts, m.dtypes.shared_experts, count_moe),
                     _elt("shared_silu_mul", Ta, 3 * Is // ts, count_moe, "silu_mul"),
                     _gemm("shared_down", "dense", Ta, Is // ts, H, m.dtypes.shared_experts, count_moe)]
-        ops.append(_elt("mlp_residual", Ta, H, count_moe, "residual_add"))
-    return ops
+    return ops  # the residual add is fused into the next layer's attention norm
 
 
 def collectives(m: ModelSpec, lay: Layout, C: int, q: int, n_moe: int, n_dense: int, lm_head: bool) -> list[Collective]:
@@ -241,7 +245,7 @@ def lm_head_ops(m: ModelSpec, lay: Layout, tokens: int) -> list[Op]:
     """Final norm, vocab-parallel lm_head and greedy sampling over the local vocab shard."""
     s = lay.tp_shape or lay.n_gpus
     V = math.ceil(m.vocab_size / s)
-    return [_elt("final_norm", tokens, m.hidden_size, 1, "rmsnorm"),
+    return [_elt("final_norm", tokens, m.hidden_size, 1, "add_rmsnorm"),
             Op("lm_head", "lm_head", "gemm_bf16",
                bytes=V * m.hidden_size * WEIGHT_BYTES[m.dtypes.lm_head] + tokens * (m.hidden_size + V) * ACT,
                flops=2.0 * tokens * m.hidden_size * V, count=1),
