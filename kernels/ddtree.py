@@ -150,8 +150,11 @@ def build_ddtree_gpu(logits: torch.Tensor, budget: int) -> DDTreeBatch:
     for d in range(1, D):
         groups.setdefault(id(pairs[d][0]), []).append(d)
     child_lp = {}
-    for ds in groups.values():
-        g = top_lp[:, ds][:, :, pairs[ds[0]][1]]  # [C, len(ds), n_pairs]
+    for ds in groups.values():  # each group is a run of consecutive levels (n_lvl only grows)
+        assert ds == list(range(ds[0], ds[-1] + 1))
+        # slices and device index tensors only: a Python list index would be copied from the
+        # host, which a CUDA-graph capture forbids
+        g = top_lp[:, ds[0] : ds[-1] + 1][:, :, pairs[ds[0]][1]]  # [C, len(ds), n_pairs]
         child_lp.update({d: g[:, i] for i, d in enumerate(ds)})
 
     lvl_scores, win = [top_lp[:, 0]], {}
