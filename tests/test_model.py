@@ -187,3 +187,13 @@ def test_project_import_path_is_light():
             "bad=[m for m in ('torch','triton','scipy','matplotlib') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_cross_vendor_target_gets_a_wider_interval():
+    """NVIDIA profile -> AMD target adds CROSS_VENDOR_UNC to the kernel laws (machine.py)."""
+    def rel_width(target):
+        p = _proj(target=target, model="llama-3.1-8b", gpus=1, concurrency=[8])["points"][0]
+        lo, hi = p["interval"]["tokens_per_s_per_stream"]
+        return (hi - lo) / p["tokens_per_s_per_stream"]
+
+    assert rel_width("mi300x") > 1.3 * rel_width("h100-sxm")
