@@ -197,3 +197,16 @@ def test_cross_vendor_target_gets_a_wider_interval():
         return (hi - lo) / p["tokens_per_s_per_stream"]
 
     assert rel_width("mi300x") > 1.3 * rel_width("h100-sxm")
+
+
+def test_nvfp4_runs_at_the_fp4_rate_where_the_gpu_has_one():
+    from perfmodel.model.layers import compute_dtype
+    from perfmodel.model.machine import _flops_scale
+    from perfmodel.specs import load_gpu
+
+    assert compute_dtype("nvfp4") == "fp4" and compute_dtype("fp8") == "fp8"
+    assert compute_dtype("int4_g32") == compute_dtype("mxfp4") == "bf16"  # weight-only formats
+    b200, h100 = load_gpu("b200"), load_gpu("h100-sxm")
+    assert _flops_scale(b200, "fp4") == b200.compute.fp4_dense_TFLOPS.value / b200.compute.bf16_dense_TFLOPS.value
+    assert _flops_scale(b200, "fp4") > _flops_scale(b200, "fp8") > 1.0
+    assert _flops_scale(h100, "fp4") == 1.0  # no FP4 tensor cores: the bf16 rate

@@ -79,7 +79,7 @@ def _gemm(name, component, tokens, k, n, wdtype, count) -> Op:
     return Op(
         name=name, component=component, kernel_class="gemm_bf16",
         bytes=n * k * wb + tokens * (k + n) * ACT, flops=2.0 * tokens * k * n, count=count,
-        compute_dtype="fp8" if wdtype == "fp8" else "bf16",
+        compute_dtype=compute_dtype(wdtype),
         probe=Probe("gemm", (("K", k), ("N", n)), "M", tokens, "torch.matmul") if wdtype == "bf16" else None,
     )
 
@@ -91,6 +91,14 @@ _ELT = {  # variant: (passes, flops per element)
     "rmsnorm": (2.0, 4.0), "add_rmsnorm": (4.0, 5.0), "residual_add": (3.0, 1.0 / 3.0), "silu_mul": (1.0, 5.0 / 3.0),
     "router_topk": (1.0, 4.0), "argmax_vocab": (1.0, 1.0), "rope": (2.0, 3.0), "copy": (2.0, 0.0),
 }
+
+
+def compute_dtype(weight_dtype: str) -> str:
+    """The MMA dtype a weight format runs at. FP8 and NVFP4 checkpoints quantise the
+    activations too (W8A8, W4A4), so engines use FP8 / FP4 tensor cores where the GPU has
+    them (machine.py falls back to the bf16 rate where it has not). Weight-only formats
+    (INT4/INT8 group-quantised, MXFP4 as served on Hopper) dequantise to bf16."""
+    return {"fp8": "fp8", "nvfp4": "fp4"}.get(weight_dtype, "bf16")
 
 
 _ELT_PROVIDER = {"rmsnorm": "triton", "add_rmsnorm": "triton", "residual_add": "torch"}
@@ -204,7 +212,7 @@ def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_den
                 Op("routed_experts", "moe", cls,
                    bytes=bytes_w + (T * k / s) * 2 * H * ACT,
                    flops=2.0 * T * k * 3 * H * I / s, count=count_moe,
-                   compute_dtype="fp8" if wd == "fp8" else "bf16",
+                   compute_dtype=compute_dtype(wd),
                    probe=Probe("moe", (("E", E), ("H", H), ("I", I // s), ("k", k)), "T", T,
                                {"int4_g32": "triton_w4a16", "bf16": "triton_bf16"}[wd])
                    if not lay.experts_ep and wd in ("int4_g32", "bf16") and I % s == 0 else None)]

@@ -92,7 +92,9 @@ def _flops_scale(gpu: GpuSpec, dtype: str) -> float:
     c = gpu.compute
     if dtype == "fp8" and c.fp8_dense_TFLOPS:
         return c.fp8_dense_TFLOPS.value / c.bf16_dense_TFLOPS.value
-    return 1.0
+    if dtype == "fp4" and c.fp4_dense_TFLOPS:
+        return c.fp4_dense_TFLOPS.value / c.bf16_dense_TFLOPS.value
+    return 1.0  # no native path for the dtype: the bf16 rate
 
 
 def _dtype_peak(gpu: GpuSpec) -> float:
