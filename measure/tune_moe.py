@@ -1,8 +1,9 @@
-"""Tuning sweep for the W4A16 fused MoE: time each tile config on the gate_up and the down
-GEMM separately (graph-captured, rotating routing so the weights are cold), check the fused
-op against the torch reference on the GPU, and save the table.
+"""Tuning sweeps for the fused MoE kernels (graph-captured, rotating routing so the weights
+are cold), saved as a table.
 
-    python -m perfmodel.measure.tune_moe --out tune_moe.json
+    python -m perfmodel.measure.tune_moe --out tune_moe.json          # W4A16: each GEMM alone
+    python -m perfmodel.measure.tune_moe --bf16 --out tune_bf16.json  # bf16 at large T, whole
+                                                                      # op, vs torch._grouped_mm
 """
 
 from __future__ import annotations
@@ -47,6 +48,53 @@ def check_correctness(log) -> None:
         log(f"correctness T={T}: checked {len(CONFIGS)} configs")
 
 
+BF16_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages")
+BF16_CONFIGS = [(64, 64, 64, 4, 3), (64, 128, 64, 4, 3), (64, 128, 64, 8, 3), (128, 128, 64, 8, 3),
+                (128, 128, 32, 8, 4), (64, 64, 128, 4, 3), (128, 64, 64, 4, 3), (32, 64, 128, 4, 3)]
+BF16_CASES = [("qwen3_30b_a3b", 2048, 768, 128, 8, T) for T in (1024, 2048, 4096)] + \
+             [("kimi_tp8_I256", 7168, 256, 384, 8, T) for T in (2048, 4096)]
+
+
+def tune_bf16(out: str) -> None:
+    """Whole bf16 fused-MoE op per tile config at large T (where it is compute-bound), beside
+    the torch._grouped_mm baseline timed the same way."""
+    import torch
+
+    from perfmodel.kernels import moe_bf16
+
+    from .common import randn, uniform_topk
+    from .timing import time_fn
+
+    rows = []
+    for name, H, I, E, k, T in BF16_CASES:
+        w13, w2 = randn(E, 2 * I, H, scale=0.02), randn(E, H, I, scale=0.02)
+        x = randn(T, H)
+        routes = [uniform_topk(T, E, k) for _ in range(4)]
+        ref = moe_bf16.fused_moe_bf16_reference(x, w13, w2, *routes[0]).float()
+        tk = dict(args_list=routes, graph=True, calls_per_graph=len(routes), cold_l2="rotate", max_samples=8,
+                  max_seconds=0.05)
+        base = time_fn(lambda i, w: moe_bf16.grouped_mm_moe_torch(x, w13, w2, i, w), **tk).median_ms * 1e3
+        for c in [None] + BF16_CONFIGS:
+            kw = {} if c is None else dict(block_m=c[0], gate_up_config=dict(zip(BF16_FIELDS[1:], c[1:])),
+                                           down_config=dict(zip(BF16_FIELDS[1:], c[1:])))
+            try:
+                out_ = moe_bf16.fused_moe_bf16(x, w13, w2, *routes[0], **kw).float()
+                err = float((out_ - ref).abs().max() / ref.abs().max())
+                us = time_fn(lambda i, w: moe_bf16.fused_moe_bf16(x, w13, w2, i, w, **kw), **tk).median_ms * 1e3
+            except Exception as e:  # a config may not fit in shared memory
+                us = err = float("nan")
+                print(f"{name} T={T} {c}: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
+            label = "default" if c is None else str(c)
+            rows.append({"shape": name, "T": T, "cfg": label, "us": us, "grouped_mm_us": base, "ratio": us / base,
+                         "max_rel_err": err})
+            print(f"{name:14s} T={T:5d} {label:28s} {us:9.1f} us  grouped_mm {base:9.1f} us  ratio {us / base:5.2f}"
+                  f"  err {err:.1e}", flush=True)
+        del w13, w2
+        torch.cuda.empty_cache()
+    with open(out, "w") as f:
+        json.dump(rows, f, indent=1)
+
+
 def main() -> None:
     import torch
 
@@ -58,7 +106,11 @@ def main() -> None:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tune_moe.json")
+    ap.add_argument("--bf16", action="store_true", help="sweep the bf16 kernel at large T instead")
     a = ap.parse_args()
+    if a.bf16:
+        tune_bf16(a.out)
+        return
     check_correctness(print)
     E, k = 384, 8
     rows = []
