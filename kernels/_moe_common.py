@@ -323,7 +323,12 @@ def default_moe_configs(
     pairs = T * k
     touched = min(E, pairs)
     rows_per_expert = pairs / max(touched, 1)
-    block_m = 16 if rows_per_expert <= 16 else (32 if (int4 or rows_per_expert <= 48) else 64)
+    if rows_per_expert <= 16:
+        block_m = 16
+    elif int4 or rows_per_expert <= 32:
+        block_m = 32
+    else:  # bf16, compute-bound: H200 sweep data/runs/tuning/tune_bf16_910d54a.log
+        block_m = 64 if rows_per_expert <= 80 else 128
     blocks = max_num_blocks(pairs, E, block_m)
 
     def pick(n: int, kdim: int, fused: bool) -> MoEGemmConfig:
@@ -333,6 +338,8 @@ def default_moe_configs(
             bk, min_steps = 256, 4
             long_k = kdim > 2 * bk
             bn, warps, stages = (32, 2, 4) if long_k else (64, 4, 3)
+        elif block_m >= 64:  # large tiles at large T: 64x64x64 / 4 warps, 128x128x64 / 8 warps
+            bn, bk, min_steps = (64, 64, 16) if block_m == 64 else (128, 64, 16)
         else:
             bn = 32 if rows_per_expert <= 16 else 64
             bk, min_steps = min(128, max(32, 1 << (max(kdim, 32).bit_length() - 1))), 16
@@ -344,7 +351,7 @@ def default_moe_configs(
         if fused and split > 1 and progs >= num_sms:  # keep the fused act when SMs are full
             split = 1
         if not int4:
-            warps, stages = 4, (4 if rows_per_expert <= 16 else 3)
+            warps, stages = (8 if block_m >= 128 else 4), (4 if rows_per_expert <= 16 else 3)
         return MoEGemmConfig(block_n=bn, block_k=bk, split_k=split, num_warps=warps, num_stages=stages)
 
     return block_m, pick(I, H, True), pick(H, I, False)

@@ -185,26 +185,24 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
     """Knobs: block_r rows (query tokens x heads of one KV group) per program, block_s KV
     positions per step, num_splits along S, num_warps, num_stages.
 
-    Splits are chosen so that programs >= 2 per SM while each split keeps >= 8 tiles of
-    block_s (below that the combine and the q reload dominate). Starting points for tuning.
+    Splits are chosen so that programs >= 2 per SM (GQA; 4-8 for MLA) while each split
+    keeps >= 8 tiles of block_s (below that the combine and the q reload dominate).
     """
     block_r = 16
     while block_r < rows and block_r < max_block_r(dv):
         block_r *= 2
     row_blocks = -(-rows // block_r)
-    # MLA: 16-position tiles when the rows need several KV passes (tree verify), else 32.
-    block_s = 64 if dv <= 128 else (16 if row_blocks > 1 else 32)
     base = C * Hkv * row_blocks
-    # >= 2 programs per SM when the sequences alone don't fill the GPU (4 for MLA with many
-    # sequences: 1.3x at C=128 in the H200 sweep), with >= 8 tiles per split so each
-    # program still pipelines its loads.
-    per_sm = 4 if (dv > 128 and base >= 64) else 2
+    if dv <= 128:  # GQA: >= 2 programs per SM when the sequences alone don't fill the GPU
+        block_s, per_sm, stages = 64, 2, 2
+    else:  # MLA (dv 512): 64-position tiles, 2 stages, 4-8 programs per SM. H200 sweep
+        # (perfmodel/data/runs/tuning/tune_attention_910d54a.log): 98% of read at C=128,
+        # L=32768, and 2.4x the previous default on a 9-token tree at C=32.
+        block_s, per_sm, stages = 64, (8 if base >= 64 else 4), 2
+    # each split keeps >= 8 tiles so that each program still pipelines its loads
     max_splits = max(1, S // (8 * block_s))
     splits = max(1, min(max_splits, -(-per_sm * num_sms // base)))
-    # MLA (dv 512): 4 warps and 3 stages ran 1.6-1.9x faster than 8 warps and 2 stages on
-    # the H200 (perfmodel/data/runs/tuning/tune_attention_*.log).
-    return dict(block_r=block_r, block_s=block_s, num_splits=splits,
-                num_warps=4, num_stages=2 if dv <= 128 else 3)
+    return dict(block_r=block_r, block_s=block_s, num_splits=splits, num_warps=4, num_stages=stages)
 
 
 _COMBINE = None
