@@ -136,8 +136,11 @@ def points_1gpu(quick: bool) -> list[Point]:
     return pts + [Point(32, 9, L=16384), Point(8, 9, lm_head=True), Point(8, 9, graph=False)]
 
 
-def points_tp2(quick: bool) -> list[Point]:
-    return [Point(C, q) for C in ((1, 8) if quick else (1, 8, 32)) for q in ((1,) if quick else (1, 9))]
+def points_tp(n_gpus: int, quick: bool) -> list[Point]:
+    """Multi-GPU TP points: C = 1, 8, 32 on 2 GPUs; C = 1, 8, 32, 128 on 4+ GPUs (issue #7's
+    8-GPU set); q = 1 and 9."""
+    Cs = (1, 8) if quick else ((1, 8, 32) if n_gpus <= 2 else (1, 8, 32, 128))
+    return [Point(C, q) for C in Cs for q in ((1,) if quick else (1, 9))]
 
 
 def measure_points(stack: KimiStack, points, *, n_gpus: int, budget_check=None, fixed_samples: bool = False):

@@ -41,6 +41,14 @@ def test_random_tree_mask_is_ancestor_closed():
                 assert bool((m[c, i] | ~m[c, j]).all())
 
 
+def test_multi_gpu_e2e_points():
+    from perfmodel.measure.e2e import points_tp
+
+    two, eight = points_tp(2, quick=False), points_tp(8, quick=False)
+    assert {(p.C, p.q) for p in two} == {(C, q) for C in (1, 8, 32) for q in (1, 9)}
+    assert {(p.C, p.q) for p in eight} == {(C, q) for C in (1, 8, 32, 128) for q in (1, 9)}  # issue #7's set
+
+
 def test_peak_lookup_h200():
     from perfmodel.measure.peaks import find_peak
 
