@@ -12,6 +12,7 @@ import collections
 import os
 import re
 import subprocess
+import sys
 import tempfile
 
 
@@ -66,7 +67,16 @@ def main() -> None:
     ap.add_argument("--stages", type=int, default=4)
     ap.add_argument("--dequant", type=int, default=1)
     a = ap.parse_args()
-    ck = compile_w4a16(a.block_m, a.block_n, bool(a.gate_up), a.warps, a.stages, a.dequant)
+    for name in ("block_m", "block_n", "warps"):
+        v = getattr(a, name)
+        if v < 1 or v & (v - 1):
+            print(f"sass_census: --{name.replace('_', '-')} {v}: must be a power of two", file=sys.stderr)
+            sys.exit(2)
+    try:
+        ck = compile_w4a16(a.block_m, a.block_n, bool(a.gate_up), a.warps, a.stages, a.dequant)
+    except Exception as e:  # a config that does not compile (e.g. too much shared memory)
+        print(f"sass_census: compile failed: {type(e).__name__}: {str(e).strip().splitlines()[-1][:160]}", file=sys.stderr)
+        sys.exit(2)
     usage, c = loop_census(ck.asm["ptx"])
     total = sum(c.values())
     weights_per_thread = (2 if a.gate_up else 1) * 256 * a.block_n / (32 * a.warps)

@@ -66,4 +66,11 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import sys
+
+    from .runner import _cuda_problem
+
+    if (problem := _cuda_problem()) is not None:  # one line and exit 2, as `perfmodel measure`
+        print(problem.replace("perfmodel measure", "perfmodel.measure.tune_attention"), file=sys.stderr)
+        sys.exit(2)
     main()

@@ -166,4 +166,11 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import sys
+
+    from .runner import _cuda_problem
+
+    if (problem := _cuda_problem()) is not None:  # one line and exit 2, as `perfmodel measure`
+        print(problem.replace("perfmodel measure", "perfmodel.measure.tune_moe"), file=sys.stderr)
+        sys.exit(2)
     main()
