@@ -16,6 +16,8 @@ from .timing import time_fn
 
 
 def run(ctx: BenchContext) -> BenchOutput:
+    from perfmodel.kernels.rmsnorm import bytes_moved as norm_bytes
+
     H, V, E, k, I = KIMI["hidden"], KIMI["vocab"], KIMI["n_experts"], KIMI["top_k"], KIMI["shared_inter"]
     Ts = [1, 8, 64, 512, 4096] if not ctx.quick else [1, 64, 4096]
     samples = []
@@ -29,8 +31,8 @@ def run(ctx: BenchContext) -> BenchOutput:
         q_pe = randn(T, KIMI["n_heads"] // 8, 64)  # the rope part of q on one GPU at TP8
         cos, sin = randn(T, 1, 32), randn(T, 1, 32)
         cases = [  # (op, fn, bytes, flops, provider)
-            ("rmsnorm", lambda: rmsnorm(x, w), 2.0 * (2 * T * H + H), 4.0 * T * H, "triton"),
-            ("add_rmsnorm", lambda: add_rmsnorm(x, y, w), 2.0 * (4 * T * H + H), 5.0 * T * H, "triton"),
+            ("rmsnorm", lambda: rmsnorm(x, w), norm_bytes(T, H, fused_add=False), 4.0 * T * H, "triton"),
+            ("add_rmsnorm", lambda: add_rmsnorm(x, y, w), norm_bytes(T, H, fused_add=True), 5.0 * T * H, "triton"),
             ("silu_mul", lambda: silu_mul(gu), 2.0 * (2 * T * I + T * I), 5.0 * T * I, "torch"),
             ("residual_add", lambda: residual_add(x, y), 2.0 * 3 * T * H, 1.0 * T * H, "torch"),
             ("router_topk", lambda: router_topk(logits_r, k), 2.0 * T * E + 8.0 * T * k, 4.0 * T * E, "triton"),
