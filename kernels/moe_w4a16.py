@@ -184,7 +184,7 @@ if triton is not None:
         integer times a power of two); the 16^-nib goes into the scale. One integer op
         (and|or, a lop3) per weight instead of shift, and, subtract and convert."""
         a = tl.load(a_ptrs, mask=a_ok, other=0.0)
-        if DEQUANT == 1:
+        if DEQUANT == 1:  # DEQUANT_MAGIC
             bits = (words & (0xF << (4 * nib))) | magic
             w = bits.to(tl.float32, bitcast=True) - (8388608.0 + 8.0 * (16 ** nib))
             sc = sc * (1.0 / (16 ** nib))
@@ -251,8 +251,7 @@ if triton is not None:
                 acc += _group_dot(a_ptrs, a_ok, words, i % 4, sc, magic, DEQUANT, DOT_F32)
                 if GATE_UP:
                     sc_up = tl.load(s_ptrs + up_offset, mask=n_ok, other=0.0).to(tl.float32)
-                    acc_up += _group_dot(a_ptrs, a_ok, words_up, i % 4, sc_up, magic,
-                                                         DEQUANT, DOT_F32)
+                    acc_up += _group_dot(a_ptrs, a_ok, words_up, i % 4, sc_up, magic, DEQUANT, DOT_F32)
 
         if GATE_UP:
             acc = acc / (1.0 + tl.exp(-acc)) * acc_up
