@@ -283,12 +283,13 @@ def launch_moe_gemm(
 
 
 def run_fused_moe(
-    x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor,
-    topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+    x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, gemm,
     *, num_experts: int, inter: int, block_m: int, gate_up_cfg: MoEGemmConfig, down_cfg: MoEGemmConfig,
 ) -> torch.Tensor:
-    """bf16 weights: gate_up (+SiLU*mul) then down with the routed weights, summed over
-    top-k with atomics."""
+    """gate_up (+SiLU*mul) then down with the routed weights, summed over top-k with atomics,
+    for any weight format: `gemm(a, which, c, topk_weights, routing, **launch_kw)` runs one
+    grouped GEMM against the "w13" or "w2" weights (e.g. `launch_moe_gemm` on bf16 weights,
+    `moe_w4a16._launch` on INT4 ones)."""
     T, H = x.shape
     k = topk_ids.shape[1]
     routing = moe_align_block_size(topk_ids, num_experts, block_m)
@@ -296,16 +297,16 @@ def run_fused_moe(
     x = x.contiguous()
     if gate_up_cfg.split_k == 1:
         h = torch.empty((T * k, inter), dtype=x.dtype, device=x.device)
-        launch_moe_gemm(x, w13, h, None, routing, n=inter, k_dim=H, a_row_div=k,
-                        c_row_div=1, gate_up=True, atomic=False, cfg=gate_up_cfg)
+        gemm(x, "w13", h, None, routing, n=inter, k_dim=H, a_row_div=k,
+             c_row_div=1, gate_up=True, atomic=False, cfg=gate_up_cfg)
     else:
         g = torch.zeros((T * k, 2 * inter), dtype=torch.float32, device=x.device)
-        launch_moe_gemm(x, w13, g, None, routing, n=2 * inter, k_dim=H, a_row_div=k,
-                        c_row_div=1, gate_up=False, atomic=True, cfg=gate_up_cfg)
+        gemm(x, "w13", g, None, routing, n=2 * inter, k_dim=H, a_row_div=k,
+             c_row_div=1, gate_up=False, atomic=True, cfg=gate_up_cfg)
         h = (torch.nn.functional.silu(g[:, :inter]) * g[:, inter:]).to(x.dtype)
     out = torch.zeros((T, H), dtype=torch.float32, device=x.device)
-    launch_moe_gemm(h, w2, out, tw, routing, n=H, k_dim=inter, a_row_div=1,
-                    c_row_div=k, gate_up=False, atomic=True, cfg=down_cfg)
+    gemm(h, "w2", out, tw, routing, n=H, k_dim=inter, a_row_div=1,
+         c_row_div=k, gate_up=False, atomic=True, cfg=down_cfg)
     return out.to(x.dtype)
 
 

@@ -15,6 +15,7 @@ from ._moe_common import (
     activation_bytes,
     as_config,
     default_moe_configs,
+    launch_moe_gemm,
     moe_flops,
     num_distinct_experts,
     run_fused_moe,
@@ -93,12 +94,15 @@ def fused_moe_bf16(
     I = two_i // 2
     k = topk_ids.shape[1]
     bm, gu, dn = default_configs(T, k, E, H, I)
-    return run_fused_moe(
-        x, w13, w2, topk_ids, topk_weights, num_experts=E, inter=I,
-        block_m=block_m or bm, gate_up_cfg=as_config(gate_up_config, gu),
-        down_cfg=as_config(down_config, dn),
-    )
+    weights = {"w13": w13, "w2": w2}
 
+    def gemm(a, which, c, tw, routing, **kw):
+        launch_moe_gemm(a, weights[which], c, tw, routing, **kw)
+
+    return run_fused_moe(
+        x, topk_ids, topk_weights, gemm, num_experts=E, inter=I, block_m=block_m or bm,
+        gate_up_cfg=as_config(gate_up_config, gu), down_cfg=as_config(down_config, dn),
+    )
 
 def bytes_moved(topk_ids: torch.Tensor, E: int, H: int, I: int) -> float:
     T = topk_ids.shape[0]

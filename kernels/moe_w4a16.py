@@ -39,9 +39,9 @@ from ._moe_common import (
     as_config,
     default_moe_configs,
     interpreting,
-    moe_align_block_size,
     moe_flops,
     num_distinct_experts,
+    run_fused_moe,
 )
 
 GROUP = 32  # weights per scale
@@ -311,7 +311,7 @@ def fused_moe_w4a16(
     """Kernel-layout weights (`pack_for_kernel`): w13_q [E, Hp//8, 2I], w2_q [E, Ip//8, H].
 
     Two Triton launches (gate_up with fused SiLU*mul, down with routed weight + top-k sum)
-    after a vectorised torch align step. Knobs default to `default_configs(T, k, E, H, I)`;
+    after the align step (`_moe_common.run_fused_moe`). Knobs default to `default_configs(T, k, E, H, I)`;
     configs may be given as MoEGemmConfig or as a dict of the fields to override. block_k
     is fixed at 256 by the layout (split_k divides K in 256-blocks)."""
     T, H = x.shape
@@ -321,24 +321,15 @@ def fused_moe_w4a16(
     assert w13_q.shape[1] == padded_k(H) // PACK, f"w13_q {tuple(w13_q.shape)} is not the kernel layout for H={H}"
     assert w2_q.shape[1] == padded_k(I) // PACK and w2_q.shape[2] == H, f"w2_q {tuple(w2_q.shape)} vs I={I}, H={H}"
     bm, gu, dn = default_configs(T, k, E, H, I)
-    gu, dn = as_config(gate_up_config, gu), as_config(down_config, dn)
-    bm = block_m or bm
-    routing = moe_align_block_size(topk_ids, E, bm)
-    tw = topk_weights.reshape(-1).to(torch.float32).contiguous()
-    x = x.contiguous()
-    if gu.split_k == 1:
-        h = torch.empty((T * k, I), dtype=x.dtype, device=x.device)
-        _launch(x, w13_q, w13_s, h, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1,
-                gate_up=True, atomic=False, cfg=gu)
-    else:
-        g = torch.zeros((T * k, 2 * I), dtype=torch.float32, device=x.device)
-        _launch(x, w13_q, w13_s, g, None, routing, n=2 * I, k_dim=H, a_row_div=k, c_row_div=1,
-                gate_up=False, atomic=True, cfg=gu)
-        h = (torch.nn.functional.silu(g[:, :I]) * g[:, I:]).to(x.dtype)
-    out = torch.zeros((T, H), dtype=torch.float32, device=x.device)
-    _launch(h, w2_q, w2_s, out, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k,
-            gate_up=False, atomic=True, cfg=dn)
-    return out.to(x.dtype)
+    weights = {"w13": (w13_q, w13_s), "w2": (w2_q, w2_s)}
+
+    def gemm(a, which, c, tw, routing, **kw):
+        _launch(a, *weights[which], c, tw, routing, **kw)
+
+    return run_fused_moe(
+        x, topk_ids, topk_weights, gemm, num_experts=E, inter=I, block_m=block_m or bm,
+        gate_up_cfg=as_config(gate_up_config, gu), down_cfg=as_config(down_config, dn),
+    )
 
 
 def expert_bytes(H: int, I: int) -> float:
