@@ -169,6 +169,39 @@ def _triton():
     return triton, tl
 
 
+try:  # jit helpers shared by both MoE GEMM kernels; module globals so Triton resolves them
+    import triton as _tr
+    import triton.language as _tl
+except ImportError:  # pragma: no cover - importing this module does not need triton
+    _tr = None
+
+if _tr is not None:
+
+    @_tr.jit
+    def moe_block_rows(sorted_ids_ptr, pid_m, num_pairs, A_ROW_DIV: _tl.constexpr, BLOCK_M: _tl.constexpr):
+        """The BLOCK_M (token, slot) pairs of an aligned block: pair ids, which are real (not
+        padding), and the activation row each reads (pair // A_ROW_DIV)."""
+        pair = _tl.load(sorted_ids_ptr + (pid_m * BLOCK_M + _tl.arange(0, BLOCK_M)))
+        row_ok = pair < num_pairs
+        return pair, row_ok, _tl.where(row_ok, pair // A_ROW_DIV, 0).to(_tl.int64)
+
+    @_tr.jit
+    def moe_store_rows(acc, c_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_cm, stride_cn,
+                       C_ROW_DIV: _tl.constexpr, MUL_ROUTED_WEIGHT: _tl.constexpr, ATOMIC: _tl.constexpr):
+        """Epilogue: times the routed weight (optional), then store or fp32 atomic-add row
+        pair // C_ROW_DIV, columns offs_n of C."""
+        if MUL_ROUTED_WEIGHT:
+            rw = _tl.load(topk_w_ptr + _tl.where(row_ok, pair, 0), mask=row_ok, other=0.0).to(_tl.float32)
+            acc = acc * rw[:, None]
+        c_row = _tl.where(row_ok, pair // C_ROW_DIV, 0).to(_tl.int64)
+        c_ptrs = c_ptr + c_row[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        c_mask = row_ok[:, None] & n_ok[None, :]
+        if ATOMIC:
+            _tl.atomic_add(c_ptrs, acc, mask=c_mask, sem="relaxed")
+        else:
+            _tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
 _KERNEL = None
 
 
@@ -201,10 +234,7 @@ def _get_kernel():
         expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
         if expert < 0:
             return
-        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        pair = tl.load(sorted_ids_ptr + offs_m)
-        row_ok = pair < num_pairs
-        a_row = tl.where(row_ok, pair // A_ROW_DIV, 0).to(tl.int64)
+        pair, row_ok, a_row = moe_block_rows(sorted_ids_ptr, pid_m, num_pairs, A_ROW_DIV, BLOCK_M)
 
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         n_ok = offs_n < N
@@ -237,16 +267,8 @@ def _get_kernel():
 
         if GATE_UP:
             acc = acc / (1.0 + tl.exp(-acc)) * acc_up
-        if MUL_ROUTED_WEIGHT:
-            rw = tl.load(topk_w_ptr + tl.where(row_ok, pair, 0), mask=row_ok, other=0.0).to(tl.float32)
-            acc = acc * rw[:, None]
-        c_row = tl.where(row_ok, pair // C_ROW_DIV, 0).to(tl.int64)
-        c_ptrs = c_ptr + c_row[:, None] * stride_cm + offs_n_safe[None, :] * stride_cn
-        c_mask = row_ok[:, None] & n_ok[None, :]
-        if ATOMIC:
-            tl.atomic_add(c_ptrs, acc, mask=c_mask, sem="relaxed")
-        else:
-            tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+        moe_store_rows(acc, c_ptr, topk_w_ptr, pair, row_ok, offs_n_safe, n_ok, stride_cm, stride_cn,
+                       C_ROW_DIV, MUL_ROUTED_WEIGHT, ATOMIC)
 
     _KERNEL = _moe_gemm_kernel
     return _KERNEL

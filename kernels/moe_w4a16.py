@@ -39,7 +39,9 @@ from ._moe_common import (
     as_config,
     default_moe_configs,
     interpreting,
+    moe_block_rows,
     moe_flops,
+    moe_store_rows,
     num_distinct_experts,
     run_fused_moe,
 )
@@ -214,10 +216,7 @@ if triton is not None:
         expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
         if expert < 0:
             return
-        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        pair = tl.load(sorted_ids_ptr + offs_m)
-        row_ok = pair < num_pairs
-        a_row = tl.where(row_ok, pair // A_ROW_DIV, 0).to(tl.int64)
+        pair, row_ok, a_row = moe_block_rows(sorted_ids_ptr, pid_m, num_pairs, A_ROW_DIV, BLOCK_M)
 
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         n_ok = offs_n < N  # masks only: a tl.where on offs_n would hide its contiguity and
@@ -255,16 +254,8 @@ if triton is not None:
 
         if GATE_UP:
             acc = acc / (1.0 + tl.exp(-acc)) * acc_up
-        if MUL_ROUTED_WEIGHT:
-            rw = tl.load(topk_w_ptr + tl.where(row_ok, pair, 0), mask=row_ok, other=0.0).to(tl.float32)
-            acc = acc * rw[:, None]
-        c_row = tl.where(row_ok, pair // C_ROW_DIV, 0).to(tl.int64)
-        c_ptrs = c_ptr + c_row[:, None] * stride_cm + offs_n[None, :]
-        c_mask = row_ok[:, None] & n_ok[None, :]
-        if ATOMIC:
-            tl.atomic_add(c_ptrs, acc, mask=c_mask, sem="relaxed")
-        else:
-            tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+        moe_store_rows(acc, c_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_cm, 1,
+                       C_ROW_DIV, MUL_ROUTED_WEIGHT, ATOMIC)
 
 
 def _launch(
