@@ -31,6 +31,12 @@ def _rel(pred, t):
     return (pred - t) / t
 
 
+def _residual_fields(res: np.ndarray) -> dict:
+    """The residual fields every fit record carries: points, relative residuals, their rms."""
+    return dict(n_points=int(len(res)), residuals_rel=[float(r) for r in res],
+                rmse_rel=float(math.sqrt(np.mean(res**2))))
+
+
 def fit_kernel_law(
     nbytes: Sequence[float],
     nflops: Sequence[float | None],
@@ -88,9 +94,7 @@ def fit_kernel_law(
         t0_us=t0,
         bw_GBps=bw,
         tflops=fl,
-        n_points=int(len(t)),
-        residuals_rel=[float(x) for x in res],
-        rmse_rel=float(math.sqrt(np.mean(res**2))),
+        **_residual_fields(res),
         bench=bench,
         bytes_range=(float(np.min(b)), float(np.max(b))),
         source=src,
@@ -136,9 +140,7 @@ def fit_collective_law(
         graph=graph,
         latency_us=lat,
         bw_GBps=1.0 / (s * 1e3),
-        n_points=int(len(t)),
-        residuals_rel=[float(r) for r in res],
-        rmse_rel=float(math.sqrt(np.mean(res**2))),
+        **_residual_fields(res),
         link=link,
         source=source,
     )
@@ -154,8 +156,6 @@ def fit_treebuild_law(C: Sequence[int], B: Sequence[int], t_us: Sequence[float],
         impl=impl,
         t0_us=t0,
         per_node_us=per_node,
-        n_points=int(len(t)),
-        residuals_rel=[float(r) for r in res],
-        rmse_rel=float(math.sqrt(np.mean(res**2))),
+        **_residual_fields(res),
         source=source,
     )
