@@ -102,6 +102,16 @@ O_HWF = typer.Option(None, "--hw-file", help="Your own GPU YAML (overrides --tar
 O_MF = typer.Option(None, "--model-file", help="Your own model YAML (overrides --model).")
 
 
+def _emit(res: dict, fmt: "Fmt", to_csv, to_table) -> None:
+    """A result as JSON, as CSV text from `to_csv`, or as the rich table `to_table` prints."""
+    if fmt == Fmt.json:
+        typer.echo(json.dumps(res, indent=1))
+    elif fmt == Fmt.csv:
+        typer.echo(to_csv(res), nl=False)
+    else:
+        to_table(res)
+
+
 @app.command()
 def project(target: str = O_TARGET, gpus: int = O_GPUS, model: str = O_MODEL, parallel: Par = O_PAR,
             concurrency: str = O_CONC, context: int = O_CTX, spec: Spec = O_SPEC, budget: str = O_BUDGET,
@@ -125,12 +135,7 @@ def project(target: str = O_TARGET, gpus: int = O_GPUS, model: str = O_MODEL, pa
         fail(str(e))
     from perfmodel import render
 
-    if fmt == Fmt.json:
-        typer.echo(json.dumps(res, indent=1))
-    elif fmt == Fmt.csv:
-        typer.echo(render.projection_csv(res), nl=False)
-    else:
-        render.projection_table(res)
+    _emit(res, fmt, render.projection_csv, render.projection_table)
 
 
 @app.command()
@@ -186,12 +191,7 @@ def validate(profile: Optional[list[str]] = typer.Option(None, "--profile", help
         fail(str(e))
     from perfmodel import render
 
-    if fmt == Fmt.json:
-        typer.echo(json.dumps(res, indent=1))
-    elif fmt == Fmt.csv:
-        typer.echo(render.validation_csv(res), nl=False)
-    else:
-        render.validation_table(res)
+    _emit(res, fmt, render.validation_csv, render.validation_table)
     med = res["summary"]["median_abs_err"]
     if med is not None and med > tolerance:
         typer.echo(f"median |error| {med:.1%} > tolerance {tolerance:.1%}", err=True)
