@@ -330,6 +330,13 @@ def build_doc_data(req: Request, source: str) -> tuple[dict, object]:
 
 
 # ------------------------------------------------------------------------------ figures
+def _save(fig, path) -> None:
+    """Every figure is written the same way: tight layout, 110 dpi PNG, figure closed."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _fig_breakdown(doc, path):
     tp = doc["target"]["projection"]
     sp = doc["source"]["projection"] if doc["source"] else None
@@ -362,9 +369,7 @@ def _fig_breakdown(doc, path):
     ax.set_title(f"Step-time breakdown: S = {tp['target']['n_gpus']}× {src_name}, "
                  f"T = {tp['target']['n_gpus']}× {tp['target']['gpu']}", fontsize=10)
     ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _fig_throughput(doc, path):
@@ -391,9 +396,7 @@ def _fig_throughput(doc, path):
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title(f"{t} (band: 90% interval)", fontsize=10)
     axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _fig_roofline(doc, path):
@@ -429,9 +432,7 @@ def _fig_roofline(doc, path):
     ax.set_title(f"Roofline on the profile GPU ({a['gpu']})", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _fig_budget(doc, path) -> bool:
@@ -461,9 +462,7 @@ def _fig_budget(doc, path) -> bool:
     ax.set_title(f"{tp['spec']} on {tp['target']['n_gpus']}× {tp['target']['gpu']}: tok/s vs tree budget", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
     return True
 
 
@@ -481,9 +480,7 @@ def _fig_tornado(doc, path):
         ax.set_title(f"Sensitivity on {doc['target']['projection']['target']['gpu']}, C={C}", fontsize=10)
         ax.grid(True, axis="x", alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _fig_moe(doc, path) -> bool:
@@ -501,9 +498,7 @@ def _fig_moe(doc, path) -> bool:
     ax.set_title(f"MoE efficiency on {doc['anchors']['gpu']} (measured)", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
     return True
 
 
