@@ -101,13 +101,15 @@ def compute_dtype(weight_dtype: str) -> str:
     return {"fp8": "fp8", "nvfp4": "fp4"}.get(weight_dtype, "bf16")
 
 
-_ELT_PROVIDER = {"rmsnorm": "triton", "add_rmsnorm": "triton", "residual_add": "torch"}
+# Variants whose measured samples price the op directly (lookup.Probe), with the provider
+# that timed them in the elementwise bench.
+_ELT_PROBED = {"rmsnorm": "triton", "add_rmsnorm": "triton", "residual_add": "torch"}
 
 
 def _elt(name, tokens, width, count, variant: str, component="elementwise") -> Op:
     passes, fpe = _ELT[variant]
-    probe = (Probe("elementwise", (("H", width), ("op", variant)), "T", tokens, _ELT_PROVIDER[variant])
-             if variant in ("rmsnorm", "add_rmsnorm", "residual_add") else None)
+    probe = (Probe("elementwise", (("H", width), ("op", variant)), "T", tokens, _ELT_PROBED[variant])
+             if variant in _ELT_PROBED else None)
     return Op(name=name, component=component, kernel_class="elementwise", variant=variant,
               bytes=passes * tokens * width * ACT, flops=tokens * width * fpe, count=count, probe=probe)
 
