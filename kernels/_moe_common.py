@@ -155,7 +155,8 @@ class MoEGemmConfig:
     split_k: int = 1
     num_warps: int = 4
     num_stages: int = 3
-    dequant: int = 1  # INT4 only: 0 int->float convert, 1 fp32 magic-number (moe_w4a16.DEQUANT_*)
+    dequant: int = 2  # INT4 only: 0 int->float convert, 1 fp32 magic number, 2 bf16x2 inline PTX (CUDA
+    # only; the interpreter falls back to 1), see moe_w4a16.DEQUANT_*
 
 
 def interpreting() -> bool:

@@ -173,8 +173,28 @@ except ImportError:  # pragma: no cover - importing this module does not need tr
 # Dequantisation of a nibble n (= q + 8), selected by the DEQUANT constexpr:
 DEQUANT_CVT = 0  # (n - 8) int -> fp32 convert -> bf16
 DEQUANT_MAGIC = 1  # fp32 bits 0x4B000000 | n  ==  2^23 + n exactly; minus (2^23 + 8): no int convert
+DEQUANT_BF16X2 = 2  # inline PTX, two weights per instruction in bf16x2 (Marlin's trick), scale folded
+# in; CUDA only (the CPU interpreter cannot run PTX: CPU tests use 0/1, the GPU tests cover 2)
+
+# Two words (of two elements the asm gets together) -> eight bf16x2 registers, one per quantisation
+# group i (nibble i), each holding (w[e0], w[e1]) = (n - 8) * scale_i rounded once to bf16, as the
+# reference's fp32 product .to(bf16). prmt pairs the words' halves, so one lop3
+# (x & 0x000F000F | 0x43004300) makes two bf16 128 + n; fma(v, 1, -136) gives n - 8 exactly and
+# fma(., scale, -0) applies the (group, column) scale pair: 2 instructions per weight.
+_BF16X2_DEQUANT_ASM = (
+    "{\n.reg .b32 x, y, t, v, one, off, nz;\n"
+    "mov.b32 one, 0x3F803F80;\nmov.b32 off, 0xC308C308;\nmov.b32 nz, 0x80008000;\n"
+    "prmt.b32 x, $8, $9, 0x5410;\nprmt.b32 y, $8, $9, 0x7632;\n"
+    + "".join(
+        ("" if i % 4 == 0 else f"shr.u32 t, {'xy'[i // 4]}, {4 * (i % 4)};\n")
+        + f"lop3.b32 v, {'xy'[i // 4] if i % 4 == 0 else 't'}, 0x000F000F, 0x43004300, 0xEA;\n"
+        + f"fma.rn.bf16x2 v, v, one, off;\nfma.rn.bf16x2 ${i}, v, ${10 + i}, nz;\n"
+        for i in range(8))
+    + "}"
+)
 
 if triton is not None:
+    _BF16X2_DEQUANT_ASM = tl.constexpr(_BF16X2_DEQUANT_ASM)  # a jit function reads only constexpr globals
 
     @triton.jit
     def _group_dot(a_ptrs, a_ok, words, nib: tl.constexpr, sc, magic, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr):
@@ -195,6 +215,28 @@ if triton is not None:
         if DOT_F32:
             return tl.dot(a.to(tl.float32), w) * sc[None, :]
         return tl.dot(a, w.to(a.dtype)) * sc[None, :]
+
+    @triton.jit
+    def _block_dot_bf16x2(acc, a_ptrs, row_ok, k_begin, K, words, s_ptrs, n_ok, stride_sg):
+        """acc [BM, BN] += activations [BM, 256] . the K-block's 8 groups of `words` [32, BN]
+        dequantised and scaled in bf16x2 by inline PTX (DEQUANT_BF16X2)."""
+        offs_j = tl.arange(0, 32)
+        s0 = tl.load(s_ptrs, mask=n_ok, other=0.0)[None, :]  # inline asm broadcasts its args
+        s1 = tl.load(s_ptrs + stride_sg, mask=n_ok, other=0.0)[None, :]
+        s2 = tl.load(s_ptrs + 2 * stride_sg, mask=n_ok, other=0.0)[None, :]
+        s3 = tl.load(s_ptrs + 3 * stride_sg, mask=n_ok, other=0.0)[None, :]
+        s4 = tl.load(s_ptrs + 4 * stride_sg, mask=n_ok, other=0.0)[None, :]
+        s5 = tl.load(s_ptrs + 5 * stride_sg, mask=n_ok, other=0.0)[None, :]
+        s6 = tl.load(s_ptrs + 6 * stride_sg, mask=n_ok, other=0.0)[None, :]
+        s7 = tl.load(s_ptrs + 7 * stride_sg, mask=n_ok, other=0.0)[None, :]
+        w = tl.inline_asm_elementwise(
+            _BF16X2_DEQUANT_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r,r,r,r,r,r",
+            [words, s0, s1, s2, s3, s4, s5, s6, s7], dtype=(tl.bfloat16,) * 8, is_pure=True, pack=2)
+        for i in tl.static_range(8):
+            k0 = k_begin + i * 32
+            a = tl.load(a_ptrs + i * 32, mask=row_ok[:, None] & ((k0 + offs_j) < K)[None, :], other=0.0)
+            acc = tl.dot(a, w[i], acc)
+        return acc
 
     @triton.jit
     def _w4a16_moe_gemm_kernel(
@@ -237,7 +279,13 @@ if triton is not None:
             words = tl.load(q_ptrs, mask=n_ok[None, :], other=0)
             if GATE_UP:
                 words_up = tl.load(q_ptrs + up_offset, mask=n_ok[None, :], other=0)
-            for i in tl.static_range(8):
+            if DEQUANT == 2:  # DEQUANT_BF16X2: scales are folded into the weights, the MMA accumulates
+                s_ptrs = s_base + kb * 8 * stride_sg
+                acc = _block_dot_bf16x2(acc, a_base + kb * 256, row_ok, kb * 256, K, words, s_ptrs, n_ok, stride_sg)
+                if GATE_UP:
+                    acc_up = _block_dot_bf16x2(acc_up, a_base + kb * 256, row_ok, kb * 256, K, words_up,
+                                               s_ptrs + up_offset, n_ok, stride_sg)
+            for i in tl.static_range(8 if DEQUANT != 2 else 0):
                 if i == 4:  # nibbles 4..7 -> bits 0..15: one shift per word for four groups
                     words = words >> 16
                     if GATE_UP:
@@ -275,7 +323,8 @@ def _launch(
         n, k_dim, routing.num_pairs, n if gate_up else 0, kb_per_split, num_kb, 0x4B000000,
         a.stride(0), qweight.stride(0), qweight.stride(1), scales.stride(0), scales.stride(1), c.stride(0),
         A_ROW_DIV=a_row_div, C_ROW_DIV=c_row_div, GATE_UP=gate_up,
-        MUL_ROUTED_WEIGHT=topk_weights is not None, ATOMIC=atomic, DEQUANT=cfg.dequant,
+        MUL_ROUTED_WEIGHT=topk_weights is not None, ATOMIC=atomic,
+        DEQUANT=DEQUANT_MAGIC if cfg.dequant == DEQUANT_BF16X2 and interpreting() else cfg.dequant,
         DOT_F32=interpreting(), BLOCK_M=routing.block_m, BLOCK_N=cfg.block_n,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )

@@ -117,6 +117,7 @@ def test_fused_moe_w4a16_default(T, E, H, I, k, dtype):
     [
         (dict(block_n=16, split_k=2, dequant=0), dict(block_n=16, split_k=3, dequant=1)),
         (dict(block_n=32, dequant=1), dict(block_n=64, split_k=1, dequant=0)),
+        (dict(block_n=16, split_k=3, dequant=2), dict(block_n=32, dequant=2)),  # PTX on CUDA, else 1
     ],
 )
 def test_fused_moe_w4a16_knobs(gate_up, down):
@@ -150,3 +151,20 @@ def test_fused_moe_w4a16_kimi_tp8_gpu():
     out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw)
     ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
     assert calc_diff(out, ref) < 1e-4, f"{T=} {E=} {H=} {I=} {k=}"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dequant", [0, 1, 2])
+@pytest.mark.parametrize("T,E,H,I,k", SHAPES + [(16, 64, 7168, 256, 8)])
+def test_fused_moe_w4a16_dequant_modes_gpu(dequant, T, E, H, I, k):
+    """Every dequantisation (2 is inline PTX, which only runs on the GPU) against the reference,
+    at awkward shapes (masked columns, padded K) and a Kimi TP8 shard."""
+    gen = torch.Generator().manual_seed(T + E + dequant)
+    wts = _weights(E, H, I, gen)
+    ids, tw = _routing(T, E, k, gen)
+    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
+    cfg = dict(dequant=dequant)
+    out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, gate_up_config=cfg, down_config=cfg)
+    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+    assert calc_diff(out, ref) < 1e-4, f"{dequant=} {T=} {E=} {H=} {I=} {k=}"
