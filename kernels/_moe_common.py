@@ -356,12 +356,11 @@ def default_moe_configs(
     blocks = max_num_blocks(pairs, E, block_m)
 
     def pick(n: int, kdim: int, fused: bool) -> MoEGemmConfig:
-        if int4:  # K step fixed at 256 (8 groups unrolled). H200 sweep (data/runs/tuning/
-            # tune_moe_8c53d80.log): 32 columns x 2 warps x 4 stages wins when K spans many
-            # 256-blocks, 64 x 4 warps x 3 stages when it spans one or two (the TP8 down GEMM).
+        if int4:  # K step fixed at 256 (8 groups unrolled). H200 sweep of the bf16x2 dequant
+            # (data/runs/tuning/tune_moe_19d4f88.log): 64 columns x 4 warps x 3 stages is best or
+            # within 5% of it for both GEMMs at every Kimi shape and T swept.
             bk, min_steps = 256, 4
-            long_k = kdim > 2 * bk
-            bn, warps, stages = (32, 2, 4) if long_k else (64, 4, 3)
+            bn, warps, stages = 64, 4, 3
         elif block_m >= 64:  # large tiles at large T: 64x64x64 / 4 warps, 128x128x64 / 8 warps
             bn, bk, min_steps = (64, 64, 16) if block_m == 64 else (128, 64, 16)
         else:

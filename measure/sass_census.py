@@ -2,7 +2,7 @@
 GPU needed: Triton compiles for a stated target, the bundled ptxas and cuobjdump give the
 SASS). Shows where the issue slots of one 256-k step go.
 
-    python -m perfmodel.measure.sass_census [--block-n 32 --warps 2 --stages 4 --gate-up 1]
+    python -m perfmodel.measure.sass_census [--block-n 64 --warps 4 --stages 3 --gate-up 1 --dequant 2]
 """
 
 from __future__ import annotations
@@ -61,11 +61,11 @@ def loop_census(ptx: str) -> tuple[str, collections.Counter]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--block-m", type=int, default=16)
-    ap.add_argument("--block-n", type=int, default=32)
+    ap.add_argument("--block-n", type=int, default=64)  # defaults: the INT4 defaults of _moe_common
     ap.add_argument("--gate-up", type=int, default=1)
-    ap.add_argument("--warps", type=int, default=2)
-    ap.add_argument("--stages", type=int, default=4)
-    ap.add_argument("--dequant", type=int, default=1)
+    ap.add_argument("--warps", type=int, default=4)
+    ap.add_argument("--stages", type=int, default=3)
+    ap.add_argument("--dequant", type=int, default=2)
     a = ap.parse_args()
     for name in ("block_m", "block_n", "warps"):
         v = getattr(a, name)
