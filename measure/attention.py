@@ -12,7 +12,7 @@ import math
 from perfmodel.profile import BenchResult
 
 from .common import BenchContext, BenchOutput, make_sample, pct, randn
-from .fits import fit_kernel_law
+from .fits import fit_kernel_law, launcher_of
 from .shapes import LLAMA3_8B, QWEN3_30B
 from .timing import rotation_copies, time_fn
 
@@ -133,6 +133,7 @@ def fit_attention(samples, ceilings, source: str) -> dict:
                 dv, rows, kv = sh["D"], q * sh["Hq"] // sh["Hkv"], C * (L + q) * 2 * sh["Hkv"] * sh["D"] * 2.0
             eff.append(s.bytes + kv * (kv_passes(rows, dv) - 1))
         f = fit_kernel_law(eff, [s.flops for s in pts], [s.median_ms * 1e3 for s in pts], bench="attention",
-                           source=source, default_bw_GBps=ceilings.read_GBps, default_tflops=ceilings.bf16_TFLOPS)
+                           source=source, default_bw_GBps=ceilings.read_GBps, default_tflops=ceilings.bf16_TFLOPS,
+                           launcher=launcher_of(pts))
         fits[cls] = f.model_copy(update={"rows_per_kv_pass": max_block_r(512 if kind == "mla" else 128)})
     return fits

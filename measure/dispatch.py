@@ -1,5 +1,8 @@
 """Launch and host overheads -> `Overheads`:
   * launch_eager_us: host wall time of N tiny eager launches / N (a 1-element add_).
+  * launch_eager_triton_us: the same for one of the package's Triton kernels called eagerly
+    through its wrapper (kernels.rmsnorm on one 64-wide row: output allocation, grid, and
+    Triton's Python launcher with 13 arguments).
   * graph_node_us: GPU time of a graph of N+1 tiny kernels minus a graph of 1, per node.
   * graph_launch_us: host wall time of replaying a 1-node graph, per replay.
   * host_step_us: one Python decode-loop step: argmax over a [1, V/8] logits row, .item()
@@ -19,25 +22,17 @@ from .timing import host_time, summarize, time_fn
 def run(ctx: BenchContext) -> BenchOutput:
     import torch
 
+    from perfmodel.kernels.rmsnorm import rmsnorm
+
     N = 2000 if not ctx.quick else 500
     x = torch.randn(1, device="cuda")
     samples = []
 
-    def eager_loop():
-        for _ in range(N):
-            x.add_(1.0)
-
-    for _ in range(3):
-        eager_loop()
-    torch.cuda.synchronize()
-    per = []
-    for _ in range(7):
-        t0 = time.perf_counter()
-        eager_loop()
-        per.append((time.perf_counter() - t0) * 1e3 / N)
-        torch.cuda.synchronize()
-    t_launch = summarize(per, "host")
+    t_launch = _host_per_call(lambda: x.add_(1.0), N, torch)
     samples.append(make_sample({"what": "eager_launch", "N": N}, t_launch, provider="torch.add_"))
+    xr, wr = torch.randn(1, 64, device="cuda", dtype=torch.bfloat16), torch.ones(64, device="cuda", dtype=torch.bfloat16)
+    t_triton = _host_per_call(lambda: rmsnorm(xr, wr), N, torch)
+    samples.append(make_sample({"what": "eager_launch_triton", "N": N}, t_triton, provider="triton (kernels.rmsnorm)"))
 
     def graph_of(n):
         s = torch.cuda.Stream()
@@ -87,13 +82,32 @@ def run(ctx: BenchContext) -> BenchOutput:
                                includes="argmax launch + .item() sync + bookkeeping"))
     ov = Overheads(
         launch_eager_us=max(t_launch.median_ms * 1e3, 1e-3),
+        launch_eager_triton_us=max(t_triton.median_ms * 1e3, 1e-3),
         graph_node_us=node_us,
         graph_launch_us=t_glaunch.median_ms * 1e3,
         host_step_us=t_step.median_ms * 1e3,
         source=ctx.source,
     )
     del g1, gn
-    note = (f"eager launch {ov.launch_eager_us:.2f} us; graph node {ov.graph_node_us:.2f} us; "
+    note = (f"eager launch {ov.launch_eager_us:.2f} us (Triton {ov.launch_eager_triton_us:.2f} us); graph node {ov.graph_node_us:.2f} us; "
             f"graph launch {ov.graph_launch_us:.2f} us; host step {ov.host_step_us:.1f} us")
     ctx.log("dispatch: " + note)
     return BenchOutput(BenchResult(status="ok", samples=samples, note=note), overheads=ov)
+
+
+
+def _host_per_call(fn, N: int, torch):
+    """Host wall time per call of N back-to-back eager calls (after 3 warm-up loops, which
+    also compile a Triton kernel), 7 repeats; the device drains between repeats."""
+    for _ in range(3):
+        for _ in range(N):
+            fn()
+    torch.cuda.synchronize()
+    per = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        for _ in range(N):
+            fn()
+        per.append((time.perf_counter() - t0) * 1e3 / N)
+        torch.cuda.synchronize()
+    return summarize(per, "host")

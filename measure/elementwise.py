@@ -9,7 +9,7 @@ from __future__ import annotations
 from perfmodel.profile import BenchResult
 
 from .common import BenchContext, BenchOutput, make_sample, randn
-from .fits import fit_kernel_law
+from .fits import fit_kernel_law, launcher_of
 from .ops import add_rmsnorm, argmax_sample, residual_add, rmsnorm, rope, router_topk, silu_mul
 from .shapes import KIMI
 from .timing import time_fn
@@ -53,7 +53,7 @@ def fit_elementwise(samples, ceilings, source: str) -> dict:
     def fit(pts):
         return fit_kernel_law([s.bytes for s in pts], [s.flops for s in pts], [s.median_ms * 1e3 for s in pts],
                               bench="elementwise", source=source, default_bw_GBps=ceilings.read_GBps,
-                              default_tflops=ceilings.bf16_TFLOPS)
+                              default_tflops=ceilings.bf16_TFLOPS, launcher=launcher_of(pts))
 
     fits = {"elementwise": fit(samples)}
     for op in dict.fromkeys(s.shape["op"] for s in samples):

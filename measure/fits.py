@@ -37,6 +37,12 @@ def _residual_fields(res: np.ndarray) -> dict:
                 rmse_rel=float(math.sqrt(np.mean(res**2))))
 
 
+def launcher_of(samples) -> str:
+    """"triton" when every sample's provider is a Triton kernel, else "torch" (the eager
+    launch cost the model charges per kernel of the law's class)."""
+    return "triton" if samples and all(s.provider.startswith("triton") for s in samples) else "torch"
+
+
 def fit_kernel_law(
     nbytes: Sequence[float],
     nflops: Sequence[float | None],
@@ -46,6 +52,7 @@ def fit_kernel_law(
     source: str = "",
     default_bw_GBps: float | None = None,
     default_tflops: float | None = None,
+    launcher: str = "torch",
 ) -> KernelFit:
     b = np.asarray(nbytes, float)
     f = np.asarray([0.0 if x is None else x for x in nflops], float)
@@ -96,6 +103,7 @@ def fit_kernel_law(
         tflops=fl,
         **_residual_fields(res),
         bench=bench,
+        launcher=launcher,
         bytes_range=(float(np.min(b)), float(np.max(b))),
         source=src,
     )

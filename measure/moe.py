@@ -12,7 +12,7 @@ from __future__ import annotations
 from perfmodel.profile import BenchResult
 
 from .common import BenchContext, BenchOutput, log_spaced, make_sample, pct, randn, uniform_topk
-from .fits import fit_kernel_law
+from .fits import fit_kernel_law, launcher_of
 from .shapes import KIMI, QWEN3_30B
 from .timing import time_fn
 
@@ -105,5 +105,6 @@ def run(ctx: BenchContext) -> BenchOutput:
             fits[cls] = fit_kernel_law(
                 [s.bytes for s in pts], [s.flops for s in pts], [s.median_ms * 1e3 for s in pts],
                 bench="moe", source=ctx.source, default_bw_GBps=c.read_GBps, default_tflops=c.bf16_TFLOPS,
+                launcher=launcher_of(pts),
             )
     return BenchOutput(BenchResult(status="ok", samples=samples, note="; ".join(dict.fromkeys(notes))), fits=fits)

@@ -318,7 +318,9 @@ def summary_table(profile: Profile, log) -> None:
     if profile.overheads:
         o = profile.overheads
         fits_by_bench.setdefault("dispatch", []).append(
-            f"launch {o.launch_eager_us:.1f} us, node {o.graph_node_us:.2f} us, graph {o.graph_launch_us:.1f} us, host step {o.host_step_us:.0f} us"
+            f"launch {o.launch_eager_us:.1f} us"
+            + (f" (Triton {o.launch_eager_triton_us:.1f} us)" if o.launch_eager_triton_us else "")
+            + f", node {o.graph_node_us:.2f} us, graph {o.graph_launch_us:.1f} us, host step {o.host_step_us:.0f} us"
         )
     for impl, tf in profile.treebuild.items():
         fits_by_bench.setdefault("treebuild", []).append(f"{impl}: {tf.t0_us:.0f} us + {tf.per_node_us:.3f} us*C*B, rmse {100 * tf.rmse_rel:.0f}%")

@@ -97,6 +97,9 @@ class KernelFit(_M):
     residuals_rel: list[float] = []
     rmse_rel: float = 0.0
     bench: str = ""
+    launcher: Literal["torch", "triton"] = Field(
+        "torch", description="what launches the kernel eagerly: a torch op, or a Triton kernel's Python launcher "
+                             "(priced by Overheads.launch_eager_triton_us)")
     bytes_range: tuple[float, float] | None = None
     rows_per_kv_pass: int | None = Field(
         None, description="attention: query rows (tokens x heads per KV head) per read of the KV "
@@ -118,7 +121,10 @@ class CollectiveFit(_M):
 
 
 class Overheads(_M):
-    launch_eager_us: float = Field(gt=0, description="host cost of one eager kernel launch")
+    launch_eager_us: float = Field(gt=0, description="host cost of one eager kernel launch (a torch op)")
+    launch_eager_triton_us: float | None = Field(
+        None, gt=0, description="host cost of one eager call of a Triton kernel through its Python launcher "
+                                "(None in older profiles: priced as launch_eager_us)")
     graph_node_us: float = Field(ge=0, description="GPU-side cost per node inside a CUDA graph")
     graph_launch_us: float = Field(ge=0, description="host cost to replay one graph")
     host_step_us: float = Field(ge=0, description="per decode step host work: scheduling, sampling, sync")

@@ -160,6 +160,27 @@ def test_eager_never_beats_graphs_by_more_than_the_graph_launch():
     assert e["step_ms"] > g["step_ms"]
 
 
+def test_eager_launches_are_priced_by_their_launcher():
+    """A Triton kernel's eager launch (its Python launcher) is priced apart from a torch op's:
+    with the host launch-bound, making the Triton launch dearer slows the eager step by exactly
+    (its extra cost) x (kernels of Triton-launched classes), and leaves graph replay alone."""
+    from dataclasses import replace
+
+    model, m = _machine("h200", 1)
+    tri = {c: replace(l, launcher="triton") if c.startswith("attention") else replace(l, launcher="torch")
+           for c, l in m.laws.items()}
+    slow_host = replace(m.overheads, launch_eager_us=200.0, launch_eager_triton_us=200.0)
+    base = replace(m, laws=tri, overheads=slow_host)
+    dear = replace(base, overheads=replace(slow_host, launch_eager_triton_us=300.0))
+    lay = Layout("tp", 1)
+    e0, e1 = (step_estimate(model, mm, lay, 8, 1, 4096, graph=False) for mm in (base, dear))
+    n_tri = sum(op.n_kernels for op in decode_ops(model, lay, 8, 1, 4096)[0] if op.kernel_class.startswith("attention"))
+    assert n_tri > 0
+    assert e1.step_us - e0.step_us == pytest.approx(100.0 * n_tri, rel=1e-9)
+    g0, g1 = (step_estimate(model, mm, lay, 8, 1, 4096, graph=True) for mm in (base, dear))
+    assert g0.step_us == pytest.approx(g1.step_us, rel=1e-12)
+
+
 def test_observed_calibration_adds_residual_term():
     res = _proj(concurrency=[1], observed="h200,tp8,c=1,10tok/s")
     assert res["observed"]["residual_ms"] > 0

@@ -39,7 +39,8 @@ class CollectiveLaw:
 
 @dataclass(frozen=True)
 class Overheads:
-    launch_eager_us: float
+    launch_eager_us: float  # a torch op
+    launch_eager_triton_us: float  # a Triton kernel through its Python launcher
     graph_node_us: float
     graph_launch_us: float
     host_step_us: float
@@ -149,7 +150,7 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
         laws[cls] = KernelLaw(
             t0_us=f.t0_us, bw_GBps=f.bw_GBps * bw_ratio * kind_ratio, tflops=f.tflops * f_ratio,
             rel_unc_bw=max(unc_bw, 0.03), rel_unc_t0=((0.1 if same else 0.3)**2 + vendor_unc**2) ** 0.5,
-            rows_per_kv_pass=f.rows_per_kv_pass,
+            rows_per_kv_pass=f.rows_per_kv_pass, launcher=f.launcher,
             rule=(f"{cls}: bw {f.bw_GBps:.0f} GB/s × peak ratio {bw_ratio:.3f} × {gpu.memory.kind}/"
                   f"{source_gpu.memory.kind} achievable ratio {kind_ratio:.3f}; F {f.tflops:.0f} TF × {f_ratio:.3f}; "
                   f"t0 {f.t0_us:.1f} us carried" + (f"; ±{vendor_unc:.0%} across vendors" if vendor_unc else "")),
@@ -169,7 +170,9 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
     if o is None:
         raise ValueError("profile lacks overheads")
     ov = Overheads(
-        launch_eager_us=o.launch_eager_us * host_cpu_factor, graph_node_us=o.graph_node_us,
+        launch_eager_us=o.launch_eager_us * host_cpu_factor,
+        launch_eager_triton_us=(o.launch_eager_triton_us or o.launch_eager_us) * host_cpu_factor,
+        graph_node_us=o.graph_node_us,
         graph_launch_us=o.graph_launch_us * host_cpu_factor, host_step_us=o.host_step_us * host_cpu_factor,
         rel_unc_host=0.1 if (same and host_cpu_factor == 1.0) else 0.25, rel_unc_node=0.1 if same else 0.3,
         rule=f"host terms × host-CPU factor {host_cpu_factor:g}; graph node {o.graph_node_us:.2f} us carried ({o.source})",

@@ -57,6 +57,7 @@ class KernelLaw:
     rel_unc_t0: float = 0.2
     rule: str = ""
     rows_per_kv_pass: int | None = None  # attention kernels: see perfmodel.profile.KernelFit
+    launcher: str = "torch"  # eager launch path of the class's kernels (perfmodel.profile.KernelFit)
 
 
 @dataclass(frozen=True)

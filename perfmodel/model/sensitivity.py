@@ -46,7 +46,8 @@ def _perturbations():
         "per-kernel latency floor": laws("t0_us"),
         "collective latency": coll("latency_us"),
         "collective bandwidth": coll("busbw_GBps"),
-        "host overhead (per step, per launch)": over("host_step_us", "graph_launch_us", "launch_eager_us"),
+        "host overhead (per step, per launch)": over("host_step_us", "graph_launch_us", "launch_eager_us",
+                                                     "launch_eager_triton_us"),
         "graph node cost": over("graph_node_us"),
         "acceptance (τ − 1)": acceptance,
     }

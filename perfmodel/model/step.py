@@ -47,6 +47,7 @@ class _Acc:
         self.by_group: dict[str, float] = defaultdict(float)
         self.ops: list[OpEstimate] = []
         self.n_kernels = 0
+        self.eager_launch_us = 0.0  # host time to launch every kernel of the step eagerly
 
     def add(self, comp: str, us: float, group: str, rel_unc: float) -> None:
         self.by_comp[comp] += us
@@ -75,6 +76,8 @@ def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | Non
                 unc, unc_t0 = SAMPLE_UNC, SAMPLE_UNC
         acc.ops.append(e)
         acc.n_kernels += op.n_kernels
+        o = mach.overheads
+        acc.eager_launch_us += op.n_kernels * (o.launch_eager_triton_us if law.launcher == "triton" else o.launch_eager_us)
         work = e.total_us - e.overhead_us
         node = min(e.overhead_us / op.count, node_us * KERNELS_PER_CALL[op.kernel_class]) * op.count
         comp = comp_override or op.component
@@ -96,6 +99,7 @@ def _price_collectives(acc: _Acc, mach: Machine, colls: list[Collective], comp: 
         acc.add(comp, lat, f"{c.op}:lat", law.rel_unc_lat)
         acc.add(comp, bw, f"{c.op}:bw", law.rel_unc_bw)
         acc.n_kernels += c.count
+        acc.eager_launch_us += c.count * mach.overheads.launch_eager_us
         total += lat + bw
     return total
 
@@ -151,10 +155,9 @@ def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: i
     if graph:
         acc.add("dispatch", o.graph_launch_us, "graph_launch", o.rel_unc_host)
     else:
-        # Eager: no graph launch, but the GPU waits whenever the host's launches take longer
-        # than the GPU's own work.
-        launch = acc.n_kernels * o.launch_eager_us
-        acc.add("dispatch", max(0.0, launch - gpu_us), "eager_launch", o.rel_unc_host)
+        # Eager: no graph launch, but the GPU waits whenever the host's launches (each priced by
+        # its launcher: torch op or Triton's Python launcher) take longer than the GPU's own work.
+        acc.add("dispatch", max(0.0, acc.eager_launch_us - gpu_us), "eager_launch", o.rel_unc_host)
     if host:
         acc.add("host", o.host_step_us, "host", o.rel_unc_host)
     if residual_us:
