@@ -181,16 +181,19 @@ def kv_passes(rows: int, dv: int) -> int:
     return -(-rows // max_block_r(dv))
 
 
-def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 132) -> dict:
+def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 132,
+                   block_r: int | None = None) -> dict:
     """Knobs: block_r rows (query tokens x heads of one KV group) per program, block_s KV
     positions per step, num_splits along S, num_warps, num_stages.
 
     Splits are chosen so that programs >= 2 per SM (GQA; 4-8 for MLA) while each split
-    keeps >= 8 tiles of block_s (below that the combine and the q reload dominate).
+    keeps >= 8 tiles of block_s (below that the combine and the q reload dominate). A given
+    block_r (tuning) replaces the row-tile choice; the splits follow from it.
     """
-    block_r = 16
-    while block_r < rows and block_r < max_block_r(dv):
-        block_r *= 2
+    if block_r is None:
+        block_r = 16
+        while block_r < rows and block_r < max_block_r(dv):
+            block_r *= 2
     row_blocks = -(-rows // block_r)
     base = C * Hkv * row_blocks
     if dv <= 128:  # GQA: >= 2 programs per SM when the sequences alone don't fill the GPU
