@@ -88,6 +88,7 @@ def _get_kernel():
         G: tl.constexpr,
         DK: tl.constexpr, DPE: tl.constexpr, DV: tl.constexpr, V_IS_K: tl.constexpr,
         BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, DOT_F32: tl.constexpr,
+        RESCALE_LOG2: tl.constexpr = 8.0,
     ):
         pid_ch = tl.program_id(0)
         pid_r = tl.program_id(1)
@@ -141,11 +142,19 @@ def _get_kernel():
                              mask=row_ok[:, None] & t_ok[None, :], other=0)
                 vis = vis | (tm != 0)
             sc = tl.where(vis, sc * qk_scale, float("-inf"))
+            # Lazy rescaling (FlashAttention-4): the running max m_i moves, and the [BLOCK_R, DV]
+            # accumulator is rescaled, only when some row's max grew by more than RESCALE_LOG2
+            # (p then stays <= 2^RESCALE_LOG2, safe in fp32 and bf16). Rescaling every tile cost
+            # DV multiplies per (row, position) on the CUDA cores, more than the MMAs' time.
             m_new = tl.maximum(m_i, tl.max(sc, 1))
-            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-            alpha = tl.exp2(m_i - m_safe)
-            p = tl.exp2(sc - m_safe[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
+            grow = tl.where(m_new > m_i, m_new - tl.maximum(m_i, -3.0e38), 0.0)  # huge on a row's first visible tile
+            if tl.max(grow, 0) > RESCALE_LOG2:
+                alpha = tl.exp2(m_i - tl.where(m_new == float("-inf"), 0.0, m_new))
+                acc = acc * alpha[:, None]
+                l_i = l_i * alpha
+                m_i = m_new
+            p = tl.exp2(sc - tl.where(m_i == float("-inf"), 0.0, m_i)[:, None])
+            l_i = l_i + tl.sum(p, 1)
             if V_IS_K:
                 vt = kt
             else:
@@ -153,9 +162,7 @@ def _get_kernel():
                              mask=s_ok[:, None], other=0.0)
                 if DOT_F32:
                     vt = vt.to(tl.float32)
-            acc = acc * alpha[:, None]
             acc = tl.dot(p.to(vt.dtype), vt, acc)
-            m_i = m_new
 
         l_safe = tl.where(l_i == 0.0, 1.0, l_i)
         o = acc / l_safe[:, None]

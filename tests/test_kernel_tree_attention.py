@@ -47,6 +47,25 @@ def test_tree_attention_gqa(C, Q, L, Hq, Hkv, D, dtype):
     assert_close(out, ref, dtype, what + " splits=3")
 
 
+@pytest.mark.parametrize("growth", [0.5, 12.0])
+def test_lazy_rescale_when_scores_grow_along_the_sequence(growth):
+    """Scores rising along S move the running max tile after tile: by less than the kernel's
+    lazy-rescale threshold (growth 0.5: the stale max is kept) and by more (12: it rescales).
+    Small tiles make many tiles; the result must match the reference either way."""
+    gen = torch.Generator().manual_seed(int(growth * 10))
+    C, Q, L, Hq, Hkv, D = 2, 3, 90, 4, 2, 32
+    S = L + Q
+    q = torch.randn(C, Q, Hq, D, generator=gen)
+    ramp = torch.linspace(0.0, growth, S)[None, :, None, None]  # logit of position s grows ~ ramp[s] x |q|
+    k = torch.randn(C, S, Hkv, D, generator=gen) * 0.3 + ramp * q[:, :1].mean(2, keepdim=True).sign() / math.sqrt(D)
+    v = torch.randn(C, S, Hkv, D, generator=gen)
+    mask = random_tree_mask(C, Q, gen)
+    q, k, v = (t.to(DEV) for t in (q, k, v))
+    ref = ta.tree_attention_gqa_reference(q, k, v, mask)
+    out = ta.tree_attention_gqa(q, k, v, mask, block_s=16, num_splits=1, block_r=16)
+    assert_close(out, ref, torch.float32, f"gqa lazy rescale {growth=}")
+
+
 def test_tree_mask_matters():
     gen = torch.Generator().manual_seed(0)
     C, Q, L, H, D = 1, 3, 5, 2, 16
