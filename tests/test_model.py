@@ -181,6 +181,17 @@ def test_eager_launches_are_priced_by_their_launcher():
     assert g0.step_us == pytest.approx(g1.step_us, rel=1e-12)
 
 
+def test_fp8_latent_cache_runs_mla_at_the_fp8_rate():
+    """An FP8 MLA cache halves the bytes of the latent read and, as in TRT-LLM's FP8 MLA, puts
+    the attention MMAs on FP8 tensor cores; a bf16 cache keeps the bf16 rate."""
+    m = registry.load_model("deepseek-v3")
+    lay = Layout("tp", 8)
+    for kv, want in (("fp8", "fp8"), ("bf16", "bf16")):
+        mm = m.model_copy(update={"dtypes": m.dtypes.model_copy(update={"kv_cache": kv})})
+        core = [op for op in decode_ops(mm, lay, 64, 1, 4096)[0] if op.name == "attention_core"]
+        assert core and all(op.compute_dtype == want for op in core), kv
+
+
 def test_observed_calibration_adds_residual_term():
     res = _proj(concurrency=[1], observed="h200,tp8,c=1,10tok/s")
     assert res["observed"]["residual_ms"] > 0

@@ -142,10 +142,14 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
                bytes=h * a.qk_nope_head_dim * a.kv_lora_rank * WEIGHT_BYTES[wd]
                + T * h * (a.qk_nope_head_dim + a.kv_lora_rank) * ACT,
                flops=2.0 * T * h * a.qk_nope_head_dim * a.kv_lora_rank, count=count),
-            # Tree tokens share the prefix: the latent cache is read once per sequence.
+            # Tree tokens share the prefix: the latent cache is read once per sequence. With an
+            # FP8 latent cache the engines' MLA quantises q to FP8 too and runs FP8 MMAs
+            # (TRT-LLM PR #3190: per-tensor FP8 Q and KV, trtllm-gen on Blackwell, FP8 FlashMLA
+            # on Hopper), so its compute roof is the GPU's FP8 rate.
             Op("attention_core", "attention", "attention_mla",
                bytes=Cg * S * lat * kvb + 2 * T * h * a.kv_lora_rank * ACT + T * h * lat * ACT,
                flops=2.0 * T * h * S * (lat + a.kv_lora_rank), count=count,
+               compute_dtype="fp8" if m.dtypes.kv_cache == "fp8" else "bf16",
                rows=q * h, reread_bytes=Cg * S * lat * kvb,
                probe=Probe("attention", (("C", Cg), ("H", h), ("kind", "mla"), ("q", q)), "L", L, "triton")
                if kvb == 2.0 and L > 0 else None),
