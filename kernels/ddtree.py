@@ -11,6 +11,9 @@ the builder: token -1, parent -1, depth 0, rank -1, score 0). Nodes follow in po
 tokens of its depth. When fewer than B nodes exist (sum_d K^d < B with K = min(B, V)), the
 CPU tree is shorter, and the GPU batch is padded with token -1, parent -1, depth -1,
 score -inf, and `num_nodes` gives the real count (root included).
+
+build_ddtree_gpu runs Triton kernels on CUDA (the vocabulary top-k in ddtree_topk.py, then
+one tree program per sequence and an ancestor-mask kernel) and torch ops elsewhere.
 """
 from __future__ import annotations
 
@@ -116,28 +119,39 @@ def ancestor_mask_from_parents(parents: torch.Tensor, max_depth: int | None = No
     return mask[:, :, :N].contiguous()
 
 
-def build_ddtree_gpu(logits: torch.Tensor, budget: int) -> DDTreeBatch:
-    """Vectorised over C, no per-node Python loop (loops over the D depths only); static
-    shapes and no host sync, so a serving engine can replay it from a CUDA graph.
+def build_ddtree_gpu(logits: torch.Tensor, budget: int, impl: str | None = None) -> DDTreeBatch:
+    """The B highest-scoring nodes of all D depths, as the heap reference selects them, with
+    static shapes and no host sync (a serving engine replays it from a CUDA graph).
 
-    1. log_softmax + topk(K = min(B, V)) per depth.
+    1. Top-K (K = min(B, V)) log-probs and token ids per depth (ddtree_topk: one read of
+       the logits; log_softmax is monotone, so top-k of the logits minus the logsumexp).
     2. Level-wise beam: the top-B nodes of depth d are among (top-B of depth d-1) x (top-K
        ranks at depth d) because a child scores below its parent; keep top-B per level.
        Both lists are sorted, so the pair (p, r) is beaten by every (p' <= p, r' <= r):
        only pairs with (p+1)(r+1) <= n can be among the top n (about n ln n of n*K).
     3. Global top-B over all <= D*B candidates by score (stable: ties -> shallower first),
-       which is ancestor-closed; map parents to output positions.
-    """
+       which is ancestor-closed; map parents to output positions; ancestor mask.
+
+    impl: "triton" (CUDA default for bf16/fp16/fp32: one program per sequence runs steps 2-3
+    and a second kernel writes the mask; fp32 scores) or "torch" (CPU and fp64 default:
+    a few torch ops per depth, scores in promote_types(dtype, fp32))."""
+    if impl is None:
+        impl = "triton" if logits.is_cuda and logits.dtype != torch.float64 else "torch"
+    if impl == "triton":
+        return _build_triton(logits, budget)
+    assert impl == "torch", impl
+    return _build_torch(logits, budget)
+
+
+def _build_torch(logits: torch.Tensor, budget: int) -> DDTreeBatch:
+    """build_ddtree_gpu with torch ops, vectorised over C (loops over the D depths only)."""
+    from .ddtree_topk import vocab_topk_logprobs
+
     C, D, V = logits.shape
     B = budget
     dev = logits.device
     K = min(B, V)
-    # log_softmax is monotone: take the top-K of the raw logits and subtract one logsumexp
-    # per row, instead of materialising an fp32 [C, D, V] log_softmax (1.3 GB at C=128 for
-    # Kimi's vocabulary) and sorting that.
-    top_vals, top_ids = torch.topk(logits, K, dim=-1)  # [C, D, K], sorted descending
-    work_dtype = torch.promote_types(logits.dtype, torch.float32)  # fp64 stays fp64 (tests)
-    top_lp = top_vals.to(work_dtype) - row_logsumexp(logits).to(work_dtype)[..., None]
+    top_lp, top_ids = vocab_topk_logprobs(logits, K, impl="torch")  # [C, D, K], sorted descending
 
     # Level sizes and candidate pairs are known without the data; levels that share a pair
     # list (all of them once the beam is full) gather their child log-probs in one op and
@@ -224,6 +238,171 @@ def _beam_pairs(n_prev: int, K: int, n: int, device) -> tuple[torch.Tensor, torc
     return _PAIRS[key]
 
 
+# ------------------------------------------------------------------------------ Triton builder
+def _build_triton(logits: torch.Tensor, budget: int) -> DDTreeBatch:
+    """build_ddtree_gpu with the Triton kernels: top-k (2 kernels), tree, ancestor mask."""
+    import triton
+
+    from .ddtree_topk import vocab_topk_logprobs
+
+    C, D, V = logits.shape
+    B = budget
+    dev = logits.device
+    K = min(B, V)
+    top_lp, top_ids = vocab_topk_logprobs(logits, K, impl="triton")  # [C, D, K] fp32 / int64
+    pairs = _level_pairs(B, K, D, dev)
+    NP = max(2, triton.next_power_of_2(B))  # beam width padded (tl.topk(x, 1) is a scalar)
+    N = B + 1
+    tokens, parents, depths, ranks, positions = (torch.empty((C, N), dtype=torch.long, device=dev) for _ in range(5))
+    scores = torch.empty((C, N), dtype=torch.float32, device=dev)
+    num = torch.empty((C,), dtype=torch.long, device=dev)
+    kern = _tree_kernels()
+    # one program per sequence is latency-bound; H200, C = 8, D = 15: 42 / 89 / 239 us at
+    # B = 64 / 128 / 256 with 4 / 16 / 16 warps (8 warps: 42 / 94 / 287)
+    kern.tree[(C,)](top_lp, top_ids, pairs, tokens, parents, depths, ranks, scores, positions, num, D, K, B,
+                    NP=NP, LOG_NP=NP.bit_length() - 1, DP=triton.next_power_of_2(D), NPAIR=pairs.shape[-1],
+                    num_warps=4 if pairs.shape[-1] <= 512 else 16)
+    mask = torch.empty((C, N, N), dtype=torch.bool, device=dev)
+    rows = 16
+    kern.mask[(C, triton.cdiv(N, rows))](parents, mask.view(torch.uint8), N, D, ROWS=rows,
+                                         NQ=triton.next_power_of_2(N), num_warps=4)
+    return DDTreeBatch(tokens, parents, depths, ranks, scores, mask, positions, num)
+
+
+_LEVEL_PAIRS: dict = {}
+
+
+def _level_pairs(B: int, K: int, D: int, device) -> torch.Tensor:
+    """int32 [2, D, NPAIR]: the candidate (parent rank, child rank) pairs of each depth
+    d >= 1 (_beam_pairs for that level's sizes), padded with -1; NPAIR is a power of two
+    >= the beam width. Cached per shape and device (built on the first, uncaptured call)."""
+    import triton
+
+    key = (B, K, D, str(device))
+    if key not in _LEVEL_PAIRS:
+        n_lvl, lists = [K], [((), ())]
+        for d in range(1, D):
+            n_lvl.append(min(B, n_lvl[-1] * K))
+            p, r = _beam_pairs(n_lvl[d - 1], K, n_lvl[d], "cpu")
+            lists.append((p.tolist(), r.tolist()))
+        npair = max(2, triton.next_power_of_2(B), triton.next_power_of_2(max(len(p) for p, _ in lists)))
+        tab = torch.full((2, D, npair), -1, dtype=torch.int32)
+        for d, (p, r) in enumerate(lists):
+            tab[0, d, : len(p)] = torch.tensor(p, dtype=torch.int32)
+            tab[1, d, : len(r)] = torch.tensor(r, dtype=torch.int32)
+        _LEVEL_PAIRS[key] = tab.to(device)
+    return _LEVEL_PAIRS[key]
+
+
+_TREE = None
+
+
+def _tree_kernels():
+    """Two kernels (built on first use, after a test may have set TRITON_INTERPRET=1):
+
+    tree, grid (C,): one program per sequence. Beam slot (d, q) = the q-th best node of
+    depth d+1, score s. Each depth d >= 1 forms its NPAIR candidates s[d-1, p] + lp[d, r]
+    (tl.gather from the previous beam held in registers), and tl.topk on int64 keys
+    (ddtree_topk's: fp32 score image, then the pair index) keeps the best NP. All slots stay
+    in registers as [DP, NP] keys, parents and ranks; the final tl.topk over their keys
+    (tie-break index d*NP + q: shallower first) gives the B nodes in output order. A node's
+    parent is selected too and ranks above it, so its output position is 1 + the number of
+    selected keys above the parent's key: a binary search in the sorted selection.
+
+    mask, grid (C, ceil((B+1) / ROWS)): row i of the ancestor-or-self mask marks i and its
+    up to D ancestors, found by walking the parent array (tl.gather) D times."""
+    global _TREE
+    if _TREE is None:
+        import types
+
+        import triton
+        import triton.language as tl
+
+        from .ddtree_topk import _kernels as topk_kernels
+
+        tk = topk_kernels()
+        # The interpreter looks a kernel's callees up among its module's globals only.
+        globals().update(_key=tk.key, _key_value=tk.key_value, _key_index=tk.key_index)
+
+        @triton.jit
+        def _tree(lp_ptr, ids_ptr, pairs_ptr, tok_ptr, par_ptr, dep_ptr, rank_ptr, score_ptr, pos_ptr, num_ptr,
+                  D, K, B, NP: tl.constexpr, LOG_NP: tl.constexpr, DP: tl.constexpr, NPAIR: tl.constexpr):
+            c = tl.program_id(0).to(tl.int64)
+            q = tl.arange(0, NP)
+            j = tl.arange(0, NPAIR)
+            lvl = tl.arange(0, DP)[:, None]
+            lp_c = lp_ptr + c * D * K
+            none = -(2**63)  # below every key
+            # depth 1: the top-K tokens themselves
+            prev = tl.load(lp_c + q, mask=q < K, other=float("-inf"))
+            keys = tl.where(lvl == 0, tl.where(q < K, _key(prev, q), none)[None, :], none)  # [DP, NP]
+            rank = tl.where(lvl == 0, q[None, :], 0)
+            par = tl.zeros([DP, NP], tl.int32)
+            n = K
+            total = K
+            for d in range(1, D):
+                n = tl.minimum(B, n * K)
+                total += n
+                pp = tl.load(pairs_ptr + d * NPAIR + j)
+                rr = tl.load(pairs_ptr + (D + d) * NPAIR + j)
+                ok = pp >= 0
+                s = tl.gather(prev, tl.maximum(pp, 0), 0) + tl.load(lp_c + d * K + rr, mask=ok, other=0.0)
+                win = tl.topk(tl.where(ok, _key(s, j), none), NP)
+                live = q < n  # there are always >= n valid pairs
+                w = tl.where(live, _key_index(win), 0).to(tl.int32)
+                prev = tl.where(live, _key_value(win), float("-inf"))
+                keys = tl.where(lvl == d, tl.where(live, _key(prev, d * NP + q), none)[None, :], keys)
+                par = tl.where(lvl == d, tl.gather(pp, w, 0)[None, :], par)
+                rank = tl.where(lvl == d, tl.gather(rr, w, 0)[None, :], rank)
+
+            flat = tl.reshape(keys, [DP * NP])
+            top = tl.topk(flat, NP)  # output order
+            sel = q < tl.minimum(B, total)
+            slot = tl.where(sel, _key_index(top), 0).to(tl.int32)
+            dep = slot // NP  # depth - 1
+            pslot = tl.maximum(dep - 1, 0) * NP + tl.gather(tl.reshape(par, [DP * NP]), slot, 0)
+            pkey = tl.gather(flat, pslot, 0)
+            above = tl.zeros([NP], tl.int32)  # selected keys above the parent's
+            for i in tl.static_range(1, LOG_NP + 1):  # steps NP/2, NP/4, ..., 1
+                above = tl.where(tl.gather(top, above + (NP >> i) - 1, 0) > pkey, above + (NP >> i), above)
+            rk = tl.gather(tl.reshape(rank, [DP * NP]), slot, 0)
+            tok = tl.load(ids_ptr + c * D * K + dep * K + rk, mask=sel, other=-1)
+
+            out = c * (B + 1) + 1 + q
+            st = q < B
+            tl.store(tok_ptr + out, tok, mask=st)
+            tl.store(par_ptr + out, tl.where(sel, tl.where(dep == 0, 0, above + 1), -1), mask=st)
+            tl.store(dep_ptr + out, tl.where(sel, dep + 1, -1), mask=st)
+            tl.store(pos_ptr + out, tl.where(sel, dep + 1, 0), mask=st)
+            tl.store(rank_ptr + out, tl.where(sel, rk, -1), mask=st)
+            tl.store(score_ptr + out, tl.where(sel, _key_value(top), float("-inf")), mask=st)
+            root = c * (B + 1)  # previous bonus token: token -1, parent -1, depth 0, rank -1
+            tl.store(tok_ptr + root, -1)
+            tl.store(par_ptr + root, -1)
+            tl.store(dep_ptr + root, 0)
+            tl.store(pos_ptr + root, 0)
+            tl.store(rank_ptr + root, -1)
+            tl.store(score_ptr + root, 0.0)
+            tl.store(num_ptr + c, tl.minimum(B, total) + 1)
+
+        @triton.jit
+        def _mask(par_ptr, mask_ptr, N, D, ROWS: tl.constexpr, NQ: tl.constexpr):
+            c = tl.program_id(0).to(tl.int64)
+            i = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
+            cols = tl.arange(0, NQ)
+            parents = tl.load(par_ptr + c * N + cols, mask=cols < N, other=-1).to(tl.int32)
+            cur = tl.where(i < N, i, -1)
+            acc = cols[None, :] == cur[:, None]
+            for _ in range(D):
+                cur = tl.where(cur >= 0, tl.gather(parents, tl.maximum(cur, 0), 0), -1)
+                acc = acc | (cols[None, :] == cur[:, None])
+            inside = (i[:, None] < N) & (cols[None, :] < N)
+            tl.store(mask_ptr + c * N * N + i[:, None] * N + cols[None, :], acc.to(tl.uint8), mask=inside)
+
+        _TREE = types.SimpleNamespace(tree=_tree, mask=_mask)
+    return _TREE
+
+
 def token_paths(tokens, parents, n: int | None = None) -> set[tuple[int, ...]]:
     """Set of root->node token paths (root excluded) of one tree; for comparing builders."""
     tokens = np.asarray(tokens)
@@ -233,45 +412,3 @@ def token_paths(tokens, parents, n: int | None = None) -> set[tuple[int, ...]]:
     for i in range(1, n):
         paths[i] = paths[int(parents[i])] + (int(tokens[i]),)
     return set(paths[i] for i in range(1, n))
-
-
-def row_logsumexp(x: torch.Tensor) -> torch.Tensor:
-    """logsumexp over the last dim in fp32 (fp64 for fp64 input), reading x once: a Triton
-    row reduction on CUDA, torch elsewhere."""
-    if not x.is_cuda or x.dtype == torch.float64:
-        return torch.logsumexp(x.to(torch.promote_types(x.dtype, torch.float32)), dim=-1)
-    rows = x.reshape(-1, x.shape[-1])
-    if rows.stride(-1) != 1:
-        rows = rows.contiguous()
-    out = torch.empty(rows.shape[0], dtype=torch.float32, device=x.device)
-    _lse_kernel()[(rows.shape[0],)](rows, out, rows.shape[1], rows.stride(0), BLOCK=4096, num_warps=8)
-    return out.reshape(x.shape[:-1])
-
-
-_LSE = None
-
-
-def _lse_kernel():
-    global _LSE
-    if _LSE is None:
-        import triton
-        import triton.language as tl
-
-        @triton.jit
-        def _row_lse(x_ptr, out_ptr, V, stride_r, BLOCK: tl.constexpr):
-            r = tl.program_id(0).to(tl.int64)
-            offs = tl.arange(0, BLOCK)
-            m = tl.full((BLOCK,), float("-inf"), tl.float32)
-            acc = tl.zeros((BLOCK,), tl.float32)
-            for v0 in range(0, V, BLOCK):  # online max / sum per lane
-                x = tl.load(x_ptr + r * stride_r + v0 + offs, mask=v0 + offs < V, other=float("-inf")).to(tl.float32)
-                m_new = tl.maximum(m, x)
-                acc = acc * tl.exp(m - m_new) + tl.exp(x - m_new)
-                acc = tl.where(m_new == float("-inf"), 0.0, acc)
-                m = m_new
-            mx = tl.max(m, axis=0)
-            tot = tl.sum(acc * tl.exp(m - mx), axis=0)
-            tl.store(out_ptr + r, mx + tl.log(tot))
-
-        _LSE = _row_lse
-    return _LSE
