@@ -87,11 +87,12 @@ def fit_kernel_law(
     mem_t = b / (bw * 1e3)
     cmp_t = f / (fl * 1e6)
     if not np.any(cmp_t > mem_t):
-        achieved = float(np.max(f / (np.maximum(t - t0, 1e-6) * 1e6))) if has_flops else 0.0
+        # over the whole time: (t - t0) of a floor-bound point is ~0 and made this unbounded
+        achieved = float(np.max(f / (t * 1e6))) if has_flops else 0.0
         fl = max(default_tflops or 0.0, achieved, 1e-3) if (default_tflops or achieved) else fl
         notes.append("tflops not reached by any point: set to max(measured GEMM ceiling, achieved)")
     if not np.any(mem_t >= cmp_t) and np.any(b > 0):
-        achieved = float(np.max(b / (np.maximum(t - t0, 1e-6) * 1e3)))
+        achieved = float(np.max(b / (t * 1e3)))
         bw = max(default_bw_GBps or 0.0, achieved)
         notes.append("bw not reached by any point: set to max(measured read bandwidth, achieved)")
 
