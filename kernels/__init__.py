@@ -3,7 +3,8 @@
 moe_w4a16      fused MoE, INT4 group-32 weights (repacked K-major, group-interleaved), bf16 acts
 moe_bf16       fused MoE, bf16 weights; torch._grouped_mm baseline
 tree_attention tree-verify decode attention, GQA and absorbed MLA, split-KV
-ddtree         DDTree draft-tree building (heap reference + vectorised device builder)
+ddtree         DDTree draft-tree building (heap reference; Triton builder; torch fallback)
+ddtree_topk    vocabulary top-k as log-probs with the logsumexp, one read of the logits (DDTree)
 rmsnorm        RMSNorm, and RMSNorm fused with the residual add before it
 rope           RoPE on q's rotary part (MLA q_pe)
 router_topk    sigmoid + top-k + renormalise MoE router

@@ -641,7 +641,9 @@ def _markdown(doc: dict, figs: dict[str, str]) -> str:
     L.append("")
     o = a["overheads"]
     if o:
-        L.append(f"**Dispatch overhead:** eager launch {fmt(o['launch_eager_us'])} µs, CUDA-graph node "
+        tri = (f" (a Triton kernel through its Python launcher: {fmt(o['launch_eager_triton_us'])} µs)"
+               if o.get("launch_eager_triton_us") else "")
+        L.append(f"**Dispatch overhead:** eager launch {fmt(o['launch_eager_us'])} µs{tri}, CUDA-graph node "
                  f"{fmt(o['graph_node_us'])} µs, graph launch {fmt(o['graph_launch_us'])} µs, host work per step "
                  f"{fmt(o['host_step_us'])} µs ({o['source'] or 'dispatch bench'}).")
         if a["dispatch_samples"]:
