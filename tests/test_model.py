@@ -192,25 +192,6 @@ def test_fp8_latent_cache_runs_mla_at_the_fp8_rate():
         assert core and all(op.compute_dtype == want for op in core), kv
 
 
-def test_kv_reread_vs_compute_ambiguity_widens_many_row_attention_on_other_gpus(monkeypatch):
-    """Many query rows per KV head (a tree x heads beyond one row tile) re-read the prefix; the
-    profile cannot tell re-read time from MMA time, so on another GPU that term carries the gap
-    between the bandwidth and FLOPS ratios as uncertainty. One row tile, or the profile's own
-    GPU, carries none."""
-    from perfmodel.model import step as st
-
-    def sigma(gpu, q, amb):
-        monkeypatch.setattr(st, "_reread_ambiguity", (lambda m, o, law: amb(m, o, law)))
-        model, m = _machine(gpu, 1)
-        return step_estimate(model, m, Layout("tp", 8, comm=False), 32, q, 8192, n_layers=4, n_dense=0).sigma_us
-
-    real = st._reread_ambiguity
-    none = (lambda m, o, law: 0.0)
-    assert sigma("b300", 17, real) > sigma("b300", 17, none) * 1.01  # 17 x 8 rows > one 32-row tile
-    assert sigma("b300", 1, real) == pytest.approx(sigma("b300", 1, none))  # 8 rows: one pass
-    assert sigma("h200", 17, real) == pytest.approx(sigma("h200", 17, none))  # the profile's GPU
-
-
 def test_observed_calibration_adds_residual_term():
     res = _proj(concurrency=[1], observed="h200,tp8,c=1,10tok/s")
     assert res["observed"]["residual_ms"] > 0

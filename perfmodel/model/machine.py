@@ -153,9 +153,7 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
             rows_per_kv_pass=f.rows_per_kv_pass, launcher=f.launcher,
             rule=(f"{cls}: bw {f.bw_GBps:.0f} GB/s × peak ratio {bw_ratio:.3f} × {gpu.memory.kind}/"
                   f"{source_gpu.memory.kind} achievable ratio {kind_ratio:.3f}; F {f.tflops:.0f} TF × {f_ratio:.3f}; "
-                  f"t0 {f.t0_us:.1f} us carried" + (f"; ±{vendor_unc:.0%} across vendors" if vendor_unc else "")
-                  + ("; KV re-reads beyond one row tile: ± the gap between the bw and F ratios (/√3)"
-                     if f.rows_per_kv_pass and not same else "")),
+                  f"t0 {f.t0_us:.1f} us carried" + (f"; ±{vendor_unc:.0%} across vendors" if vendor_unc else "")),
         )
     coll: dict[str, CollectiveLaw | None] = {"all_reduce": None, "all_to_all": None}
     if n_gpus > 1:

@@ -70,19 +70,20 @@ class OpEstimate:
     overhead_us: float
     bound: Literal["memory", "compute"]
     count: int
-    reread_us: float = 0.0  # part of memory_us that re-reads the KV prefix (one pass per row tile)
 
     def scaled(self, k: float) -> "OpEstimate":
         """The same split, every part times k (a measured sample replacing the law's total)."""
         return OpEstimate(self.name, self.component, self.total_us * k, self.memory_us * k, self.compute_us * k,
-                          self.overhead_us * k, self.bound, self.count, self.reread_us * k)
+                          self.overhead_us * k, self.bound, self.count)
 
 
 def estimate(op: Op, law: KernelLaw, flops_scale: float = 1.0) -> OpEstimate:
     """Cost of all `count` calls of `op`. `flops_scale` converts the law's bf16 rate to the
     op's compute dtype (e.g. 2 for fp8 on a chip whose fp8 peak is twice bf16)."""
-    reread = op.reread_bytes * (-(-op.rows // law.rows_per_kv_pass) - 1) if op.reread_bytes and law.rows_per_kv_pass else 0.0
-    mem = (op.bytes + reread) / (law.bw_GBps * 1e3)
+    nbytes = op.bytes
+    if op.reread_bytes and law.rows_per_kv_pass:
+        nbytes += op.reread_bytes * (-(-op.rows // law.rows_per_kv_pass) - 1)
+    mem = nbytes / (law.bw_GBps * 1e3)
     comp = op.flops / (law.tflops * flops_scale * 1e6)
     per = law.t0_us + max(mem, comp)
     return OpEstimate(
@@ -94,5 +95,4 @@ def estimate(op: Op, law: KernelLaw, flops_scale: float = 1.0) -> OpEstimate:
         overhead_us=law.t0_us * op.count,
         bound="memory" if mem >= comp else "compute",
         count=op.count,
-        reread_us=reread / (law.bw_GBps * 1e3) * op.count,
     )

@@ -53,10 +53,6 @@ class _Acc:
         self.by_comp[comp] += us
         self.by_group[group] += us * rel_unc
 
-    def add_unc(self, group: str, sigma_us: float) -> None:
-        """An uncertainty with no time of its own (an ambiguity in how a term transfers)."""
-        self.by_group[group] += sigma_us
-
     def sigma(self) -> float:
         return math.sqrt(sum(v * v for v in self.by_group.values()))
 
@@ -79,8 +75,6 @@ def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | Non
             if mach.same_gpu_as_profile:
                 unc, unc_t0 = SAMPLE_UNC, SAMPLE_UNC
         acc.ops.append(e)
-        if e.reread_us > 0 and e.bound == "memory" and not mach.same_gpu_as_profile:
-            acc.add_unc(f"{op.kernel_class}:reread_or_compute", e.reread_us * _reread_ambiguity(mach, op, law))
         acc.n_kernels += op.n_kernels
         o = mach.overheads
         acc.eager_launch_us += op.n_kernels * (o.launch_eager_triton_us if law.launcher == "triton" else o.launch_eager_us)
@@ -92,19 +86,6 @@ def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | Non
         acc.add(comp_override or "dispatch", node, "graph_node", node_unc)
         gpu += e.total_us
     return gpu
-
-
-def _reread_ambiguity(mach: Machine, op: Op, law) -> float:
-    """1σ relative uncertainty of the KV re-read time of a many-row attention op on another GPU.
-
-    Re-read bytes and FLOPs both grow as rows x S, so the profile's points cannot tell whether
-    the kernel's extra cost per row tile is the re-read (carried by the bandwidth ratio) or
-    the MMAs (carried by the FLOPS ratio). The truth is taken to lie anywhere between the two
-    readings: a rectangular distribution, σ = |ratio of the two - 1| / √3."""
-    src = mach.source_law(op)
-    r_bw = law.bw_GBps / src.bw_GBps
-    r_f = (law.tflops * mach.flops_scale(op.compute_dtype)) / (src.tflops * mach.source_flops_scale(op.compute_dtype))
-    return abs(r_f / r_bw - 1.0) / math.sqrt(3.0)
 
 
 def _price_collectives(acc: _Acc, mach: Machine, colls: list[Collective], comp: str = "collectives") -> float:
