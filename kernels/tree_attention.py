@@ -178,14 +178,9 @@ def _get_kernel():
 # ------------------------------------------------------------------------------ wrapper
 def max_block_r(dv: int) -> int:
     """Largest row tile (query tokens x heads of one KV group per program): beyond it the
-    fp32 accumulator spills. With more rows than this, the KV prefix is read once per row
-    block: tree verification of many tokens re-reads the cache."""
+    fp32 accumulator spills. With more rows than this, each row tile reads the KV prefix
+    again (mostly from L2: see measure/attention.py fit_attention)."""
     return 64 if dv <= 128 else 32
-
-
-def kv_passes(rows: int, dv: int) -> int:
-    """How many times the kernel reads a sequence's KV prefix for `rows` query rows."""
-    return -(-rows // max_block_r(dv))
 
 
 def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 132,

@@ -102,8 +102,8 @@ class KernelFit(_M):
                              "(priced by Overheads.launch_eager_triton_us)")
     bytes_range: tuple[float, float] | None = None
     rows_per_kv_pass: int | None = Field(
-        None, description="attention: query rows (tokens x heads per KV head) per read of the KV "
-        "prefix; more rows re-read it. The fit's bytes count every pass.")
+        None, description="legacy (profiles before session 3), ignored: attention fits once counted a KV "
+        "re-read per row tile in their bytes; see measure/attention.py fit_attention")
     source: str = ""
 
 

@@ -150,7 +150,6 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
                bytes=Cg * S * lat * kvb + 2 * T * h * a.kv_lora_rank * ACT + T * h * lat * ACT,
                flops=2.0 * T * h * S * (lat + a.kv_lora_rank), count=count,
                compute_dtype="fp8" if m.dtypes.kv_cache == "fp8" else "bf16",
-               rows=q * h, reread_bytes=Cg * S * lat * kvb,
                probe=Probe("attention", (("C", Cg), ("H", h), ("kind", "mla"), ("q", q)), "L", L, "triton")
                if kvb == 2.0 and L > 0 else None),
             Op("w_uv", "dense", "gemm_bf16",
@@ -175,7 +174,6 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
                 ops.append(Op(f"attention_core_{tag}", "attention", "attention_gqa",
                               bytes=Cg * span * 2 * hkv * D * kvb + 2 * T * hq * D * ACT,
                               flops=4.0 * T * hq * span * D, count=n,
-                              rows=q * (hq // hkv), reread_bytes=Cg * span * 2 * hkv * D * kvb,
                               probe=Probe("attention", (("C", Cg), ("D", D), ("Hkv", hkv), ("Hq", hq), ("kind", "gqa"),
                                                         ("q", q)), "L", span - q, "triton")
                               if kvb == 2.0 and span > q else None))

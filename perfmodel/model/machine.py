@@ -150,7 +150,7 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
         laws[cls] = KernelLaw(
             t0_us=f.t0_us, bw_GBps=f.bw_GBps * bw_ratio * kind_ratio, tflops=f.tflops * f_ratio,
             rel_unc_bw=max(unc_bw, 0.03), rel_unc_t0=((0.1 if same else 0.3)**2 + vendor_unc**2) ** 0.5,
-            rows_per_kv_pass=f.rows_per_kv_pass, launcher=f.launcher,
+            launcher=f.launcher,
             rule=(f"{cls}: bw {f.bw_GBps:.0f} GB/s × peak ratio {bw_ratio:.3f} × {gpu.memory.kind}/"
                   f"{source_gpu.memory.kind} achievable ratio {kind_ratio:.3f}; F {f.tflops:.0f} TF × {f_ratio:.3f}; "
                   f"t0 {f.t0_us:.1f} us carried" + (f"; ±{vendor_unc:.0%} across vendors" if vendor_unc else "")),
@@ -182,7 +182,7 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
         scale = host_cpu_factor if impl == "cpu" else 1.0
         tb[impl] = TreeBuildLaw(f.t0_us * scale, f.per_node_us * scale, max(0.15, f.rmse_rel),
                                 f"{impl} tree build fit ({f.source})" + (f" × host factor {scale:g}" if impl == "cpu" else ""))
-    source_laws = {cls: KernelLaw(f.t0_us, f.bw_GBps, f.tflops, rows_per_kv_pass=f.rows_per_kv_pass)
+    source_laws = {cls: KernelLaw(f.t0_us, f.bw_GBps, f.tflops)
                    for cls, f in profile.fits.items()}
     table = SampleTable(profile) if profile.provenance.kind == "measured" else None
     return Machine(gpu=gpu, n_gpus=n_gpus, link=link if n_gpus > 1 else None, laws=laws,

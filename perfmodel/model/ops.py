@@ -37,9 +37,7 @@ class Op:
     count: int = 1
     compute_dtype: str = "bf16"
     variant: str = ""  # op within the class (e.g. "rmsnorm"): priced by `<class>.<variant>` if the profile has it
-    rows: int = 0  # attention: query rows per KV head (tokens x heads sharing it)
     probe: object = None  # lookup.Probe: the profile samples that time this very op, if any
-    reread_bytes: float = 0.0  # attention: bytes read again for each extra pass over the KV prefix
 
     @property
     def n_kernels(self) -> int:
@@ -56,7 +54,6 @@ class KernelLaw:
     rel_unc_bw: float = 0.1
     rel_unc_t0: float = 0.2
     rule: str = ""
-    rows_per_kv_pass: int | None = None  # attention kernels: see perfmodel.profile.KernelFit
     launcher: str = "torch"  # eager launch path of the class's kernels (perfmodel.profile.KernelFit)
 
 
@@ -80,10 +77,7 @@ class OpEstimate:
 def estimate(op: Op, law: KernelLaw, flops_scale: float = 1.0) -> OpEstimate:
     """Cost of all `count` calls of `op`. `flops_scale` converts the law's bf16 rate to the
     op's compute dtype (e.g. 2 for fp8 on a chip whose fp8 peak is twice bf16)."""
-    nbytes = op.bytes
-    if op.reread_bytes and law.rows_per_kv_pass:
-        nbytes += op.reread_bytes * (-(-op.rows // law.rows_per_kv_pass) - 1)
-    mem = nbytes / (law.bw_GBps * 1e3)
+    mem = op.bytes / (law.bw_GBps * 1e3)
     comp = op.flops / (law.tflops * flops_scale * 1e6)
     per = law.t0_us + max(mem, comp)
     return OpEstimate(
