@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("scipy")
 
-from perfmodel.measure.fits import fit_collective_law, fit_kernel_law, fit_treebuild_law, kernel_law
+from perfmodel.measure.fits import fit_collective_law, fit_kernel_law, fit_treebuild_law, kernel_law, launcher_of
 
 
 def test_kernel_law_recovers_t0_bw_tflops():
@@ -33,6 +33,18 @@ def test_kernel_law_memory_only_uses_default_tflops():
     assert f.t0_us == pytest.approx(3.0, rel=0.05)
     assert f.tflops == pytest.approx(700.0)
     assert "tflops not reached" in f.source
+
+
+def test_launcher_of_samples():
+    """A law is Triton-launched only when every sample's kernel is (eager launch pricing)."""
+    from types import SimpleNamespace as S
+
+    assert launcher_of([S(provider="triton"), S(provider="triton_w4a16")]) == "triton"
+    assert launcher_of([S(provider="triton"), S(provider="torch")]) == "torch"
+    assert launcher_of([]) == "torch"
+    b = np.geomspace(1e4, 1e9, 8)
+    fit = fit_kernel_law(b, [None] * len(b), kernel_law(3.0, 4000.0, 1e9, b, np.zeros_like(b)), launcher="triton")
+    assert fit.launcher == "triton"
 
 
 def test_collective_law():
