@@ -27,7 +27,7 @@ def refit(profile):
         profile.fits.update(fit_attention(a.samples, profile.ceilings, source))
     stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     note = profile.provenance.note
-    profile.provenance.note = (note + "; " if note else "") + f"fits recomputed from stored samples at {stamp} (perfmodel.measure.refit)"
+    profile.provenance.note = (note.rstrip("; ") + "; " if note else "") + f"fits recomputed from stored samples at {stamp} (perfmodel.measure.refit)"
     return profile
 
 
