@@ -192,6 +192,20 @@ def test_fp8_latent_cache_runs_mla_at_the_fp8_rate():
         assert core and all(op.compute_dtype == want for op in core), kv
 
 
+def test_fp8_rate_carries_the_measured_fp8_vs_bf16_gemm_efficiency():
+    """FP8 ops run at the target's fp8/bf16 peak ratio times the ratio of the fractions of
+    peak that the profile GPU's fp8 and bf16 GEMMs reached; without an fp8 ceiling, 1."""
+    pj = Projector(Request(target="b200", gpus=8, concurrency=[1]))
+    m, prof = pj.machine, pj.profile
+    src, tgt = m.source_gpu.compute, m.gpu.compute
+    eff = (prof.ceilings.fp8_TFLOPS / src.fp8_dense_TFLOPS.value) / (prof.ceilings.bf16_TFLOPS / src.bf16_dense_TFLOPS.value)
+    assert m.flops_scale("fp8") == pytest.approx(tgt.fp8_dense_TFLOPS.value / tgt.bf16_dense_TFLOPS.value * eff)
+    assert m.source_flops_scale("fp8") == pytest.approx(prof.ceilings.fp8_TFLOPS / prof.ceilings.bf16_TFLOPS)
+    assert m.flops_scale("bf16") == 1.0
+    spec = Projector(Request(target="b200", gpus=8, concurrency=[1], profile="spec")).machine
+    assert spec.flops_scale("fp8") == pytest.approx(tgt.fp8_dense_TFLOPS.value / tgt.bf16_dense_TFLOPS.value)
+
+
 def test_observed_calibration_adds_residual_term():
     res = _proj(concurrency=[1], observed="h200,tp8,c=1,10tok/s")
     assert res["observed"]["residual_ms"] > 0

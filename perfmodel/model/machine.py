@@ -73,19 +73,22 @@ class Machine:
     source_laws: dict[str, KernelLaw] = field(default_factory=dict)  # the fits as measured
     table: SampleTable | None = None  # the profile's raw samples (see lookup.py)
     notes: list[str] = field(default_factory=list)
+    # measured fraction of peak of each dtype's GEMM relative to bf16's on the profile GPU
+    # (e.g. fp8 0.93 if its GEMM reaches 73% of the fp8 peak where bf16 reaches 79%)
+    dtype_efficiency: dict[str, float] = field(default_factory=dict)
 
     def source_law(self, op) -> KernelLaw:
         return self.source_laws.get(f"{op.kernel_class}.{op.variant}") or self.source_laws[op.kernel_class]
 
     def source_flops_scale(self, dtype: str) -> float:
-        return _flops_scale(self.source_gpu or self.gpu, dtype)
+        return _flops_scale(self.source_gpu or self.gpu, dtype) * self.dtype_efficiency.get(dtype, 1.0)
 
     def law(self, op) -> KernelLaw:
         """The op's own law (`class.variant`) when the profile fitted one, else its class's."""
         return self.laws.get(f"{op.kernel_class}.{op.variant}") or self.laws[op.kernel_class]
 
     def flops_scale(self, dtype: str) -> float:
-        return _flops_scale(self.gpu, dtype)
+        return _flops_scale(self.gpu, dtype) * self.dtype_efficiency.get(dtype, 1.0)
 
 
 def _flops_scale(gpu: GpuSpec, dtype: str) -> float:
@@ -185,7 +188,11 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
     source_laws = {cls: KernelLaw(f.t0_us, f.bw_GBps, f.tflops)
                    for cls, f in profile.fits.items()}
     table = SampleTable(profile) if profile.provenance.kind == "measured" else None
+    dtype_eff = {}
+    c, pk = profile.ceilings, source_gpu.compute
+    if c.fp8_TFLOPS and c.bf16_TFLOPS and pk.fp8_dense_TFLOPS:  # the profile GPU runs fp8 GEMMs natively
+        dtype_eff["fp8"] = (c.fp8_TFLOPS / pk.fp8_dense_TFLOPS.value) / (c.bf16_TFLOPS / pk.bf16_dense_TFLOPS.value)
     return Machine(gpu=gpu, n_gpus=n_gpus, link=link if n_gpus > 1 else None, laws=laws,
                    all_reduce=coll["all_reduce"], all_to_all=coll["all_to_all"], overheads=ov,
                    treebuild=tb, host_cpu_factor=host_cpu_factor, same_gpu_as_profile=same,
-                   source_gpu=source_gpu, source_laws=source_laws, table=table)
+                   source_gpu=source_gpu, source_laws=source_laws, table=table, dtype_efficiency=dtype_eff)

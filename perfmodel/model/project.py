@@ -309,7 +309,10 @@ class Projector:
             "rules": {cls: law.rule for cls, law in self.machine.laws.items()} | {
                 "all_reduce": self.machine.all_reduce.rule if self.machine.all_reduce else None,
                 "all_to_all": self.machine.all_to_all.rule if self.machine.all_to_all else None,
-                "overheads": self.machine.overheads.rule},
+                "overheads": self.machine.overheads.rule,
+                "compute_dtypes": "; ".join(
+                    f"{dt}: target {dt}/bf16 peak ratio x {eff:.3f}, the profile GPU's measured {dt} GEMM fraction of "
+                    f"peak over bf16's" for dt, eff in self.machine.dtype_efficiency.items()) or "peak ratios"},
             "points": points,
         }
 
