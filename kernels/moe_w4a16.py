@@ -285,20 +285,21 @@ if triton is not None:
                 if GATE_UP:
                     acc_up = _block_dot_bf16x2(acc_up, a_base + kb * 256, row_ok, kb * 256, K, words_up,
                                                s_ptrs + up_offset, n_ok, stride_sg)
-            for i in tl.static_range(8 if DEQUANT != 2 else 0):
-                if i == 4:  # nibbles 4..7 -> bits 0..15: one shift per word for four groups
-                    words = words >> 16
+            else:  # one dot per quantisation group, scaled on the product
+                for i in tl.static_range(8):
+                    if i == 4:  # nibbles 4..7 -> bits 0..15: one shift per word for four groups
+                        words = words >> 16
+                        if GATE_UP:
+                            words_up = words_up >> 16
+                    k0 = kb * 256 + i * 32
+                    a_ptrs = a_base + k0
+                    a_ok = row_ok[:, None] & ((k0 + offs_j) < K)[None, :]
+                    s_ptrs = s_base + (kb * 8 + i) * stride_sg
+                    sc = tl.load(s_ptrs, mask=n_ok, other=0.0).to(tl.float32)
+                    acc += _group_dot(a_ptrs, a_ok, words, i % 4, sc, magic, DEQUANT, DOT_F32)
                     if GATE_UP:
-                        words_up = words_up >> 16
-                k0 = kb * 256 + i * 32
-                a_ptrs = a_base + k0
-                a_ok = row_ok[:, None] & ((k0 + offs_j) < K)[None, :]
-                s_ptrs = s_base + (kb * 8 + i) * stride_sg
-                sc = tl.load(s_ptrs, mask=n_ok, other=0.0).to(tl.float32)
-                acc += _group_dot(a_ptrs, a_ok, words, i % 4, sc, magic, DEQUANT, DOT_F32)
-                if GATE_UP:
-                    sc_up = tl.load(s_ptrs + up_offset, mask=n_ok, other=0.0).to(tl.float32)
-                    acc_up += _group_dot(a_ptrs, a_ok, words_up, i % 4, sc_up, magic, DEQUANT, DOT_F32)
+                        sc_up = tl.load(s_ptrs + up_offset, mask=n_ok, other=0.0).to(tl.float32)
+                        acc_up += _group_dot(a_ptrs, a_ok, words_up, i % 4, sc_up, magic, DEQUANT, DOT_F32)
 
         if GATE_UP:
             acc = acc / (1.0 + tl.exp(-acc)) * acc_up

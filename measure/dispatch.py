@@ -95,7 +95,6 @@ def run(ctx: BenchContext) -> BenchOutput:
     return BenchOutput(BenchResult(status="ok", samples=samples, note=note), overheads=ov)
 
 
-
 def _host_per_call(fn, N: int, torch):
     """Host wall time per call of N back-to-back eager calls (after 3 warm-up loops, which
     also compile a Triton kernel), 7 repeats; the device drains between repeats."""

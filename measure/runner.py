@@ -66,6 +66,14 @@ def _cuda_problem() -> str | None:
     return None
 
 
+def exit_unless_cuda(tool: str) -> None:
+    """For the standalone tools (tuning sweeps): without CUDA, one line and exit 2, as
+    `perfmodel measure` does."""
+    if (problem := _cuda_problem()) is not None:
+        print(problem.replace("perfmodel measure", tool), file=sys.stderr)
+        sys.exit(2)
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 

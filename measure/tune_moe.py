@@ -168,11 +168,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    import sys
+    from .runner import exit_unless_cuda
 
-    from .runner import _cuda_problem
-
-    if (problem := _cuda_problem()) is not None:  # one line and exit 2, as `perfmodel measure`
-        print(problem.replace("perfmodel measure", "perfmodel.measure.tune_moe"), file=sys.stderr)
-        sys.exit(2)
+    exit_unless_cuda("perfmodel.measure.tune_moe")
     main()
