@@ -155,8 +155,8 @@ class MoEGemmConfig:
     split_k: int = 1
     num_warps: int = 4
     num_stages: int = 3
-    dequant: int = 2  # INT4 only: 0 int->float convert, 1 fp32 magic number, 2 bf16x2 inline PTX (CUDA
-    # only; the interpreter falls back to 1), see moe_w4a16.DEQUANT_*
+    dequant: int = 2  # INT4 only: 0 int->float convert, 2 bf16x2 inline PTX (CUDA only; the
+    # interpreter runs 0), see moe_w4a16.DEQUANT_*
 
 
 def interpreting() -> bool:
@@ -356,11 +356,11 @@ def default_moe_configs(
     blocks = max_num_blocks(pairs, E, block_m)
 
     def pick(n: int, kdim: int, fused: bool) -> MoEGemmConfig:
-        if int4:  # K step fixed at 256 (8 groups unrolled). H200 sweep of the bf16x2 dequant
-            # (data/runs/tuning/tune_moe_19d4f88.log): 64 columns x 4 warps x 3 stages is best or
-            # within 5% of it for both GEMMs at every Kimi shape and T swept.
+        if int4:  # K step fixed at 256 (8 groups unrolled). H200 sweep of the tiled layout
+            # (data/runs/tuning/w4a16_layout_*.log): gate_up 64 columns x 4 warps x 3 stages,
+            # down 128 columns x 4 warps x 2 stages, best or within 5% at the Kimi shapes swept.
             bk, min_steps = 256, 4
-            bn, warps, stages = 64, 4, 3
+            bn, warps, stages = (64, 4, 3) if fused else (128, 4, 2)
         elif block_m >= 64:  # large tiles at large T: 64x64x64 / 4 warps, 128x128x64 / 8 warps
             bn, bk, min_steps = (64, 64, 16) if block_m == 64 else (128, 64, 16)
         else:

@@ -11,12 +11,14 @@ Two layouts:
 
 * **Kernel layout** (what `fused_moe_w4a16` reads; `pack_for_kernel` converts, as a serving
   engine repacks a checkpoint for Marlin at load time): still 8 nibbles per int32 and one
-  bf16 scale per 32 weights, but K-major and interleaved by quantisation group:
-    qweight [E, Kp//8, N] int32, scales [E, Kp//32, N] bf16, Kp = K rounded up to 256.
-  In K-block b (256 k), word row 32b+j, nibble i holds k = 256b + 32i + j. Shifting a
-  [32, BLOCK_N] tile of words by 4i gives quantisation group 8b+i as a ready [32, BLOCK_N]
-  dot operand: no interleave or shuffle to unpack, one 128-byte line per 32 words of a
-  column group, and one scale row per group applied to the partial product.
+  bf16 scale per 32 weights, tiled so that each 64-column tile streams contiguously:
+    qweight [E, Np//64, Kp//256, 64, 32] int32, scales [E, Np//64, Kp//256, 64, 8] bf16,
+  Np = N rounded up to 64, Kp = K rounded up to 256 (padding: zero weights, unit scales).
+  Word [e, t, b, c, j], nibble i holds W[e, 64t + c, 256b + 32i + j]: the 32 words of a
+  column are contiguous (a K-block of a 64-column tile is one 8 KB run), shifting them by 4i
+  gives quantisation group 8b+i, and the column's 8 group scales of the K-block are one 16 B
+  run. Contiguous tiles took a read-only pass over the weights from 73-87% to 97-102% of the
+  measured read bandwidth on the H200 (perfmodel/data/runs/tuning/w4a16_layout_*.log).
 
 Per token: out = sum_k topk_weights[k] * W2[e_k] @ (silu(W1[e_k] x) * (W3[e_k] x)), with
 w13 = [gate; up] stacked on N (rows 0..I-1 gate, I..2I-1 up).
@@ -48,7 +50,8 @@ from ._moe_common import (
 
 GROUP = 32  # weights per scale
 PACK = 8  # nibbles per int32 word
-KBLOCK = GROUP * PACK  # 256: k covered by one row of 32 words in the kernel layout
+KBLOCK = GROUP * PACK  # 256: k covered by the 32 words of a column in the kernel layout
+TILE_N = 64  # columns per contiguous tile of the kernel layout
 
 __all__ = [
     "quantize_int4_g32",
@@ -107,37 +110,42 @@ def padded_k(K: int) -> int:
     return -(-K // KBLOCK) * KBLOCK
 
 
+def padded_n(N: int) -> int:
+    return -(-N // TILE_N) * TILE_N
+
+
 def pack_for_kernel(packed: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Checkpoint layout -> kernel layout (see the module docstring). K is padded to a
-    multiple of 256 with zero weights (nibble 8) and unit scales."""
+    multiple of 256 and N to a multiple of 64 with zero weights (nibble 8) and unit scales."""
     E, N, KW = packed.shape
     K = KW * PACK
-    Kp = padded_k(K)
+    Kp, Np = padded_k(K), padded_n(N)
     q = _unpack_nibbles(packed).reshape(E, N, K)
-    q = torch.nn.functional.pad(q, (0, Kp - K), value=8)
-    s = torch.nn.functional.pad(scales, (0, (Kp - K) // GROUP), value=1.0)
-    # k = 256b + 32i + j  ->  word [b, j], nibble i
-    q = q.reshape(E, N, Kp // KBLOCK, PACK, GROUP).permute(0, 2, 4, 1, 3)  # [E, b, j, N, i]
-    qweight = _pack_nibbles(q).reshape(E, Kp // PACK, N)
-    return qweight.contiguous(), s.transpose(1, 2).contiguous()
+    q = torch.nn.functional.pad(q, (0, Kp - K, 0, Np - N), value=8)
+    s = torch.nn.functional.pad(scales, (0, (Kp - K) // GROUP, 0, Np - N), value=1.0)
+    # W[n = 64t + c, k = 256b + 32i + j]  ->  word [t, b, c, j], nibble i
+    q = q.reshape(E, Np // TILE_N, TILE_N, Kp // KBLOCK, PACK, GROUP).permute(0, 1, 3, 2, 5, 4)
+    qweight = _pack_nibbles(q)  # [E, t, b, c, j]
+    s = s.reshape(E, Np // TILE_N, TILE_N, Kp // KBLOCK, PACK).permute(0, 1, 3, 2, 4)  # [E, t, b, c, i]
+    return qweight.contiguous(), s.contiguous()
 
 
-def unpack_from_kernel(qweight: torch.Tensor, scales: torch.Tensor, K: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Kernel layout -> checkpoint layout (the inverse of `pack_for_kernel`, K unpadded)."""
-    E, KWp, N = qweight.shape
-    Kp = KWp * PACK
-    q = _unpack_nibbles(qweight.reshape(E, Kp // KBLOCK, GROUP, N))  # [E, b, j, N, i]
-    q = q.permute(0, 3, 1, 4, 2).reshape(E, N, Kp)[:, :, :K]  # [E, N, b, i, j]
+def unpack_from_kernel(qweight: torch.Tensor, scales: torch.Tensor, N: int, K: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Kernel layout -> checkpoint layout (the inverse of `pack_for_kernel`, N and K unpadded)."""
+    E, NT, KB, _, _ = qweight.shape
+    q = _unpack_nibbles(qweight)  # [E, t, b, c, j, i]
+    q = q.permute(0, 1, 3, 2, 5, 4).reshape(E, NT * TILE_N, KB * KBLOCK)[:, :N, :K]
     packed = _pack_nibbles(q.reshape(E, N, K // PACK, PACK))
-    return packed, scales.transpose(1, 2)[:, :, : K // GROUP].contiguous()
+    s = scales.permute(0, 1, 3, 2, 4).reshape(E, NT * TILE_N, KB * PACK)[:, :N, : K // GROUP]
+    return packed, s.contiguous()
 
 
 def random_kernel_weights(E: int, N: int, K: int, device: str = "cuda") -> tuple[torch.Tensor, torch.Tensor]:
     """Random valid kernel-layout weights (all 32 bits random, scales in [0.001, 0.021])
     for timing, without a quantisation pass."""
-    Kp = padded_k(K)
-    q = torch.randint(-(2**31), 2**31 - 1, (E, Kp // PACK, N), dtype=torch.int32, device=device)
-    s = (torch.rand(E, Kp // GROUP, N, device=device) * 0.02 + 0.001).to(torch.bfloat16)
+    shape = (E, padded_n(N) // TILE_N, padded_k(K) // KBLOCK, TILE_N)
+    q = torch.randint(-(2**31), 2**31 - 1, (*shape, GROUP), dtype=torch.int32, device=device)
+    s = (torch.rand(*shape, PACK, device=device) * 0.02 + 0.001).to(torch.bfloat16)
     return q, s
 
 
@@ -171,78 +179,123 @@ except ImportError:  # pragma: no cover - importing this module does not need tr
     triton = None
 
 # Dequantisation of a nibble n (= q + 8), selected by the DEQUANT constexpr:
-DEQUANT_CVT = 0  # (n - 8) int -> fp32 convert -> bf16
-DEQUANT_MAGIC = 1  # fp32 bits 0x4B000000 | n  ==  2^23 + n exactly; minus (2^23 + 8): no int convert
-DEQUANT_BF16X2 = 2  # inline PTX, two weights per instruction in bf16x2 (Marlin's trick), scale folded
-# in; CUDA only (the CPU interpreter cannot run PTX: CPU tests use 0/1, the GPU tests cover 2)
+DEQUANT_CVT = 0  # (n - 8) int -> fp32, times the scale, rounded once to bf16; portable (the CPU
+# interpreter runs it: it cannot run PTX)
+DEQUANT_BF16X2 = 2  # inline PTX, two weights per instruction in bf16x2 (Marlin's trick); CUDA only
 
-# Two words (of two elements the asm gets together) -> eight bf16x2 registers, one per quantisation
-# group i (nibble i), each holding (w[e0], w[e1]) = (n - 8) * scale_i rounded once to bf16, as the
-# reference's fp32 product .to(bf16). prmt pairs the words' halves, so one lop3
-# (x & 0x000F000F | 0x43004300) makes two bf16 128 + n; fma(v, 1, -136) gives n - 8 exactly and
-# fma(., scale, -0) applies the (group, column) scale pair: 2 instructions per weight.
-_BF16X2_DEQUANT_ASM = (
-    "{\n.reg .b32 x, y, t, v, one, off, nz;\n"
-    "mov.b32 one, 0x3F803F80;\nmov.b32 off, 0xC308C308;\nmov.b32 nz, 0x80008000;\n"
-    "prmt.b32 x, $8, $9, 0x5410;\nprmt.b32 y, $8, $9, 0x7632;\n"
-    + "".join(
-        ("" if i % 4 == 0 else f"shr.u32 t, {'xy'[i // 4]}, {4 * (i % 4)};\n")
-        + f"lop3.b32 v, {'xy'[i // 4] if i % 4 == 0 else 't'}, 0x000F000F, 0x43004300, 0xEA;\n"
-        + f"fma.rn.bf16x2 v, v, one, off;\nfma.rn.bf16x2 ${i}, v, ${10 + i}, nz;\n"
-        for i in range(8))
-    + "}"
-)
+# bf16x2 dequantisation in two steps, so that only one group's weights are live at a time:
+# _PAIR_ASM takes the words of two elements (e0, e1) and pairs their halves, x = (lo e0, lo e1),
+# y = (hi e0, hi e1); _group_asm(i) then makes group i (nibble i % 4 of x or y) as bf16x2
+# (w[e0], w[e1]) = (n - 8) * scale, rounded once to bf16 as the reference's fp32 product:
+# lop3 (v & 0x000F000F | 0x43004300) is bf16 128 + n, fma(v, 1, -136) is n - 8 exactly and
+# fma(., scale, -0) applies the (group, column) scale pair: 2 instructions per weight, plus a
+# shift for nibbles 1..3 and the pairing prmt.
+_PAIR_ASM = "prmt.b32 $0, $2, $3, 0x5410;\nprmt.b32 $1, $2, $3, 0x7632;"
+
+
+def _group_asm(i: int) -> str:
+    src = "$1" if i < 4 else "$2"
+    body = f"shr.u32 t, {src}, {4 * (i % 4)};\nlop3.b32 v, t, " if i % 4 else f"lop3.b32 v, {src}, "
+    return ("{\n.reg .b32 t, v, one, off, nz;\n"
+            "mov.b32 one, 0x3F803F80;\nmov.b32 off, 0xC308C308;\nmov.b32 nz, 0x80008000;\n"
+            + body + "0x000F000F, 0x43004300, 0xEA;\n"
+            "fma.rn.bf16x2 v, v, one, off;\nfma.rn.bf16x2 $0, v, $3, nz;\n}")
+
 
 if triton is not None:
-    _BF16X2_DEQUANT_ASM = tl.constexpr(_BF16X2_DEQUANT_ASM)  # a jit function reads only constexpr globals
+    # a jit function reads only constexpr globals
+    _PAIR_ASM = tl.constexpr(_PAIR_ASM)
+    _G0, _G1, _G2, _G3, _G4, _G5, _G6, _G7 = (tl.constexpr(_group_asm(i)) for i in range(8))
 
     @triton.jit
-    def _group_dot(a_ptrs, a_ok, words, nib: tl.constexpr, sc, magic, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr):
-        """One quantisation group: activations [BM, 32] . nibble `nib` (0..3) of `words`
-        [32, BN], times the group's per-column scale `sc` [BN].
-
-        DEQUANT_MAGIC: the nibble is masked in place (no shift) into the mantissa of 2^23,
-        so float(bits) - (2^23 + 8*16^nib) == (n - 8) * 16^nib exactly (bf16-exact: a 4-bit
-        integer times a power of two); the 16^-nib goes into the scale. One integer op
-        (and|or, a lop3) per weight instead of shift, and, subtract and convert."""
-        a = tl.load(a_ptrs, mask=a_ok, other=0.0)
-        if DEQUANT == 1:  # DEQUANT_MAGIC
-            bits = (words & (0xF << (4 * nib))) | magic
-            w = bits.to(tl.float32, bitcast=True) - (8388608.0 + 8.0 * (16 ** nib))
-            sc = sc * (1.0 / (16 ** nib))
-        else:
-            w = (((words >> (4 * nib)) & 0xF) - 8).to(tl.float32)
-        if DOT_F32:
-            return tl.dot(a.to(tl.float32), w) * sc[None, :]
-        return tl.dot(a, w.to(a.dtype)) * sc[None, :]
+    def _group_bf16x2(xy, sc, ASM: tl.constexpr):
+        return tl.inline_asm_elementwise(ASM, "=r,r,r,r", [xy, sc], dtype=tl.bfloat16, is_pure=True, pack=2)
 
     @triton.jit
-    def _block_dot_bf16x2(acc, a_ptrs, row_ok, k_begin, K, words, s_ptrs, n_ok, stride_sg):
-        """acc [BM, BN] += activations [BM, 256] . the K-block's 8 groups of `words` [32, BN]
-        dequantised and scaled in bf16x2 by inline PTX (DEQUANT_BF16X2)."""
+    def _dequant_group(words, xy, sc, i: tl.constexpr, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr):
+        """Group i of a K-block: words [32, BN] (nibble i), their pairing xy (DEQUANT_BF16X2),
+        scales sc [1, BN] -> bf16 [32, BN] (fp32 under DOT_F32: the interpreter's bf16 cast
+        truncates instead of rounding)."""
+        if DEQUANT == 2:  # DEQUANT_BF16X2
+            if i == 0:
+                w = _group_bf16x2(xy, sc, _G0)
+            elif i == 1:
+                w = _group_bf16x2(xy, sc, _G1)
+            elif i == 2:
+                w = _group_bf16x2(xy, sc, _G2)
+            elif i == 3:
+                w = _group_bf16x2(xy, sc, _G3)
+            elif i == 4:
+                w = _group_bf16x2(xy, sc, _G4)
+            elif i == 5:
+                w = _group_bf16x2(xy, sc, _G5)
+            elif i == 6:
+                w = _group_bf16x2(xy, sc, _G6)
+            else:
+                w = _group_bf16x2(xy, sc, _G7)
+        else:  # DEQUANT_CVT
+            w = (((words >> (4 * i)) & 0xF) - 8).to(tl.float32) * sc.to(tl.float32)
+            if not DOT_F32:
+                w = w.to(tl.bfloat16)
+        return w
+
+    @triton.jit
+    def _split8(st):
+        """[BN, 8] -> its 8 columns, each [BN]."""
+        BN: tl.constexpr = st.shape[0]
+        even, odd = tl.split(tl.reshape(st, (BN, 4, 2)))
+        e0, e1 = tl.split(tl.reshape(even, (BN, 2, 2)))
+        o0, o1 = tl.split(tl.reshape(odd, (BN, 2, 2)))
+        s0, s4 = tl.split(e0)
+        s2, s6 = tl.split(e1)
+        s1, s5 = tl.split(o0)
+        s3, s7 = tl.split(o1)
+        return s0, s1, s2, s3, s4, s5, s6, s7
+
+    @triton.jit
+    def _k_block(acc, a_base, row_ok, k_begin, K, q_ptrs, s_ptrs, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr,
+                 EVEN_K: tl.constexpr, acc_up, q_up_ptrs, s_up_ptrs, GATE_UP: tl.constexpr):
+        """acc (and acc_up) [BM, BN] += activations [BM, 256] . one K-block of weights."""
         offs_j = tl.arange(0, 32)
-        s0 = tl.load(s_ptrs, mask=n_ok, other=0.0)[None, :]  # inline asm broadcasts its args
-        s1 = tl.load(s_ptrs + stride_sg, mask=n_ok, other=0.0)[None, :]
-        s2 = tl.load(s_ptrs + 2 * stride_sg, mask=n_ok, other=0.0)[None, :]
-        s3 = tl.load(s_ptrs + 3 * stride_sg, mask=n_ok, other=0.0)[None, :]
-        s4 = tl.load(s_ptrs + 4 * stride_sg, mask=n_ok, other=0.0)[None, :]
-        s5 = tl.load(s_ptrs + 5 * stride_sg, mask=n_ok, other=0.0)[None, :]
-        s6 = tl.load(s_ptrs + 6 * stride_sg, mask=n_ok, other=0.0)[None, :]
-        s7 = tl.load(s_ptrs + 7 * stride_sg, mask=n_ok, other=0.0)[None, :]
-        w = tl.inline_asm_elementwise(
-            _BF16X2_DEQUANT_ASM, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r,r,r,r,r,r",
-            [words, s0, s1, s2, s3, s4, s5, s6, s7], dtype=(tl.bfloat16,) * 8, is_pure=True, pack=2)
+        words = tl.load(q_ptrs)
+        sc = _split8(tl.load(s_ptrs))
+        xy = words
+        if DEQUANT == 2:
+            xy = tl.inline_asm_elementwise(_PAIR_ASM, "=r,=r,r,r", [words], dtype=tl.int32, is_pure=True, pack=2)
+        words_up = words
+        xy_up = xy
+        sc_up = sc
+        if GATE_UP:
+            words_up = tl.load(q_up_ptrs)
+            sc_up = _split8(tl.load(s_up_ptrs))
+            xy_up = words_up
+            if DEQUANT == 2:
+                xy_up = tl.inline_asm_elementwise(_PAIR_ASM, "=r,=r,r,r", [words_up], dtype=tl.int32, is_pure=True,
+                                                  pack=2)
         for i in tl.static_range(8):
-            k0 = k_begin + i * 32
-            a = tl.load(a_ptrs + i * 32, mask=row_ok[:, None] & ((k0 + offs_j) < K)[None, :], other=0.0)
-            acc = tl.dot(a, w[i], acc)
-        return acc
+            if EVEN_K:
+                a = tl.load(a_base + i * 32)
+            else:
+                a = tl.load(a_base + i * 32, mask=row_ok[:, None] & ((k_begin + i * 32 + offs_j) < K)[None, :],
+                            other=0.0)
+            w = _dequant_group(words, xy, sc[i][None, :], i, DEQUANT, DOT_F32)
+            if DOT_F32:  # interpreter: its bf16 tl.dot is broken
+                acc = tl.dot(a.to(tl.float32), w, acc)
+            else:
+                acc = tl.dot(a, w.to(a.dtype), acc)
+            if GATE_UP:
+                wu = _dequant_group(words_up, xy_up, sc_up[i][None, :], i, DEQUANT, DOT_F32)
+                if DOT_F32:
+                    acc_up = tl.dot(a.to(tl.float32), wu, acc_up)
+                else:
+                    acc_up = tl.dot(a, wu.to(a.dtype), acc_up)
+        return acc, acc_up
 
     @triton.jit
     def _w4a16_moe_gemm_kernel(
         a_ptr, q_ptr, s_ptr, c_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
-        N, K, num_pairs, up_offset, kb_per_split, num_kb, magic,
-        stride_am, stride_qe, stride_qw, stride_se, stride_sg, stride_cm,  # unit strides along K / N
+        N, K, num_pairs, up_offset, n_last, kb_per_split, num_kb,
+        stride_am, stride_qe, stride_se, stride_cm,  # unit strides along K / N
         A_ROW_DIV: tl.constexpr,  # A row = pair // A_ROW_DIV (k for x, 1 for the intermediate)
         C_ROW_DIV: tl.constexpr,  # C row = pair // C_ROW_DIV (1 for the intermediate, k for out)
         GATE_UP: tl.constexpr,  # also compute columns n + up_offset and store silu(gate)*up
@@ -250,10 +303,12 @@ if triton is not None:
         ATOMIC: tl.constexpr,  # fp32 atomic add into C (split-K and/or top-k reduction)
         DEQUANT: tl.constexpr,
         DOT_F32: tl.constexpr,  # interpreter only: its bf16 tl.dot is broken, so dot in fp32
+        EVEN_K: tl.constexpr,  # K % 256 == 0: activation loads need no mask
+        FAST_COLS: tl.constexpr,  # BLOCK_N >= 64 divides the padded N and up_offset: no column past it
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
+        pid_n = tl.program_id(0)  # column tiles fastest: neighbouring programs share the expert
+        pid_m = tl.program_id(1)
         pid_k = tl.program_id(2)
         expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
         if expert < 0:
@@ -261,46 +316,42 @@ if triton is not None:
         pair, row_ok, a_row = moe_block_rows(sorted_ids_ptr, pid_m, num_pairs, A_ROW_DIV, BLOCK_M)
 
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        n_ok = offs_n < N  # masks only: a tl.where on offs_n would hide its contiguity and
-        # un-coalesce the weight loads (out-of-range pointers are never dereferenced)
+        n_ok = offs_n < N
         offs_j = tl.arange(0, 32)
-
+        offs_g = tl.arange(0, 8)
         kb_begin = pid_k * kb_per_split
         kb_end = tl.minimum(kb_begin + kb_per_split, num_kb)
 
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        if GATE_UP:
-            acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        q_base = q_ptr + expert * stride_qe + offs_j[:, None] * stride_qw + offs_n[None, :]
-        s_base = s_ptr + expert * stride_se + offs_n
+        # Kernel layout: column n is word column n % 64 of tile n // 64; a K-block of a tile is
+        # 64*32 words and 64*8 scales.
+        q_tile = num_kb * 2048
+        s_tile = num_kb * 512
+        q_e = q_ptr + expert * stride_qe
+        s_e = s_ptr + expert * stride_se
+        if FAST_COLS:  # whole tiles, gate and up: one scalar base plus a compile-time pattern
+            offs_c = tl.arange(0, BLOCK_N)
+            q_e += (pid_n * (BLOCK_N // 64)).to(tl.int64) * q_tile
+            s_e += (pid_n * (BLOCK_N // 64)).to(tl.int64) * s_tile
+            q_off = ((offs_c // 64) * q_tile + (offs_c % 64) * 32)[None, :] + offs_j[:, None]  # int32
+            s_off = ((offs_c // 64) * s_tile + (offs_c % 64) * 8)[:, None] + offs_g[None, :]
+            q_up_off = q_off + (up_offset // 64) * q_tile
+            s_up_off = s_off + (up_offset // 64) * s_tile
+        else:  # any column: clamped into the padded N (results past N are masked at the store)
+            col = tl.minimum(offs_n, n_last)
+            col_up = tl.minimum(offs_n + up_offset, n_last)
+            q_off = ((col // 64) * q_tile + (col % 64) * 32)[None, :] + offs_j[:, None]
+            s_off = ((col // 64) * s_tile + (col % 64) * 8)[:, None] + offs_g[None, :]
+            q_up_off = ((col_up // 64) * q_tile + (col_up % 64) * 32)[None, :] + offs_j[:, None]
+            s_up_off = ((col_up // 64) * s_tile + (col_up % 64) * 8)[:, None] + offs_g[None, :]
         a_base = a_ptr + a_row[:, None] * stride_am + offs_j[None, :]
-        for kb in range(kb_begin, kb_end):
-            q_ptrs = q_base + kb * 32 * stride_qw
-            words = tl.load(q_ptrs, mask=n_ok[None, :], other=0)
-            if GATE_UP:
-                words_up = tl.load(q_ptrs + up_offset, mask=n_ok[None, :], other=0)
-            if DEQUANT == 2:  # DEQUANT_BF16X2: scales are folded into the weights, the MMA accumulates
-                s_ptrs = s_base + kb * 8 * stride_sg
-                acc = _block_dot_bf16x2(acc, a_base + kb * 256, row_ok, kb * 256, K, words, s_ptrs, n_ok, stride_sg)
-                if GATE_UP:
-                    acc_up = _block_dot_bf16x2(acc_up, a_base + kb * 256, row_ok, kb * 256, K, words_up,
-                                               s_ptrs + up_offset, n_ok, stride_sg)
-            else:  # one dot per quantisation group, scaled on the product
-                for i in tl.static_range(8):
-                    if i == 4:  # nibbles 4..7 -> bits 0..15: one shift per word for four groups
-                        words = words >> 16
-                        if GATE_UP:
-                            words_up = words_up >> 16
-                    k0 = kb * 256 + i * 32
-                    a_ptrs = a_base + k0
-                    a_ok = row_ok[:, None] & ((k0 + offs_j) < K)[None, :]
-                    s_ptrs = s_base + (kb * 8 + i) * stride_sg
-                    sc = tl.load(s_ptrs, mask=n_ok, other=0.0).to(tl.float32)
-                    acc += _group_dot(a_ptrs, a_ok, words, i % 4, sc, magic, DEQUANT, DOT_F32)
-                    if GATE_UP:
-                        sc_up = tl.load(s_ptrs + up_offset, mask=n_ok, other=0.0).to(tl.float32)
-                        acc_up += _group_dot(a_ptrs, a_ok, words_up, i % 4, sc_up, magic, DEQUANT, DOT_F32)
 
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kb in range(kb_begin, kb_end):
+            q_kb = q_e + kb * 2048
+            s_kb = s_e + kb * 512
+            acc, acc_up = _k_block(acc, a_base + kb * 256, row_ok, kb * 256, K, q_kb + q_off, s_kb + s_off,
+                                   DEQUANT, DOT_F32, EVEN_K, acc_up, q_kb + q_up_off, s_kb + s_up_off, GATE_UP)
         if GATE_UP:
             acc = acc / (1.0 + tl.exp(-acc)) * acc_up
         moe_store_rows(acc, c_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_cm, 1,
@@ -314,19 +365,26 @@ def _launch(
 ) -> None:
     """c[pair // c_row_div, :n] (+)= a[pair // a_row_div, :k_dim] @ W[expert] over aligned
     blocks; with gate_up, columns n.. of W are the up half and c gets silu(gate)*up."""
-    assert a.stride(1) == 1 and qweight.stride(2) == 1 and scales.stride(2) == 1 and c.stride(1) == 1
-    num_kb = qweight.shape[1] // GROUP
+    assert a.stride(1) == 1 and qweight.is_contiguous() and scales.is_contiguous() and c.stride(1) == 1
+    if cfg.block_n < 16 or cfg.block_n & (cfg.block_n - 1):
+        raise ValueError(f"block_n={cfg.block_n}: the INT4 kernel takes a power of two >= 16")
+    if cfg.dequant not in (DEQUANT_CVT, DEQUANT_BF16X2):
+        raise ValueError(f"dequant={cfg.dequant}: expected {DEQUANT_CVT} (convert) or {DEQUANT_BF16X2} (bf16x2 PTX)")
+    num_kb = qweight.shape[2]
+    np_ = qweight.shape[1] * TILE_N
     kb_per_split = -(-num_kb // cfg.split_k)
     tw = topk_weights if topk_weights is not None else c
-    grid = (routing.max_blocks, triton.cdiv(n, cfg.block_n), -(-num_kb // kb_per_split))
+    grid = (triton.cdiv(n, cfg.block_n), routing.max_blocks, -(-num_kb // kb_per_split))
     _w4a16_moe_gemm_kernel[grid](
         a, qweight, scales, c, tw, routing.sorted_pair_ids, routing.block_expert_ids,
-        n, k_dim, routing.num_pairs, n if gate_up else 0, kb_per_split, num_kb, 0x4B000000,
-        a.stride(0), qweight.stride(0), qweight.stride(1), scales.stride(0), scales.stride(1), c.stride(0),
+        n, k_dim, routing.num_pairs, n if gate_up else 0, np_ - 1, kb_per_split, num_kb,
+        a.stride(0), qweight.stride(0), scales.stride(0), c.stride(0),
         A_ROW_DIV=a_row_div, C_ROW_DIV=c_row_div, GATE_UP=gate_up,
         MUL_ROUTED_WEIGHT=topk_weights is not None, ATOMIC=atomic,
-        DEQUANT=DEQUANT_MAGIC if cfg.dequant == DEQUANT_BF16X2 and interpreting() else cfg.dequant,
-        DOT_F32=interpreting(), BLOCK_M=routing.block_m, BLOCK_N=cfg.block_n,
+        DEQUANT=DEQUANT_CVT if interpreting() else cfg.dequant,
+        DOT_F32=interpreting(), EVEN_K=k_dim % KBLOCK == 0,
+        FAST_COLS=cfg.block_n >= TILE_N and np_ % cfg.block_n == 0 and (not gate_up or n % cfg.block_n == 0),
+        BLOCK_M=routing.block_m, BLOCK_N=cfg.block_n,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
 
@@ -349,18 +407,21 @@ def fused_moe_w4a16(
     gate_up_config: MoEGemmConfig | dict | None = None,
     down_config: MoEGemmConfig | dict | None = None,
 ) -> torch.Tensor:
-    """Kernel-layout weights (`pack_for_kernel`): w13_q [E, Hp//8, 2I], w2_q [E, Ip//8, H].
+    """Kernel-layout weights (`pack_for_kernel`): w13_q [E, 2I/64, Hp/256, 64, 32] (gate rows
+    0..I-1, up rows I..2I-1), w2_q [E, Hp'/64, Ip/256, 64, 32] with Hp' = H padded to 64.
 
     Two Triton launches (gate_up with fused SiLU*mul, down with routed weight + top-k sum)
     after the align step (`_moe_common.run_fused_moe`). Knobs default to `default_configs(T, k, E, H, I)`;
     configs may be given as MoEGemmConfig or as a dict of the fields to override. block_k
     is fixed at 256 by the layout (split_k divides K in 256-blocks)."""
     T, H = x.shape
-    E, _, two_i = w13_q.shape
-    I = two_i // 2
+    E = w13_q.shape[0]
+    I = w13_q.shape[1] * TILE_N // 2  # I is a multiple of 32, so 2I needs no column padding
     k = topk_ids.shape[1]
-    assert w13_q.shape[1] == padded_k(H) // PACK, f"w13_q {tuple(w13_q.shape)} is not the kernel layout for H={H}"
-    assert w2_q.shape[1] == padded_k(I) // PACK and w2_q.shape[2] == H, f"w2_q {tuple(w2_q.shape)} vs I={I}, H={H}"
+    assert w13_q.shape[1:] == (padded_n(2 * I) // TILE_N, padded_k(H) // KBLOCK, TILE_N, GROUP), \
+        f"w13_q {tuple(w13_q.shape)} is not the kernel layout for H={H}, I={I}"
+    assert w2_q.shape[1:] == (padded_n(H) // TILE_N, padded_k(I) // KBLOCK, TILE_N, GROUP), \
+        f"w2_q {tuple(w2_q.shape)} is not the kernel layout for H={H}, I={I}"
     bm, gu, dn = default_configs(T, k, E, H, I)
     weights = {"w13": (w13_q, w13_s), "w2": (w2_q, w2_s)}
 

@@ -12,11 +12,9 @@ import argparse
 import json
 
 FIELDS = ("block_n", "num_warps", "num_stages", "split_k", "dequant")
-CONFIGS = [  # dequant 2 (bf16x2 PTX) over tiles, and the two dequant-1 winners of tune_moe_8c53d80
-    (32, 2, 4, 1, 1), (64, 4, 3, 1, 1),
-    (32, 2, 4, 1, 2), (32, 4, 4, 1, 2), (64, 4, 3, 1, 2), (64, 4, 4, 1, 2), (32, 2, 6, 1, 2), (64, 2, 4, 1, 2),
-    (128, 4, 3, 1, 2), (128, 8, 3, 1, 2), (64, 8, 4, 1, 2), (32, 4, 6, 1, 2), (64, 4, 4, 2, 2), (256, 8, 3, 1, 2),
-    (16, 1, 4, 1, 2),
+CONFIGS = [  # tiled layout (session 4): bf16x2 PTX over tiles and split-K, and the portable convert
+    (64, 4, 3, 1, 2), (64, 4, 2, 1, 2), (64, 4, 4, 1, 2), (128, 4, 2, 1, 2), (128, 4, 3, 1, 2), (128, 8, 2, 1, 2),
+    (64, 8, 2, 1, 2), (32, 2, 3, 1, 2), (64, 4, 3, 2, 2), (128, 4, 2, 2, 2), (64, 4, 3, 1, 0),
 ]
 # (shape, H, I, T): decode-sized token counts where the GEMMs stream weights
 CASES = [("kimi_I2048", 7168, 2048, 1), ("kimi_I2048", 7168, 2048, 8), ("kimi_I2048", 7168, 2048, 64),

@@ -46,24 +46,35 @@ def _kernel_layout(wts):
     return (*m.pack_for_kernel(w13, s13), *m.pack_for_kernel(w2, s2))
 
 
-@pytest.mark.parametrize("K", [256, 96, 544])
-def test_kernel_layout_roundtrip_and_convention(K):
-    gen = torch.Generator().manual_seed(K)
-    packed, scales = m.quantize_int4_g32(torch.randn(3, 5, K, generator=gen))
+@pytest.mark.parametrize("N,K", [(64, 256), (5, 96), (130, 544)])
+def test_kernel_layout_roundtrip_and_convention(N, K):
+    gen = torch.Generator().manual_seed(K + N)
+    packed, scales = m.quantize_int4_g32(torch.randn(3, N, K, generator=gen))
     q, s = m.pack_for_kernel(packed, scales)
-    Kp = -(-K // 256) * 256
-    assert q.shape == (3, Kp // 8, 5) and s.shape == (3, Kp // 32, 5)
-    p2, s2 = m.unpack_from_kernel(q, s, K)
+    Np, Kp = -(-N // 64) * 64, -(-K // 256) * 256
+    assert q.shape == (3, Np // 64, Kp // 256, 64, 32) and s.shape == (3, Np // 64, Kp // 256, 64, 8)
+    p2, s2 = m.unpack_from_kernel(q, s, N, K)
     assert torch.equal(p2, packed) and torch.equal(s2, scales)
-    # k = 256b + 32i + j sits in word row 32b + j, nibble i; padding is nibble 8 (zero weight)
+    # W[n = 64t + c, k = 256b + 32i + j] sits in word [t, b, c, j], nibble i; its scale in
+    # scales [t, b, c, i]; padding is nibble 8 (zero weight) with scale 1
     nib = m.dequantize_int4_g32(packed, torch.ones_like(scales)).float() + 8  # [E, N, K] nibbles
-    for k in sorted({0, 1, 31, 32, 33, min(255, K - 1), K - 1}):
-        b, i, j = k // 256, (k % 256) // 32, k % 32
-        got = (q[:, 32 * b + j, :] >> (4 * i)) & 0xF
-        assert torch.equal(got.float(), nib[:, :, k]), k
+    for n in sorted({0, 1, min(63, N - 1), min(64, N - 1), N - 1}):
+        t, c = divmod(n, 64)
+        for k in sorted({0, 1, 31, 32, 33, min(255, K - 1), K - 1}):
+            b, i, j = k // 256, (k % 256) // 32, k % 32
+            got = (q[:, t, b, c, j] >> (4 * i)) & 0xF
+            assert torch.equal(got.float(), nib[:, n, k]), (n, k)
+            assert torch.equal(s[:, t, b, c, i], scales[:, n, k // 32]), (n, k)
     if Kp > K:
-        last = (q[:, -1, :] >> 28) & 0xF
-        assert (last == 8).all()
+        assert ((q[:, :, -1, :, :] >> 28) & 0xF == 8).all() and (s[:, :, -1, :, 7] == 1).all()
+    if Np > N:
+        assert ((q[:, -1, :, -1, :] >> 28) & 0xF == 8).all() and (s[:, -1, :, -1, :] == 1).all()
+
+
+def test_random_kernel_weights_shape():
+    q, s = m.random_kernel_weights(2, 96, 300, device="cpu")
+    assert q.shape == (2, 2, 2, 64, 32) and q.dtype == torch.int32
+    assert s.shape == (2, 2, 2, 64, 8) and s.dtype == torch.bfloat16
 
 
 @pytest.mark.parametrize("T,E,k,bm", [(7, 10, 3, 4), (1, 384, 8, 16), (33, 4, 2, 16), (20, 64, 8, 16)])
@@ -115,9 +126,9 @@ def test_fused_moe_w4a16_default(T, E, H, I, k, dtype):
 @pytest.mark.parametrize(
     "gate_up,down",
     [
-        (dict(block_n=16, split_k=2, dequant=0), dict(block_n=16, split_k=3, dequant=1)),
-        (dict(block_n=32, dequant=1), dict(block_n=64, split_k=1, dequant=0)),
-        (dict(block_n=16, split_k=3, dequant=2), dict(block_n=32, dequant=2)),  # PTX on CUDA, else 1
+        (dict(block_n=16, split_k=2, dequant=0), dict(block_n=16, split_k=3, dequant=0)),
+        (dict(block_n=32, dequant=0), dict(block_n=128, split_k=1, dequant=0)),
+        (dict(block_n=16, split_k=3, dequant=2), dict(block_n=32, dequant=2)),  # PTX on CUDA, else 0
     ],
 )
 def test_fused_moe_w4a16_knobs(gate_up, down):
@@ -129,6 +140,21 @@ def test_fused_moe_w4a16_knobs(gate_up, down):
     out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, block_m=16, gate_up_config=gate_up, down_config=down)
     ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
     assert_close(out, ref, torch.bfloat16, f"moe_w4a16 knobs {gate_up} {down}")
+
+
+@pytest.mark.parametrize("bn_gate_up,bn_down", [(64, 128), (128, 64), (16, 32)])
+def test_fused_moe_w4a16_tile_aligned(bn_gate_up, bn_down):
+    """H and 2I multiples of 128 and I of 64: the kernel's scalar-base column path (the
+    awkward shapes above take the clamped per-column path)."""
+    T, E, H, I, k = 6, 4, 256, 64, 2
+    gen = torch.Generator().manual_seed(bn_gate_up + bn_down)
+    wts = _weights(E, H, I, gen)
+    ids, tw = _routing(T, E, k, gen)
+    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
+    out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, gate_up_config=dict(block_n=bn_gate_up),
+                            down_config=dict(block_n=bn_down))
+    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+    assert_close(out, ref, torch.bfloat16, f"moe_w4a16 tile-aligned {bn_gate_up=} {bn_down=}")
 
 
 def test_bytes_and_flops():
@@ -155,16 +181,18 @@ def test_fused_moe_w4a16_kimi_tp8_gpu():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("dequant", [0, 1, 2])
+@pytest.mark.parametrize("dequant", [0, 2])
 @pytest.mark.parametrize("T,E,H,I,k", SHAPES + [(16, 64, 7168, 256, 8)])
 def test_fused_moe_w4a16_dequant_modes_gpu(dequant, T, E, H, I, k):
-    """Every dequantisation (2 is inline PTX, which only runs on the GPU) against the reference,
-    at awkward shapes (masked columns, padded K) and a Kimi TP8 shard."""
+    """Both dequantisations (2 is inline PTX, which only runs on the GPU) against the reference,
+    at awkward shapes (masked columns, padded N and K) and a Kimi TP8 shard, with the default
+    tiles and with 128-column tiles."""
     gen = torch.Generator().manual_seed(T + E + dequant)
     wts = _weights(E, H, I, gen)
     ids, tw = _routing(T, E, k, gen)
     x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
-    cfg = dict(dequant=dequant)
-    out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, gate_up_config=cfg, down_config=cfg)
     ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
-    assert calc_diff(out, ref) < 1e-4, f"{dequant=} {T=} {E=} {H=} {I=} {k=}"
+    for bn in (None, 128):
+        cfg = dict(dequant=dequant) if bn is None else dict(dequant=dequant, block_n=bn, num_stages=2)
+        out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, gate_up_config=cfg, down_config=cfg)
+        assert calc_diff(out, ref) < 1e-4, f"{dequant=} {bn=} {T=} {E=} {H=} {I=} {k=}"
