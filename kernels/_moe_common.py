@@ -157,6 +157,7 @@ class MoEGemmConfig:
     num_stages: int = 3
     dequant: int = 2  # INT4 only: 0 int->float convert, 2 bf16x2 inline PTX (CUDA only; the
     # interpreter runs 0), see moe_w4a16.DEQUANT_*
+    max_regs: int | None = None  # INT4 only: register cap per thread (ptxas maxnreg), for occupancy
 
 
 def interpreting() -> bool:

@@ -12,12 +12,13 @@ Two layouts:
 * **Kernel layout** (what `fused_moe_w4a16` reads; `pack_for_kernel` converts, as a serving
   engine repacks a checkpoint for Marlin at load time): still 8 nibbles per int32 and one
   bf16 scale per 32 weights, tiled so that each 64-column tile streams contiguously:
-    qweight [E, Np//64, Kp//256, 64, 32] int32, scales [E, Np//64, Kp//256, 64, 8] bf16,
+    qweight [E, Np//64, Kp//256, 64, 2, 32] int16, scales [E, Np//64, Kp//256, 64, 8] bf16,
   Np = N rounded up to 64, Kp = K rounded up to 256 (padding: zero weights, unit scales).
-  Word [e, t, b, c, j], nibble i holds W[e, 64t + c, 256b + 32i + j]: the 32 words of a
-  column are contiguous (a K-block of a 64-column tile is one 8 KB run), shifting them by 4i
-  gives quantisation group 8b+i, and the column's 8 group scales of the K-block are one 16 B
-  run. Contiguous tiles took a read-only pass over the weights from 73-87% to 97-102% of the
+  Half-word [e, t, b, c, h, j], nibble i % 4 holds W[e, 64t + c, 256b + 32i + j], h = i // 4:
+  a column's 64 half-words are contiguous (a K-block of a 64-column tile is one 8 KB run), the
+  half-words of rows j and j+1 share a 32-bit register as loaded (the bf16x2 pairs, no
+  permute), shifting them by 4(i % 4) gives quantisation group 8b+i, and the column's 8 group
+  scales of the K-block are one 16 B run. Contiguous tiles took a read-only pass over the weights from 73-87% to 97-102% of the
   measured read bandwidth on the H200 (perfmodel/data/runs/tuning/w4a16_layout_*.log).
 
 Per token: out = sum_k topk_weights[k] * W2[e_k] @ (silu(W1[e_k] x) * (W3[e_k] x)), with
@@ -50,7 +51,7 @@ from ._moe_common import (
 
 GROUP = 32  # weights per scale
 PACK = 8  # nibbles per int32 word
-KBLOCK = GROUP * PACK  # 256: k covered by the 32 words of a column in the kernel layout
+KBLOCK = GROUP * PACK  # 256: k covered by the 64 half-words of a column in the kernel layout
 TILE_N = 64  # columns per contiguous tile of the kernel layout
 
 __all__ = [
@@ -123,18 +124,21 @@ def pack_for_kernel(packed: torch.Tensor, scales: torch.Tensor) -> tuple[torch.T
     q = _unpack_nibbles(packed).reshape(E, N, K)
     q = torch.nn.functional.pad(q, (0, Kp - K, 0, Np - N), value=8)
     s = torch.nn.functional.pad(scales, (0, (Kp - K) // GROUP, 0, Np - N), value=1.0)
-    # W[n = 64t + c, k = 256b + 32i + j]  ->  word [t, b, c, j], nibble i
-    q = q.reshape(E, Np // TILE_N, TILE_N, Kp // KBLOCK, PACK, GROUP).permute(0, 1, 3, 2, 5, 4)
-    qweight = _pack_nibbles(q)  # [E, t, b, c, j]
+    # W[n = 64t + c, k = 256b + 32i + j]  ->  half-word [t, b, c, i // 4, j], nibble i % 4
+    q = q.reshape(E, Np // TILE_N, TILE_N, Kp // KBLOCK, 2, 4, GROUP).permute(0, 1, 3, 2, 4, 6, 5)
+    shifts = torch.arange(4, device=q.device, dtype=torch.int32) * 4
+    half = (q.to(torch.int32) << shifts).sum(-1)  # [E, t, b, c, h, j], 0..65535
+    qweight = ((half ^ 0x8000) - 0x8000).to(torch.int16)
     s = s.reshape(E, Np // TILE_N, TILE_N, Kp // KBLOCK, PACK).permute(0, 1, 3, 2, 4)  # [E, t, b, c, i]
     return qweight.contiguous(), s.contiguous()
 
 
 def unpack_from_kernel(qweight: torch.Tensor, scales: torch.Tensor, N: int, K: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Kernel layout -> checkpoint layout (the inverse of `pack_for_kernel`, N and K unpadded)."""
-    E, NT, KB, _, _ = qweight.shape
-    q = _unpack_nibbles(qweight)  # [E, t, b, c, j, i]
-    q = q.permute(0, 1, 3, 2, 5, 4).reshape(E, NT * TILE_N, KB * KBLOCK)[:, :N, :K]
+    E, NT, KB = qweight.shape[:3]
+    shifts = torch.arange(4, device=qweight.device, dtype=torch.int32) * 4
+    q = (qweight.to(torch.int32)[..., None] >> shifts) & 0xF  # [E, t, b, c, h, j, i % 4]
+    q = q.permute(0, 1, 3, 2, 4, 6, 5).reshape(E, NT * TILE_N, KB * KBLOCK)[:, :N, :K]
     packed = _pack_nibbles(q.reshape(E, N, K // PACK, PACK))
     s = scales.permute(0, 1, 3, 2, 4).reshape(E, NT * TILE_N, KB * PACK)[:, :N, : K // GROUP]
     return packed, s.contiguous()
@@ -144,7 +148,7 @@ def random_kernel_weights(E: int, N: int, K: int, device: str = "cuda") -> tuple
     """Random valid kernel-layout weights (all 32 bits random, scales in [0.001, 0.021])
     for timing, without a quantisation pass."""
     shape = (E, padded_n(N) // TILE_N, padded_k(K) // KBLOCK, TILE_N)
-    q = torch.randint(-(2**31), 2**31 - 1, (*shape, GROUP), dtype=torch.int32, device=device)
+    q = torch.randint(-(2**15), 2**15, (*shape, 2, GROUP), dtype=torch.int16, device=device)
     s = (torch.rand(*shape, PACK, device=device) * 0.02 + 0.001).to(torch.bfloat16)
     return q, s
 
@@ -183,58 +187,47 @@ DEQUANT_CVT = 0  # (n - 8) int -> fp32, times the scale, rounded once to bf16; p
 # interpreter runs it: it cannot run PTX)
 DEQUANT_BF16X2 = 2  # inline PTX, two weights per instruction in bf16x2 (Marlin's trick); CUDA only
 
-# bf16x2 dequantisation in two steps, so that only one group's weights are live at a time:
-# _PAIR_ASM takes the words of two elements (e0, e1) and pairs their halves, x = (lo e0, lo e1),
-# y = (hi e0, hi e1); _group_asm(i) then makes group i (nibble i % 4 of x or y) as bf16x2
-# (w[e0], w[e1]) = (n - 8) * scale, rounded once to bf16 as the reference's fp32 product:
-# lop3 (v & 0x000F000F | 0x43004300) is bf16 128 + n, fma(v, 1, -136) is n - 8 exactly and
-# fma(., scale, -0) applies the (group, column) scale pair: 2 instructions per weight, plus a
-# shift for nibbles 1..3 and the pairing prmt.
-_PAIR_ASM = "prmt.b32 $0, $2, $3, 0x5410;\nprmt.b32 $1, $2, $3, 0x7632;"
+# bf16x2 dequantisation: Triton hands the inline asm two elements per call (pack=2), and two
+# int16 elements arrive as one 32-bit register: the half-words of rows j and j+1 of a column,
+# as loaded. _nibble_asm(s) makes the group at nibble s of both as bf16x2 (w[e0], w[e1]) =
+# (n - 8) * scale, rounded once to bf16 as the reference's fp32 product: shift (s > 0), lop3
+# (v & 0x000F000F | 0x43004300) is bf16 128 + n, fma(v, 1, -136) is n - 8 exactly and
+# fma(., scale, -0) applies the (group, column) scale pair: 2 instructions per weight plus the
+# shift for three nibbles in four.
 
 
-def _group_asm(i: int) -> str:
-    src = "$1" if i < 4 else "$2"
-    body = f"shr.u32 t, {src}, {4 * (i % 4)};\nlop3.b32 v, t, " if i % 4 else f"lop3.b32 v, {src}, "
+def _nibble_asm(shift: int) -> str:
+    body = f"shr.u32 t, $1, {4 * shift};\nlop3.b32 v, t, " if shift else "lop3.b32 v, $1, "
     return ("{\n.reg .b32 t, v, one, off, nz;\n"
             "mov.b32 one, 0x3F803F80;\nmov.b32 off, 0xC308C308;\nmov.b32 nz, 0x80008000;\n"
             + body + "0x000F000F, 0x43004300, 0xEA;\n"
-            "fma.rn.bf16x2 v, v, one, off;\nfma.rn.bf16x2 $0, v, $3, nz;\n}")
+            "fma.rn.bf16x2 v, v, one, off;\nfma.rn.bf16x2 $0, v, $2, nz;\n}")
 
 
 if triton is not None:
     # a jit function reads only constexpr globals
-    _PAIR_ASM = tl.constexpr(_PAIR_ASM)
-    _G0, _G1, _G2, _G3, _G4, _G5, _G6, _G7 = (tl.constexpr(_group_asm(i)) for i in range(8))
+    _N0, _N1, _N2, _N3 = (tl.constexpr(_nibble_asm(i)) for i in range(4))
 
     @triton.jit
-    def _group_bf16x2(xy, sc, ASM: tl.constexpr):
-        return tl.inline_asm_elementwise(ASM, "=r,r,r,r", [xy, sc], dtype=tl.bfloat16, is_pure=True, pack=2)
+    def _nibble_bf16x2(half, sc, ASM: tl.constexpr):
+        return tl.inline_asm_elementwise(ASM, "=r,r,r", [half, sc], dtype=tl.bfloat16, is_pure=True, pack=2)
 
     @triton.jit
-    def _dequant_group(words, xy, sc, i: tl.constexpr, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr):
-        """Group i of a K-block: words [32, BN] (nibble i), their pairing xy (DEQUANT_BF16X2),
-        scales sc [1, BN] -> bf16 [32, BN] (fp32 under DOT_F32: the interpreter's bf16 cast
-        truncates instead of rounding)."""
+    def _dequant_group(half, sc, nib: tl.constexpr, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr):
+        """Nibble `nib` (0..3) of the half-words `half` [32, BN] int16 (one quantisation group),
+        times its scales sc [1, BN] -> bf16 [32, BN] (fp32 under DOT_F32: the interpreter's bf16
+        cast truncates instead of rounding)."""
         if DEQUANT == 2:  # DEQUANT_BF16X2
-            if i == 0:
-                w = _group_bf16x2(xy, sc, _G0)
-            elif i == 1:
-                w = _group_bf16x2(xy, sc, _G1)
-            elif i == 2:
-                w = _group_bf16x2(xy, sc, _G2)
-            elif i == 3:
-                w = _group_bf16x2(xy, sc, _G3)
-            elif i == 4:
-                w = _group_bf16x2(xy, sc, _G4)
-            elif i == 5:
-                w = _group_bf16x2(xy, sc, _G5)
-            elif i == 6:
-                w = _group_bf16x2(xy, sc, _G6)
+            if nib == 0:
+                w = _nibble_bf16x2(half, sc, _N0)
+            elif nib == 1:
+                w = _nibble_bf16x2(half, sc, _N1)
+            elif nib == 2:
+                w = _nibble_bf16x2(half, sc, _N2)
             else:
-                w = _group_bf16x2(xy, sc, _G7)
+                w = _nibble_bf16x2(half, sc, _N3)
         else:  # DEQUANT_CVT
-            w = (((words >> (4 * i)) & 0xF) - 8).to(tl.float32) * sc.to(tl.float32)
+            w = (((half.to(tl.int32) >> (4 * nib)) & 0xF) - 8).to(tl.float32) * sc.to(tl.float32)
             if not DOT_F32:
                 w = w.to(tl.bfloat16)
         return w
@@ -255,36 +248,32 @@ if triton is not None:
     @triton.jit
     def _k_block(acc, a_base, row_ok, k_begin, K, q_ptrs, s_ptrs, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr,
                  EVEN_K: tl.constexpr, acc_up, q_up_ptrs, s_up_ptrs, GATE_UP: tl.constexpr):
-        """acc (and acc_up) [BM, BN] += activations [BM, 256] . one K-block of weights."""
+        """acc (and acc_up) [BM, BN] += activations [BM, 256] . one K-block of weights:
+        half-words q_ptrs [32, BN] (groups 0..3; groups 4..7 32 further on) and scales [BN, 8]."""
         offs_j = tl.arange(0, 32)
-        words = tl.load(q_ptrs)
+        lo = tl.load(q_ptrs)
+        hi = tl.load(q_ptrs + 32)
         sc = _split8(tl.load(s_ptrs))
-        xy = words
-        if DEQUANT == 2:
-            xy = tl.inline_asm_elementwise(_PAIR_ASM, "=r,=r,r,r", [words], dtype=tl.int32, is_pure=True, pack=2)
-        words_up = words
-        xy_up = xy
+        lo_up = lo
+        hi_up = hi
         sc_up = sc
         if GATE_UP:
-            words_up = tl.load(q_up_ptrs)
+            lo_up = tl.load(q_up_ptrs)
+            hi_up = tl.load(q_up_ptrs + 32)
             sc_up = _split8(tl.load(s_up_ptrs))
-            xy_up = words_up
-            if DEQUANT == 2:
-                xy_up = tl.inline_asm_elementwise(_PAIR_ASM, "=r,=r,r,r", [words_up], dtype=tl.int32, is_pure=True,
-                                                  pack=2)
         for i in tl.static_range(8):
-            if EVEN_K:
-                a = tl.load(a_base + i * 32)
+            if EVEN_K:  # padding rows (row 0 again) are not fetched
+                a = tl.load(a_base + i * 32, mask=row_ok[:, None], other=0.0)
             else:
                 a = tl.load(a_base + i * 32, mask=row_ok[:, None] & ((k_begin + i * 32 + offs_j) < K)[None, :],
                             other=0.0)
-            w = _dequant_group(words, xy, sc[i][None, :], i, DEQUANT, DOT_F32)
+            w = _dequant_group(lo if i < 4 else hi, sc[i][None, :], i % 4, DEQUANT, DOT_F32)
             if DOT_F32:  # interpreter: its bf16 tl.dot is broken
                 acc = tl.dot(a.to(tl.float32), w, acc)
             else:
                 acc = tl.dot(a, w.to(a.dtype), acc)
             if GATE_UP:
-                wu = _dequant_group(words_up, xy_up, sc_up[i][None, :], i, DEQUANT, DOT_F32)
+                wu = _dequant_group(lo_up if i < 4 else hi_up, sc_up[i][None, :], i % 4, DEQUANT, DOT_F32)
                 if DOT_F32:
                     acc_up = tl.dot(a.to(tl.float32), wu, acc_up)
                 else:
@@ -322,9 +311,9 @@ if triton is not None:
         kb_begin = pid_k * kb_per_split
         kb_end = tl.minimum(kb_begin + kb_per_split, num_kb)
 
-        # Kernel layout: column n is word column n % 64 of tile n // 64; a K-block of a tile is
-        # 64*32 words and 64*8 scales.
-        q_tile = num_kb * 2048
+        # Kernel layout: column n is column n % 64 of tile n // 64; a K-block of a tile is
+        # 64*64 half-words and 64*8 scales.
+        q_tile = num_kb * 4096  # int16 half-words per 64-column tile
         s_tile = num_kb * 512
         q_e = q_ptr + expert * stride_qe
         s_e = s_ptr + expert * stride_se
@@ -332,23 +321,23 @@ if triton is not None:
             offs_c = tl.arange(0, BLOCK_N)
             q_e += (pid_n * (BLOCK_N // 64)).to(tl.int64) * q_tile
             s_e += (pid_n * (BLOCK_N // 64)).to(tl.int64) * s_tile
-            q_off = ((offs_c // 64) * q_tile + (offs_c % 64) * 32)[None, :] + offs_j[:, None]  # int32
+            q_off = ((offs_c // 64) * q_tile + (offs_c % 64) * 64)[None, :] + offs_j[:, None]  # int32
             s_off = ((offs_c // 64) * s_tile + (offs_c % 64) * 8)[:, None] + offs_g[None, :]
             q_up_off = q_off + (up_offset // 64) * q_tile
             s_up_off = s_off + (up_offset // 64) * s_tile
         else:  # any column: clamped into the padded N (results past N are masked at the store)
             col = tl.minimum(offs_n, n_last)
             col_up = tl.minimum(offs_n + up_offset, n_last)
-            q_off = ((col // 64) * q_tile + (col % 64) * 32)[None, :] + offs_j[:, None]
+            q_off = ((col // 64) * q_tile + (col % 64) * 64)[None, :] + offs_j[:, None]
             s_off = ((col // 64) * s_tile + (col % 64) * 8)[:, None] + offs_g[None, :]
-            q_up_off = ((col_up // 64) * q_tile + (col_up % 64) * 32)[None, :] + offs_j[:, None]
+            q_up_off = ((col_up // 64) * q_tile + (col_up % 64) * 64)[None, :] + offs_j[:, None]
             s_up_off = ((col_up // 64) * s_tile + (col_up % 64) * 8)[:, None] + offs_g[None, :]
         a_base = a_ptr + a_row[:, None] * stride_am + offs_j[None, :]
 
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for kb in range(kb_begin, kb_end):
-            q_kb = q_e + kb * 2048
+            q_kb = q_e + kb * 4096
             s_kb = s_e + kb * 512
             acc, acc_up = _k_block(acc, a_base + kb * 256, row_ok, kb * 256, K, q_kb + q_off, s_kb + s_off,
                                    DEQUANT, DOT_F32, EVEN_K, acc_up, q_kb + q_up_off, s_kb + s_up_off, GATE_UP)
@@ -386,6 +375,7 @@ def _launch(
         FAST_COLS=cfg.block_n >= TILE_N and np_ % cfg.block_n == 0 and (not gate_up or n % cfg.block_n == 0),
         BLOCK_M=routing.block_m, BLOCK_N=cfg.block_n,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        **({} if cfg.max_regs is None or interpreting() else dict(maxnreg=cfg.max_regs)),
     )
 
 
@@ -407,8 +397,8 @@ def fused_moe_w4a16(
     gate_up_config: MoEGemmConfig | dict | None = None,
     down_config: MoEGemmConfig | dict | None = None,
 ) -> torch.Tensor:
-    """Kernel-layout weights (`pack_for_kernel`): w13_q [E, 2I/64, Hp/256, 64, 32] (gate rows
-    0..I-1, up rows I..2I-1), w2_q [E, Hp'/64, Ip/256, 64, 32] with Hp' = H padded to 64.
+    """Kernel-layout weights (`pack_for_kernel`): w13_q [E, 2I/64, Hp/256, 64, 2, 32] (gate rows
+    0..I-1, up rows I..2I-1), w2_q [E, Hp'/64, Ip/256, 64, 2, 32] with Hp' = H padded to 64.
 
     Two Triton launches (gate_up with fused SiLU*mul, down with routed weight + top-k sum)
     after the align step (`_moe_common.run_fused_moe`). Knobs default to `default_configs(T, k, E, H, I)`;
@@ -418,9 +408,9 @@ def fused_moe_w4a16(
     E = w13_q.shape[0]
     I = w13_q.shape[1] * TILE_N // 2  # I is a multiple of 32, so 2I needs no column padding
     k = topk_ids.shape[1]
-    assert w13_q.shape[1:] == (padded_n(2 * I) // TILE_N, padded_k(H) // KBLOCK, TILE_N, GROUP), \
+    assert w13_q.shape[1:] == (padded_n(2 * I) // TILE_N, padded_k(H) // KBLOCK, TILE_N, 2, GROUP), \
         f"w13_q {tuple(w13_q.shape)} is not the kernel layout for H={H}, I={I}"
-    assert w2_q.shape[1:] == (padded_n(H) // TILE_N, padded_k(I) // KBLOCK, TILE_N, GROUP), \
+    assert w2_q.shape[1:] == (padded_n(H) // TILE_N, padded_k(I) // KBLOCK, TILE_N, 2, GROUP), \
         f"w2_q {tuple(w2_q.shape)} is not the kernel layout for H={H}, I={I}"
     bm, gu, dn = default_configs(T, k, E, H, I)
     weights = {"w13": (w13_q, w13_s), "w2": (w2_q, w2_s)}

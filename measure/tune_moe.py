@@ -11,10 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 
-FIELDS = ("block_n", "num_warps", "num_stages", "split_k", "dequant")
-CONFIGS = [  # tiled layout (session 4): bf16x2 PTX over tiles and split-K, and the portable convert
-    (64, 4, 3, 1, 2), (64, 4, 2, 1, 2), (64, 4, 4, 1, 2), (128, 4, 2, 1, 2), (128, 4, 3, 1, 2), (128, 8, 2, 1, 2),
-    (64, 8, 2, 1, 2), (32, 2, 3, 1, 2), (64, 4, 3, 2, 2), (128, 4, 2, 2, 2), (64, 4, 3, 1, 0),
+FIELDS = ("block_n", "num_warps", "num_stages", "split_k", "dequant", "max_regs")
+CONFIGS = [  # tiled layout (session 4): bf16x2 PTX over tiles, register caps for occupancy, the convert
+    (64, 4, 3, 1, 2, None), (64, 4, 2, 1, 2, None), (64, 4, 2, 1, 2, 80), (64, 4, 3, 1, 2, 80),
+    (128, 4, 2, 1, 2, None), (128, 4, 2, 1, 2, 80), (128, 4, 3, 1, 2, None), (32, 2, 2, 1, 2, None),
+    (32, 2, 3, 1, 2, None), (64, 2, 2, 1, 2, None), (64, 4, 3, 1, 0, None),
 ]
 # (shape, H, I, T): decode-sized token counts where the GEMMs stream weights
 CASES = [("kimi_I2048", 7168, 2048, 1), ("kimi_I2048", 7168, 2048, 8), ("kimi_I2048", 7168, 2048, 64),

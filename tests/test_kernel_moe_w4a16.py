@@ -52,28 +52,29 @@ def test_kernel_layout_roundtrip_and_convention(N, K):
     packed, scales = m.quantize_int4_g32(torch.randn(3, N, K, generator=gen))
     q, s = m.pack_for_kernel(packed, scales)
     Np, Kp = -(-N // 64) * 64, -(-K // 256) * 256
-    assert q.shape == (3, Np // 64, Kp // 256, 64, 32) and s.shape == (3, Np // 64, Kp // 256, 64, 8)
+    assert q.shape == (3, Np // 64, Kp // 256, 64, 2, 32) and q.dtype == torch.int16
+    assert s.shape == (3, Np // 64, Kp // 256, 64, 8)
     p2, s2 = m.unpack_from_kernel(q, s, N, K)
     assert torch.equal(p2, packed) and torch.equal(s2, scales)
-    # W[n = 64t + c, k = 256b + 32i + j] sits in word [t, b, c, j], nibble i; its scale in
-    # scales [t, b, c, i]; padding is nibble 8 (zero weight) with scale 1
+    # W[n = 64t + c, k = 256b + 32i + j] sits in half-word [t, b, c, i // 4, j], nibble i % 4;
+    # its scale in scales [t, b, c, i]; padding is nibble 8 (zero weight) with scale 1
     nib = m.dequantize_int4_g32(packed, torch.ones_like(scales)).float() + 8  # [E, N, K] nibbles
     for n in sorted({0, 1, min(63, N - 1), min(64, N - 1), N - 1}):
         t, c = divmod(n, 64)
         for k in sorted({0, 1, 31, 32, 33, min(255, K - 1), K - 1}):
             b, i, j = k // 256, (k % 256) // 32, k % 32
-            got = (q[:, t, b, c, j] >> (4 * i)) & 0xF
+            got = (q[:, t, b, c, i // 4, j].to(torch.int32) >> (4 * (i % 4))) & 0xF
             assert torch.equal(got.float(), nib[:, n, k]), (n, k)
             assert torch.equal(s[:, t, b, c, i], scales[:, n, k // 32]), (n, k)
     if Kp > K:
-        assert ((q[:, :, -1, :, :] >> 28) & 0xF == 8).all() and (s[:, :, -1, :, 7] == 1).all()
+        assert ((q[:, :, -1, :, 1, :].to(torch.int32) >> 12) & 0xF == 8).all() and (s[:, :, -1, :, 7] == 1).all()
     if Np > N:
-        assert ((q[:, -1, :, -1, :] >> 28) & 0xF == 8).all() and (s[:, -1, :, -1, :] == 1).all()
+        assert (q[:, -1, :, -1] == -0x7778).all() and (s[:, -1, :, -1, :] == 1).all()  # 0x8888
 
 
 def test_random_kernel_weights_shape():
     q, s = m.random_kernel_weights(2, 96, 300, device="cpu")
-    assert q.shape == (2, 2, 2, 64, 32) and q.dtype == torch.int32
+    assert q.shape == (2, 2, 2, 64, 2, 32) and q.dtype == torch.int16
     assert s.shape == (2, 2, 2, 64, 8) and s.dtype == torch.bfloat16
 
 
