@@ -348,7 +348,9 @@ def default_moe_configs(
     pairs = T * k
     touched = min(E, pairs)
     rows_per_expert = pairs / max(touched, 1)
-    if rows_per_expert <= 16:
+    if int4 and rows_per_expert <= 8:  # weights as the MMA's A operand, tokens its N = 8 (H200 A/B:
+        block_m = 8  # data/runs/tuning/session4/w4a16_ab_swap.log, 3.9 vs 3.5 TB/s at Kimi T=8)
+    elif rows_per_expert <= 16:
         block_m = 16
     elif int4 or rows_per_expert <= 32:
         block_m = 32

@@ -246,10 +246,25 @@ if triton is not None:
         return s0, s1, s2, s3, s4, s5, s6, s7
 
     @triton.jit
+    def _group_mma(acc, a, w, SWAP: tl.constexpr, DOT_F32: tl.constexpr):
+        """acc += a [BM, 32] . w [32, BN]; with SWAP, acc^T [BN, BM] += w^T [BN, 32] . a^T, so
+        that the weights are the MMA's A operand (16 x 16 per m16n8k16 instead of 16 x 8)."""
+        if DOT_F32:  # interpreter: its bf16 tl.dot is broken
+            a = a.to(tl.float32)
+        else:
+            w = w.to(a.dtype)
+        if SWAP:
+            acc = tl.dot(w, tl.trans(a), acc)
+        else:
+            acc = tl.dot(a, w, acc)
+        return acc
+
+    @triton.jit
     def _k_block(acc, a_base, row_ok, k_begin, K, q_ptrs, s_ptrs, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr,
-                 EVEN_K: tl.constexpr, acc_up, q_up_ptrs, s_up_ptrs, GATE_UP: tl.constexpr):
-        """acc (and acc_up) [BM, BN] += activations [BM, 256] . one K-block of weights:
-        half-words q_ptrs [32, BN] (groups 0..3; groups 4..7 32 further on) and scales [BN, 8]."""
+                 EVEN_K: tl.constexpr, acc_up, q_up_ptrs, s_up_ptrs, GATE_UP: tl.constexpr, SWAP: tl.constexpr):
+        """acc (and acc_up) += activations [BM, 256] . one K-block of weights: half-words
+        q_ptrs [32, BN] ([BN, 32] with SWAP; groups 0..3, groups 4..7 32 further on) and
+        scales [BN, 8]."""
         offs_j = tl.arange(0, 32)
         lo = tl.load(q_ptrs)
         hi = tl.load(q_ptrs + 32)
@@ -267,17 +282,13 @@ if triton is not None:
             else:
                 a = tl.load(a_base + i * 32, mask=row_ok[:, None] & ((k_begin + i * 32 + offs_j) < K)[None, :],
                             other=0.0)
-            w = _dequant_group(lo if i < 4 else hi, sc[i][None, :], i % 4, DEQUANT, DOT_F32)
-            if DOT_F32:  # interpreter: its bf16 tl.dot is broken
-                acc = tl.dot(a.to(tl.float32), w, acc)
-            else:
-                acc = tl.dot(a, w.to(a.dtype), acc)
+            s_i = sc[i][:, None] if SWAP else sc[i][None, :]
+            w = _dequant_group(lo if i < 4 else hi, s_i, i % 4, DEQUANT, DOT_F32)
+            acc = _group_mma(acc, a, w, SWAP, DOT_F32)
             if GATE_UP:
-                wu = _dequant_group(lo_up if i < 4 else hi_up, sc_up[i][None, :], i % 4, DEQUANT, DOT_F32)
-                if DOT_F32:
-                    acc_up = tl.dot(a.to(tl.float32), wu, acc_up)
-                else:
-                    acc_up = tl.dot(a, wu.to(a.dtype), acc_up)
+                su_i = sc_up[i][:, None] if SWAP else sc_up[i][None, :]
+                wu = _dequant_group(lo_up if i < 4 else hi_up, su_i, i % 4, DEQUANT, DOT_F32)
+                acc_up = _group_mma(acc_up, a, wu, SWAP, DOT_F32)
         return acc, acc_up
 
     @triton.jit
@@ -294,6 +305,7 @@ if triton is not None:
         DOT_F32: tl.constexpr,  # interpreter only: its bf16 tl.dot is broken, so dot in fp32
         EVEN_K: tl.constexpr,  # K % 256 == 0: activation loads need no mask
         FAST_COLS: tl.constexpr,  # BLOCK_N >= 64 divides the padded N and up_offset: no column past it
+        SWAP: tl.constexpr,  # BLOCK_M < 16: weights as the MMA's A operand, tokens as its N (8)
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
         pid_n = tl.program_id(0)  # column tiles fastest: neighbouring programs share the expert
@@ -321,28 +333,42 @@ if triton is not None:
             offs_c = tl.arange(0, BLOCK_N)
             q_e += (pid_n * (BLOCK_N // 64)).to(tl.int64) * q_tile
             s_e += (pid_n * (BLOCK_N // 64)).to(tl.int64) * s_tile
-            q_off = ((offs_c // 64) * q_tile + (offs_c % 64) * 64)[None, :] + offs_j[:, None]  # int32
-            s_off = ((offs_c // 64) * s_tile + (offs_c % 64) * 8)[:, None] + offs_g[None, :]
-            q_up_off = q_off + (up_offset // 64) * q_tile
-            s_up_off = s_off + (up_offset // 64) * s_tile
+            q_col = (offs_c // 64) * q_tile + (offs_c % 64) * 64  # int32
+            s_col = (offs_c // 64) * s_tile + (offs_c % 64) * 8
+            q_col_up = q_col + (up_offset // 64) * q_tile
+            s_col_up = s_col + (up_offset // 64) * s_tile
         else:  # any column: clamped into the padded N (results past N are masked at the store)
             col = tl.minimum(offs_n, n_last)
             col_up = tl.minimum(offs_n + up_offset, n_last)
-            q_off = ((col // 64) * q_tile + (col % 64) * 64)[None, :] + offs_j[:, None]
-            s_off = ((col // 64) * s_tile + (col % 64) * 8)[:, None] + offs_g[None, :]
-            q_up_off = ((col_up // 64) * q_tile + (col_up % 64) * 64)[None, :] + offs_j[:, None]
-            s_up_off = ((col_up // 64) * s_tile + (col_up % 64) * 8)[:, None] + offs_g[None, :]
+            q_col = (col // 64) * q_tile + (col % 64) * 64
+            s_col = (col // 64) * s_tile + (col % 64) * 8
+            q_col_up = (col_up // 64) * q_tile + (col_up % 64) * 64
+            s_col_up = (col_up // 64) * s_tile + (col_up % 64) * 8
+        if SWAP:  # weight tiles [BN, 32]
+            q_off = q_col[:, None] + offs_j[None, :]
+            q_up_off = q_col_up[:, None] + offs_j[None, :]
+        else:  # [32, BN]
+            q_off = q_col[None, :] + offs_j[:, None]
+            q_up_off = q_col_up[None, :] + offs_j[:, None]
+        s_off = s_col[:, None] + offs_g[None, :]
+        s_up_off = s_col_up[:, None] + offs_g[None, :]
         a_base = a_ptr + a_row[:, None] * stride_am + offs_j[None, :]
 
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        acc_up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if SWAP:
+            acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        else:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc_up = acc
         for kb in range(kb_begin, kb_end):
             q_kb = q_e + kb * 4096
             s_kb = s_e + kb * 512
             acc, acc_up = _k_block(acc, a_base + kb * 256, row_ok, kb * 256, K, q_kb + q_off, s_kb + s_off,
-                                   DEQUANT, DOT_F32, EVEN_K, acc_up, q_kb + q_up_off, s_kb + s_up_off, GATE_UP)
+                                   DEQUANT, DOT_F32, EVEN_K, acc_up, q_kb + q_up_off, s_kb + s_up_off, GATE_UP,
+                                   SWAP)
         if GATE_UP:
             acc = acc / (1.0 + tl.exp(-acc)) * acc_up
+        if SWAP:
+            acc = tl.trans(acc)
         moe_store_rows(acc, c_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_cm, 1,
                        C_ROW_DIV, MUL_ROUTED_WEIGHT, ATOMIC)
 
@@ -371,7 +397,7 @@ def _launch(
         A_ROW_DIV=a_row_div, C_ROW_DIV=c_row_div, GATE_UP=gate_up,
         MUL_ROUTED_WEIGHT=topk_weights is not None, ATOMIC=atomic,
         DEQUANT=DEQUANT_CVT if interpreting() else cfg.dequant,
-        DOT_F32=interpreting(), EVEN_K=k_dim % KBLOCK == 0,
+        DOT_F32=interpreting(), EVEN_K=k_dim % KBLOCK == 0, SWAP=routing.block_m < 16,
         FAST_COLS=cfg.block_n >= TILE_N and np_ % cfg.block_n == 0 and (not gate_up or n % cfg.block_n == 0),
         BLOCK_M=routing.block_m, BLOCK_N=cfg.block_n,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,

@@ -138,22 +138,24 @@ def test_fused_moe_w4a16_knobs(gate_up, down):
     wts = _weights(E, H, I, gen)
     ids, tw = _routing(T, E, k, gen)
     x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
-    out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, block_m=16, gate_up_config=gate_up, down_config=down)
-    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
-    assert_close(out, ref, torch.bfloat16, f"moe_w4a16 knobs {gate_up} {down}")
+    for bm in (16, 8):  # 8: weights as the MMA's A operand
+        out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, block_m=bm, gate_up_config=gate_up,
+                                down_config=down)
+        ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+        assert_close(out, ref, torch.bfloat16, f"moe_w4a16 knobs {bm=} {gate_up} {down}")
 
 
-@pytest.mark.parametrize("bn_gate_up,bn_down", [(64, 128), (128, 64), (16, 32)])
-def test_fused_moe_w4a16_tile_aligned(bn_gate_up, bn_down):
+@pytest.mark.parametrize("bn_gate_up,bn_down,block_m", [(64, 128, 16), (128, 64, 16), (16, 32, 16), (64, 128, 8)])
+def test_fused_moe_w4a16_tile_aligned(bn_gate_up, bn_down, block_m):
     """H and 2I multiples of 128 and I of 64: the kernel's scalar-base column path (the
-    awkward shapes above take the clamped per-column path)."""
+    awkward shapes above take the clamped per-column path); block_m 8 swaps the MMA operands."""
     T, E, H, I, k = 6, 4, 256, 64, 2
     gen = torch.Generator().manual_seed(bn_gate_up + bn_down)
     wts = _weights(E, H, I, gen)
     ids, tw = _routing(T, E, k, gen)
     x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
-    out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, gate_up_config=dict(block_n=bn_gate_up),
-                            down_config=dict(block_n=bn_down))
+    out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, block_m=block_m,
+                            gate_up_config=dict(block_n=bn_gate_up), down_config=dict(block_n=bn_down))
     ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
     assert_close(out, ref, torch.bfloat16, f"moe_w4a16 tile-aligned {bn_gate_up=} {bn_down=}")
 
@@ -193,7 +195,7 @@ def test_fused_moe_w4a16_dequant_modes_gpu(dequant, T, E, H, I, k):
     ids, tw = _routing(T, E, k, gen)
     x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
     ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
-    for bn in (None, 128):
+    for bn, bm in ((None, None), (128, None), (None, 8), (None, 16)):
         cfg = dict(dequant=dequant) if bn is None else dict(dequant=dequant, block_n=bn, num_stages=2)
-        out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, gate_up_config=cfg, down_config=cfg)
-        assert calc_diff(out, ref) < 1e-4, f"{dequant=} {bn=} {T=} {E=} {H=} {I=} {k=}"
+        out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, block_m=bm, gate_up_config=cfg, down_config=cfg)
+        assert calc_diff(out, ref) < 1e-4, f"{dequant=} {bn=} {bm=} {T=} {E=} {H=} {I=} {k=}"
