@@ -339,8 +339,8 @@ def default_moe_configs(
 ) -> tuple[int, MoEGemmConfig, MoEGemmConfig]:
     """(block_m, gate_up, down) defaults chosen by the token count.
 
-    At decode (few rows per expert) the GEMMs are weight-streaming: small BLOCK_M (16 is the
-    tl.dot minimum), narrow BLOCK_N and split-K so that even 8 touched experts give
+    At decode (few rows per expert) the GEMMs are weight-streaming: small BLOCK_M (16; 8 for
+    INT4, whose kernel then swaps the MMA operands), narrow BLOCK_N and split-K so that even 8 touched experts give
     >= 2 programs per SM, and deep pipelining to keep enough bytes in flight.
     At larger T, wider tiles and no split-K (the work is compute-bound there).
     Starting points for tuning on the H200, not tuned values.

@@ -21,6 +21,11 @@ Two layouts:
   scales of the K-block are one 16 B run. Contiguous tiles took a read-only pass over the weights from 73-87% to 97-102% of the
   measured read bandwidth on the H200 (perfmodel/data/runs/tuning/w4a16_layout_*.log).
 
+MMA orientation: out[BM, BN] += act[BM, 32] . w[32, BN] per group, or, when BLOCK_M is 8
+(decode: the default when an expert gets <= 8 rows), out^T[BN, 8] += w^T[BN, 32] . act^T:
+the weights become the m16n8k16 A operand (16 x 16 per MMA instead of 16 x 8), halving the
+MMAs and the activation tile.
+
 Per token: out = sum_k topk_weights[k] * W2[e_k] @ (silu(W1[e_k] x) * (W3[e_k] x)), with
 w13 = [gate; up] stacked on N (rows 0..I-1 gate, I..2I-1 up).
 

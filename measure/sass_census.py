@@ -2,7 +2,7 @@
 GPU needed: Triton compiles for a stated target, the bundled ptxas and cuobjdump give the
 SASS). Shows where the issue slots of one 256-k step go.
 
-    python -m perfmodel.measure.sass_census [--block-n 64 --warps 4 --stages 3 --gate-up 1 --dequant 2]
+    python -m perfmodel.measure.sass_census [--block-m 8 --block-n 64 --warps 4 --stages 3 --gate-up 1 --dequant 2]
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def compile_w4a16(block_m: int, block_n: int, gate_up: bool, warps: int, stages:
     types = ["*bf16", "*i16", "*bf16", "*bf16", "*fp32", "*i32", "*i32"] + ["i32"] * 11
     sig = dict(zip(k.arg_names, types))
     const = dict(A_ROW_DIV=8, C_ROW_DIV=1, GATE_UP=gate_up, MUL_ROUTED_WEIGHT=False, ATOMIC=False,
-                 DEQUANT=dequant, DOT_F32=False, EVEN_K=True, FAST_COLS=True, BLOCK_M=block_m, BLOCK_N=block_n)
+                 DEQUANT=dequant, DOT_F32=False, EVEN_K=True, FAST_COLS=True, SWAP=block_m < 16,
+                 BLOCK_M=block_m, BLOCK_N=block_n)
     sig.update({c: "constexpr" for c in const})
     div16 = [n for n in k.arg_names if n.endswith("_ptr") or n.startswith("stride") or n in ("N", "K", "up_offset")]
     src = ASTSource(fn=k, signature=sig, constexprs={(k.arg_names.index(c),): v for c, v in const.items()},
@@ -60,7 +61,7 @@ def loop_census(ptx: str) -> tuple[str, collections.Counter]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--block-m", type=int, default=16)
+    ap.add_argument("--block-m", type=int, default=8)  # the decode default (8: swapped MMA operands)
     ap.add_argument("--block-n", type=int, default=64)  # defaults: the INT4 defaults of _moe_common
     ap.add_argument("--gate-up", type=int, default=1)
     ap.add_argument("--warps", type=int, default=4)
