@@ -219,9 +219,10 @@ if triton is not None:
 
     @triton.jit
     def _dequant_group(half, sc, nib: tl.constexpr, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr):
-        """Nibble `nib` (0..3) of the half-words `half` [32, BN] int16 (one quantisation group),
-        times its scales sc [1, BN] -> bf16 [32, BN] (fp32 under DOT_F32: the interpreter's bf16
-        cast truncates instead of rounding)."""
+        """Nibble `nib` (0..3) of the half-words `half` [32, BN] int16 ([BN, 32] when the MMA
+        operands are swapped; one quantisation group), times its scales sc (broadcast along k)
+        -> bf16 of the same shape (fp32 under DOT_F32: the interpreter's bf16 cast truncates
+        instead of rounding)."""
         if DEQUANT == 2:  # DEQUANT_BF16X2
             if nib == 0:
                 w = _nibble_bf16x2(half, sc, _N0)

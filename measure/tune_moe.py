@@ -108,6 +108,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tune_moe.json")
     ap.add_argument("--bf16", action="store_true", help="sweep the bf16 kernel at large T instead")
+    ap.add_argument("--block-m", type=int, default=None, choices=(8, 16, 32, 64),
+                    help="W4A16 routing block (default: default_configs' choice; 8 swaps the MMA operands)")
     a = ap.parse_args()
     if a.bf16:
         tune_bf16(a.out)
@@ -123,6 +125,7 @@ def main() -> None:
             weights[name] = (*m.random_kernel_weights(E, 2 * I, H), *m.random_kernel_weights(E, H, I))
         w13, s13, w2, s2 = weights[name]
         bm, gu0, dn0 = m.default_configs(T, k, E, H, I)
+        bm = a.block_m or bm
         x = randn(T, H)
         hbuf = randn(T * k, I)
         routes = []
@@ -159,9 +162,9 @@ def main() -> None:
                     us, gbs = float("nan"), float("nan")
                     print(f"{name} T={T} {gemm} {c}: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
                 label = "default " + str(tuple(getattr(cfg, f) for f in FIELDS)) if c is None else str(c)
-                rows.append({"shape": name, "T": T, "gemm": gemm, "cfg": label, "us": us, "weight_GBps": gbs,
-                             "distinct_experts": distinct})
-                print(f"{name:14s} T={T:4d} {gemm:7s} {label:34s} {us:9.1f} us {gbs:7.0f} GB/s", flush=True)
+                rows.append({"shape": name, "T": T, "gemm": gemm, "block_m": bm, "cfg": label, "us": us,
+                             "weight_GBps": gbs, "distinct_experts": distinct})
+                print(f"{name:14s} T={T:4d} bm={bm:2d} {gemm:7s} {label:34s} {us:9.1f} us {gbs:7.0f} GB/s", flush=True)
     with open(a.out, "w") as f:
         json.dump(rows, f, indent=1)
 
