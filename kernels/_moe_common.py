@@ -340,8 +340,8 @@ def default_moe_configs(
     """(block_m, gate_up, down) defaults chosen by the token count.
 
     At decode (few rows per expert) the GEMMs are weight-streaming: small BLOCK_M (16; 8 for
-    INT4, whose kernel then swaps the MMA operands), narrow BLOCK_N and split-K so that even 8 touched experts give
-    >= 2 programs per SM, and deep pipelining to keep enough bytes in flight.
+    INT4, whose kernel then swaps the MMA operands), narrow BLOCK_N and split-K so that even
+    8 touched experts give >= 2 programs per SM, and deep pipelining to keep enough bytes in flight.
     At larger T, wider tiles and no split-K (the work is compute-bound there).
     Starting points for tuning on the H200, not tuned values.
     """
@@ -359,9 +359,9 @@ def default_moe_configs(
     blocks = max_num_blocks(pairs, E, block_m)
 
     def pick(n: int, kdim: int, fused: bool) -> MoEGemmConfig:
-        if int4:  # K step fixed at 256 (8 groups unrolled). H200 sweep of the tiled layout
-            # (data/runs/tuning/w4a16_layout_*.log): gate_up 64 columns x 4 warps x 3 stages,
-            # down 128 columns x 4 warps x 2 stages, best or within 5% at the Kimi shapes swept.
+        if int4:  # K step fixed at 256 (8 groups unrolled). H200 sweeps and A/B runs of the tiled
+            # layout (data/runs/tuning/session4/): gate_up 64 columns x 4 warps x 3 stages, down
+            # 128 columns x 4 warps x 2 stages, best or within 5% at the Kimi shapes swept.
             bk, min_steps = 256, 4
             bn, warps, stages = (64, 4, 3) if fused else (128, 4, 2)
         elif block_m >= 64:  # large tiles at large T: 64x64x64 / 4 warps, 128x128x64 / 8 warps

@@ -19,7 +19,7 @@ Two layouts:
   half-words of rows j and j+1 share a 32-bit register as loaded (the bf16x2 pairs, no
   permute), shifting them by 4(i % 4) gives quantisation group 8b+i, and the column's 8 group
   scales of the K-block are one 16 B run. Contiguous tiles took a read-only pass over the weights from 73-87% to 97-102% of the
-  measured read bandwidth on the H200 (perfmodel/data/runs/tuning/w4a16_layout_*.log).
+  measured read bandwidth on the H200 (perfmodel/data/runs/tuning/session4/w4a16_layout_2_bench.log).
 
 MMA orientation: out[BM, BN] += act[BM, 32] . w[32, BN] per group, or, when BLOCK_M is 8
 (decode: the default when an expert gets <= 8 rows), out^T[BN, 8] += w^T[BN, 32] . act^T:
@@ -88,15 +88,19 @@ def quantize_int4_g32(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _pack_nibbles(q: torch.Tensor) -> torch.Tensor:
-    """[..., 8] nibbles (0..15) -> [...] int32, nibble i in bits 4i..4i+3."""
-    shifts = torch.arange(PACK, device=q.device, dtype=torch.int32) * 4
-    packed = (q.to(torch.int64) << shifts.to(torch.int64)).sum(-1)  # disjoint bits: sum == or
-    return torch.where(packed >= 2**31, packed - 2**32, packed).to(torch.int32).contiguous()
+    """[..., n] nibbles (0..15) -> [...] with nibble i in bits 4i..4i+3: int32 for n = 8,
+    int16 for n = 4 (two's complement)."""
+    n = q.shape[-1]
+    dtype = {PACK: torch.int32, PACK // 2: torch.int16}[n]
+    shifts = torch.arange(n, device=q.device, dtype=torch.int64) * 4
+    packed = (q.to(torch.int64) << shifts).sum(-1)  # disjoint bits: sum == or
+    top = 2 ** (4 * n)
+    return torch.where(packed >= top // 2, packed - top, packed).to(dtype).contiguous()
 
 
 def _unpack_nibbles(packed: torch.Tensor) -> torch.Tensor:
-    """[...] int32 -> [..., 8] nibbles (0..15)."""
-    shifts = torch.arange(PACK, device=packed.device, dtype=torch.int32) * 4
+    """[...] int32 (int16) -> [..., 8] ([..., 4]) nibbles (0..15)."""
+    shifts = torch.arange(2 * packed.element_size(), device=packed.device, dtype=torch.int32) * 4
     return (packed[..., None] >> shifts) & 0xF
 
 
@@ -131,9 +135,7 @@ def pack_for_kernel(packed: torch.Tensor, scales: torch.Tensor) -> tuple[torch.T
     s = torch.nn.functional.pad(scales, (0, (Kp - K) // GROUP, 0, Np - N), value=1.0)
     # W[n = 64t + c, k = 256b + 32i + j]  ->  half-word [t, b, c, i // 4, j], nibble i % 4
     q = q.reshape(E, Np // TILE_N, TILE_N, Kp // KBLOCK, 2, 4, GROUP).permute(0, 1, 3, 2, 4, 6, 5)
-    shifts = torch.arange(4, device=q.device, dtype=torch.int32) * 4
-    half = (q.to(torch.int32) << shifts).sum(-1)  # [E, t, b, c, h, j], 0..65535
-    qweight = ((half ^ 0x8000) - 0x8000).to(torch.int16)
+    qweight = _pack_nibbles(q)  # [E, t, b, c, h, j] int16
     s = s.reshape(E, Np // TILE_N, TILE_N, Kp // KBLOCK, PACK).permute(0, 1, 3, 2, 4)  # [E, t, b, c, i]
     return qweight.contiguous(), s.contiguous()
 
@@ -141,8 +143,7 @@ def pack_for_kernel(packed: torch.Tensor, scales: torch.Tensor) -> tuple[torch.T
 def unpack_from_kernel(qweight: torch.Tensor, scales: torch.Tensor, N: int, K: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Kernel layout -> checkpoint layout (the inverse of `pack_for_kernel`, N and K unpadded)."""
     E, NT, KB = qweight.shape[:3]
-    shifts = torch.arange(4, device=qweight.device, dtype=torch.int32) * 4
-    q = (qweight.to(torch.int32)[..., None] >> shifts) & 0xF  # [E, t, b, c, h, j, i % 4]
+    q = _unpack_nibbles(qweight)  # [E, t, b, c, h, j, i % 4]
     q = q.permute(0, 1, 3, 2, 4, 6, 5).reshape(E, NT * TILE_N, KB * KBLOCK)[:, :N, :K]
     packed = _pack_nibbles(q.reshape(E, N, K // PACK, PACK))
     s = scales.permute(0, 1, 3, 2, 4).reshape(E, NT * TILE_N, KB * PACK)[:, :N, : K // GROUP]
@@ -252,6 +253,12 @@ if triton is not None:
         return s0, s1, s2, s3, s4, s5, s6, s7
 
     @triton.jit
+    def _tile_cols(col, q_tile, s_tile):
+        """Offsets (int32) of column `col`'s half-words and scales from its expert's start: column
+        col % 64 of tile col // 64 (tiles of q_tile half-words and s_tile scales)."""
+        return (col // 64) * q_tile + (col % 64) * 64, (col // 64) * s_tile + (col % 64) * 8
+
+    @triton.jit
     def _group_mma(acc, a, w, SWAP: tl.constexpr, DOT_F32: tl.constexpr):
         """acc += a [BM, 32] . w [32, BN]; with SWAP, acc^T [BN, BM] += w^T [BN, 32] . a^T, so
         that the weights are the MMA's A operand (16 x 16 per m16n8k16 instead of 16 x 8)."""
@@ -336,20 +343,14 @@ if triton is not None:
         q_e = q_ptr + expert * stride_qe
         s_e = s_ptr + expert * stride_se
         if FAST_COLS:  # whole tiles, gate and up: one scalar base plus a compile-time pattern
-            offs_c = tl.arange(0, BLOCK_N)
             q_e += (pid_n * (BLOCK_N // 64)).to(tl.int64) * q_tile
             s_e += (pid_n * (BLOCK_N // 64)).to(tl.int64) * s_tile
-            q_col = (offs_c // 64) * q_tile + (offs_c % 64) * 64  # int32
-            s_col = (offs_c // 64) * s_tile + (offs_c % 64) * 8
+            q_col, s_col = _tile_cols(tl.arange(0, BLOCK_N), q_tile, s_tile)
             q_col_up = q_col + (up_offset // 64) * q_tile
             s_col_up = s_col + (up_offset // 64) * s_tile
         else:  # any column: clamped into the padded N (results past N are masked at the store)
-            col = tl.minimum(offs_n, n_last)
-            col_up = tl.minimum(offs_n + up_offset, n_last)
-            q_col = (col // 64) * q_tile + (col % 64) * 64
-            s_col = (col // 64) * s_tile + (col % 64) * 8
-            q_col_up = (col_up // 64) * q_tile + (col_up % 64) * 64
-            s_col_up = (col_up // 64) * s_tile + (col_up % 64) * 8
+            q_col, s_col = _tile_cols(tl.minimum(offs_n, n_last), q_tile, s_tile)
+            q_col_up, s_col_up = _tile_cols(tl.minimum(offs_n + up_offset, n_last), q_tile, s_tile)
         if SWAP:  # weight tiles [BN, 32]
             q_off = q_col[:, None] + offs_j[None, :]
             q_up_off = q_col_up[:, None] + offs_j[None, :]
