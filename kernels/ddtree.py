@@ -259,9 +259,10 @@ def _build_triton(logits: torch.Tensor, budget: int) -> DDTreeBatch:
     kern = _tree_kernels()
     # one program per sequence is latency-bound; H200, C = 8, D = 15: 42 / 89 / 239 us at
     # B = 64 / 128 / 256 with 4 / 16 / 16 warps (8 warps: 42 / 94 / 287)
-    kern.tree[(C,)](top_lp, top_ids, pairs, tokens, parents, depths, ranks, scores, positions, num, D, K, B,
+    scratch = torch.empty((C, NP), dtype=torch.int64, device=dev)
+    kern.tree[(C,)](top_lp, top_ids, pairs, tokens, parents, depths, ranks, scores, positions, num, scratch, D, K, B,
                     NP=NP, LOG_NP=NP.bit_length() - 1, DP=triton.next_power_of_2(D), NPAIR=pairs.shape[-1],
-                    num_warps=4 if pairs.shape[-1] <= 512 else 16)
+                    CH=min(NP, 32), num_warps=4 if pairs.shape[-1] <= 512 else 16)
     mask = torch.empty((C, N, N), dtype=torch.bool, device=dev)
     rows = 16
     kern.mask[(C, triton.cdiv(N, rows))](parents, mask.view(torch.uint8), N, D, ROWS=rows,
@@ -322,16 +323,19 @@ def _tree_kernels():
 
         tk = topk_kernels()
         # The interpreter looks a kernel's callees up among its module's globals only.
-        globals().update(_key=tk.key, _key_value=tk.key_value, _key_index=tk.key_index)
+        globals().update(_key=tk.key, _key_value=tk.key_value, _key_index=tk.key_index, _top_sorted=tk.top_sorted,
+                         _compact_top=tk.compact_top, _rank_desc=tk.rank_desc)
 
         @triton.jit
-        def _tree(lp_ptr, ids_ptr, pairs_ptr, tok_ptr, par_ptr, dep_ptr, rank_ptr, score_ptr, pos_ptr, num_ptr,
-                  D, K, B, NP: tl.constexpr, LOG_NP: tl.constexpr, DP: tl.constexpr, NPAIR: tl.constexpr):
+        def _tree(lp_ptr, ids_ptr, pairs_ptr, tok_ptr, par_ptr, dep_ptr, rank_ptr, score_ptr, pos_ptr, num_ptr, scr_ptr,
+                  D, K, B, NP: tl.constexpr, LOG_NP: tl.constexpr, DP: tl.constexpr, NPAIR: tl.constexpr,
+                  CH: tl.constexpr):
             c = tl.program_id(0).to(tl.int64)
             q = tl.arange(0, NP)
             j = tl.arange(0, NPAIR)
             lvl = tl.arange(0, DP)[:, None]
             lp_c = lp_ptr + c * D * K
+            scr = scr_ptr + c * NP
             none = -(2**63)  # below every key
             # depth 1: the top-K tokens themselves
             prev = tl.load(lp_c + q, mask=q < K, other=float("-inf"))
@@ -347,7 +351,7 @@ def _tree_kernels():
                 rr = tl.load(pairs_ptr + (D + d) * NPAIR + j)
                 ok = pp >= 0
                 s = tl.gather(prev, tl.maximum(pp, 0), 0) + tl.load(lp_c + d * K + rr, mask=ok, other=0.0)
-                win = tl.topk(tl.where(ok, _key(s, j), none), NP)
+                win = _top_sorted(tl.where(ok, _key(s, j), none), scr, NPAIR, NP, CH)
                 live = q < n  # there are always >= n valid pairs
                 w = tl.where(live, _key_index(win), 0).to(tl.int32)
                 prev = tl.where(live, _key_value(win), float("-inf"))
@@ -356,7 +360,7 @@ def _tree_kernels():
                 rank = tl.where(lvl == d, tl.gather(rr, w, 0)[None, :], rank)
 
             flat = tl.reshape(keys, [DP * NP])
-            top = tl.topk(flat, NP)  # output order
+            top = _top_sorted(flat, scr, DP * NP, NP, CH)  # output order
             sel = q < tl.minimum(B, total)
             slot = tl.where(sel, _key_index(top), 0).to(tl.int32)
             dep = slot // NP  # depth - 1

@@ -218,3 +218,13 @@ def test_triton_builder_bf16_ties_give_a_valid_tree():
                 s += float(lp[c, int(dep[j]) - 1, int(tok[j])])
                 j = int(par[j])
             assert abs(s - float(gpu.scores[c, i])) < 1e-4
+
+
+def test_triton_vocab_topk_beyond_register_selection_uses_torch():
+    """k too large for the register-resident selection: same answer through torch.topk."""
+    assert tk.topk_config(40000, 2048) is None and tk.topk_config(163840, 256) is not None
+    x = torch.randn(2, 40000, generator=torch.Generator().manual_seed(1)).to(DEV)
+    lp, ids = tk.vocab_topk_logprobs(x, 2048, impl="triton")
+    ref_lp, ref_ids = _stable_topk(x, 2048)
+    assert lp.dtype == torch.float32 and torch.equal(ids.cpu(), ref_ids)
+    torch.testing.assert_close(lp.cpu().double(), ref_lp, rtol=0, atol=1e-5)
