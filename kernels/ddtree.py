@@ -262,13 +262,18 @@ def _build_triton(logits: torch.Tensor, budget: int) -> DDTreeBatch:
     scratch = torch.empty((C, NP), dtype=torch.int64, device=dev)
     kern.tree[(C,)](top_lp, top_ids, pairs, tokens, parents, depths, ranks, scores, positions, num, scratch, D, K, B,
                     NP=NP, LOG_NP=NP.bit_length() - 1, DP=triton.next_power_of_2(D), NPAIR=pairs.shape[-1],
-                    CH=min(NP, 32), num_warps=4 if pairs.shape[-1] <= 512 else 16)
+                    CH=min(NP, 32), SEL_DEPTH=TREE_SELECT["depth"], SEL_FINAL=TREE_SELECT["final"],
+                    BITS=TREE_SELECT["bits"], num_warps=4 if pairs.shape[-1] <= 512 else 16)
     mask = torch.empty((C, N, N), dtype=torch.bool, device=dev)
     rows = 16
     kern.mask[(C, triton.cdiv(N, rows))](parents, mask.view(torch.uint8), N, D, ROWS=rows,
                                          NQ=triton.next_power_of_2(N), num_warps=4)
     return DDTreeBatch(tokens, parents, depths, ranks, scores, mask, positions, num)
 
+
+# Which selection the tree kernel uses per depth and for the final top-B: tl.topk (False)
+# or ddtree_topk's threshold select (True), resolving `bits` per step.
+TREE_SELECT = dict(depth=False, final=True, bits=2)
 
 _LEVEL_PAIRS: dict = {}
 
@@ -329,7 +334,7 @@ def _tree_kernels():
         @triton.jit
         def _tree(lp_ptr, ids_ptr, pairs_ptr, tok_ptr, par_ptr, dep_ptr, rank_ptr, score_ptr, pos_ptr, num_ptr, scr_ptr,
                   D, K, B, NP: tl.constexpr, LOG_NP: tl.constexpr, DP: tl.constexpr, NPAIR: tl.constexpr,
-                  CH: tl.constexpr):
+                  CH: tl.constexpr, SEL_DEPTH: tl.constexpr, SEL_FINAL: tl.constexpr, BITS: tl.constexpr):
             c = tl.program_id(0).to(tl.int64)
             q = tl.arange(0, NP)
             j = tl.arange(0, NPAIR)
@@ -351,7 +356,11 @@ def _tree_kernels():
                 rr = tl.load(pairs_ptr + (D + d) * NPAIR + j)
                 ok = pp >= 0
                 s = tl.gather(prev, tl.maximum(pp, 0), 0) + tl.load(lp_c + d * K + rr, mask=ok, other=0.0)
-                win = _top_sorted(tl.where(ok, _key(s, j), none), scr, NPAIR, NP, CH)
+                cand = tl.where(ok, _key(s, j), none)
+                if SEL_DEPTH:
+                    win = _top_sorted(cand, scr, NPAIR, NP, CH, BITS)
+                else:
+                    win = tl.topk(cand, NP)
                 live = q < n  # there are always >= n valid pairs
                 w = tl.where(live, _key_index(win), 0).to(tl.int32)
                 prev = tl.where(live, _key_value(win), float("-inf"))
@@ -360,7 +369,10 @@ def _tree_kernels():
                 rank = tl.where(lvl == d, tl.gather(rr, w, 0)[None, :], rank)
 
             flat = tl.reshape(keys, [DP * NP])
-            top = _top_sorted(flat, scr, DP * NP, NP, CH)  # output order
+            if SEL_FINAL:  # output order
+                top = _top_sorted(flat, scr, DP * NP, NP, CH, BITS)
+            else:
+                top = tl.topk(flat, NP)
             sel = q < tl.minimum(B, total)
             slot = tl.where(sel, _key_index(top), 0).to(tl.int32)
             dep = slot // NP  # depth - 1
