@@ -258,22 +258,18 @@ def _build_triton(logits: torch.Tensor, budget: int) -> DDTreeBatch:
     num = torch.empty((C,), dtype=torch.long, device=dev)
     kern = _tree_kernels()
     # one program per sequence is latency-bound; H200, C = 8, D = 15: 42 / 89 / 239 us at
-    # B = 64 / 128 / 256 with 4 / 16 / 16 warps (8 warps: 42 / 94 / 287)
-    scratch = torch.empty((C, NP), dtype=torch.int64, device=dev)
-    kern.tree[(C,)](top_lp, top_ids, pairs, tokens, parents, depths, ranks, scores, positions, num, scratch, D, K, B,
+    # B = 64 / 128 / 256 with 4 / 16 / 16 warps (8 warps: 42 / 94 / 287). ddtree_topk's
+    # threshold select in place of tl.topk was slower here, per depth (+60 us at B = 64)
+    # and for the final top-B (+20 us): runs/tuning/session5/treebuild_select_ab_7d8fbfc.log
+    kern.tree[(C,)](top_lp, top_ids, pairs, tokens, parents, depths, ranks, scores, positions, num, D, K, B,
                     NP=NP, LOG_NP=NP.bit_length() - 1, DP=triton.next_power_of_2(D), NPAIR=pairs.shape[-1],
-                    CH=min(NP, 32), SEL_DEPTH=TREE_SELECT["depth"], SEL_FINAL=TREE_SELECT["final"],
-                    BITS=TREE_SELECT["bits"], num_warps=4 if pairs.shape[-1] <= 512 else 16)
+                    num_warps=4 if pairs.shape[-1] <= 512 else 16)
     mask = torch.empty((C, N, N), dtype=torch.bool, device=dev)
     rows = 16
     kern.mask[(C, triton.cdiv(N, rows))](parents, mask.view(torch.uint8), N, D, ROWS=rows,
                                          NQ=triton.next_power_of_2(N), num_warps=4)
     return DDTreeBatch(tokens, parents, depths, ranks, scores, mask, positions, num)
 
-
-# Which selection the tree kernel uses per depth and for the final top-B: tl.topk (False)
-# or ddtree_topk's threshold select (True), resolving `bits` per step.
-TREE_SELECT = dict(depth=False, final=True, bits=2)
 
 _LEVEL_PAIRS: dict = {}
 
@@ -328,19 +324,16 @@ def _tree_kernels():
 
         tk = topk_kernels()
         # The interpreter looks a kernel's callees up among its module's globals only.
-        globals().update(_key=tk.key, _key_value=tk.key_value, _key_index=tk.key_index, _top_sorted=tk.top_sorted,
-                         _compact_top=tk.compact_top, _rank_desc=tk.rank_desc)
+        globals().update(_key=tk.key, _key_value=tk.key_value, _key_index=tk.key_index)
 
         @triton.jit
-        def _tree(lp_ptr, ids_ptr, pairs_ptr, tok_ptr, par_ptr, dep_ptr, rank_ptr, score_ptr, pos_ptr, num_ptr, scr_ptr,
-                  D, K, B, NP: tl.constexpr, LOG_NP: tl.constexpr, DP: tl.constexpr, NPAIR: tl.constexpr,
-                  CH: tl.constexpr, SEL_DEPTH: tl.constexpr, SEL_FINAL: tl.constexpr, BITS: tl.constexpr):
+        def _tree(lp_ptr, ids_ptr, pairs_ptr, tok_ptr, par_ptr, dep_ptr, rank_ptr, score_ptr, pos_ptr, num_ptr,
+                  D, K, B, NP: tl.constexpr, LOG_NP: tl.constexpr, DP: tl.constexpr, NPAIR: tl.constexpr):
             c = tl.program_id(0).to(tl.int64)
             q = tl.arange(0, NP)
             j = tl.arange(0, NPAIR)
             lvl = tl.arange(0, DP)[:, None]
             lp_c = lp_ptr + c * D * K
-            scr = scr_ptr + c * NP
             none = -(2**63)  # below every key
             # depth 1: the top-K tokens themselves
             prev = tl.load(lp_c + q, mask=q < K, other=float("-inf"))
@@ -356,11 +349,7 @@ def _tree_kernels():
                 rr = tl.load(pairs_ptr + (D + d) * NPAIR + j)
                 ok = pp >= 0
                 s = tl.gather(prev, tl.maximum(pp, 0), 0) + tl.load(lp_c + d * K + rr, mask=ok, other=0.0)
-                cand = tl.where(ok, _key(s, j), none)
-                if SEL_DEPTH:
-                    win = _top_sorted(cand, scr, NPAIR, NP, CH, BITS)
-                else:
-                    win = tl.topk(cand, NP)
+                win = tl.topk(tl.where(ok, _key(s, j), none), NP)
                 live = q < n  # there are always >= n valid pairs
                 w = tl.where(live, _key_index(win), 0).to(tl.int32)
                 prev = tl.where(live, _key_value(win), float("-inf"))
@@ -369,10 +358,7 @@ def _tree_kernels():
                 rank = tl.where(lvl == d, tl.gather(rr, w, 0)[None, :], rank)
 
             flat = tl.reshape(keys, [DP * NP])
-            if SEL_FINAL:  # output order
-                top = _top_sorted(flat, scr, DP * NP, NP, CH, BITS)
-            else:
-                top = tl.topk(flat, NP)
+            top = tl.topk(flat, NP)  # output order
             sel = q < tl.minimum(B, total)
             slot = tl.where(sel, _key_index(top), 0).to(tl.int32)
             dep = slot // NP  # depth - 1

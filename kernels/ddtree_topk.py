@@ -13,8 +13,8 @@ The top-K tokens lie in the K groups with the largest maxima: a group holding a 
 t has max >= t, and each group ranked above it holds a token above t, so at most K-1 groups
 rank above it.
 
-Selection without a sort (_compact_top, also used by the tree kernels in ddtree.py): a
-bisection on the keys' upper 32 bits (32 block-wide counts) finds the value image t of the
+Selection without a sort (_compact_top): a bisection on the keys' upper 32 bits (block-wide
+counts, at most 32, started from the smallest of K' bucket maxima) finds the value image t of the
 K'-th largest key; the keys above t and the first ones equal to t (in array order, which
 every caller lays out as index order, i.e. key order among equal values) are compacted with
 a prefix sum into a per-program scratch row. _rank_desc ranks the K' survivors by counting
@@ -38,8 +38,6 @@ __all__ = ["vocab_topk_logprobs", "topk_config"]
 
 # Largest register-resident selection (keys per program) the merge kernel is built for.
 MAX_SELECT = 16384
-# Threshold bits resolved per reduction step in _compact_top (1: a bisection, 32 steps).
-SELECT_BITS = 2
 
 
 def topk_config(V: int, k: int, chunk: int | None = None) -> dict | None:
@@ -48,7 +46,12 @@ def topk_config(V: int, k: int, chunk: int | None = None) -> dict | None:
     chunks NCH (NCHP padded), padded top-k KP, rank chunk CH, warps. None when the
     selection would not fit in registers (k beyond a few hundred at Kimi's vocabulary):
     the caller then uses torch.topk. `chunk` overrides the chunk length (tests: many chunks
-    at small V)."""
+    at small V).
+
+    H200, bf16, V = 163840, C = 8 sequences x 15 rows, graph replay (perfmodel/data/runs/
+    tuning/session5/treebuild_parts_e0f7bbc.log): 46 / 51 / 79 us at k = 64 / 128 / 256,
+    against 73 / - / 212 with tl.topk in both kernels. Counting 2^b - 1 thresholds per step
+    as a [N, 2^b] tile instead was 2.7-8x slower (treebuild_select_ab_7d8fbfc.log)."""
     import triton
 
     assert 1 <= k <= V, (k, V)
@@ -61,7 +64,7 @@ def topk_config(V: int, k: int, chunk: int | None = None) -> dict | None:
         return None
     nch = triton.cdiv(V, chunk)
     return dict(G=g, CHUNK=chunk, NGC=chunk // g, NG=ng, NGP=ngp, NCH=nch, NCHP=triton.next_power_of_2(nch), KP=kp,
-                CH=min(kp, 32), BITS=SELECT_BITS, WARPS_CHUNK=min(8, max(1, chunk // 512)), WARPS_MERGE=8 if max(ngp, kp * g) <= 8192 else 16)
+                CH=min(kp, 32), WARPS_CHUNK=min(8, max(1, chunk // 512)), WARPS_MERGE=8 if max(ngp, kp * g) <= 8192 else 16)
 
 
 def vocab_topk_logprobs(logits: torch.Tensor, k: int, impl: str | None = None, chunk: int | None = None):
@@ -96,7 +99,7 @@ def vocab_topk_logprobs(logits: torch.Tensor, k: int, impl: str | None = None, c
     kern.chunk[(R, cfg["NCH"])](rows, gmax, part_max, part_sum, V, rows.stride(0), cfg["NCH"], cfg["NG"], G=cfg["G"],
                                 NGC=cfg["NGC"], num_warps=cfg["WARPS_CHUNK"])
     kern.merge[(R,)](rows, gmax, part_max, part_sum, lp, ids, scratch, V, rows.stride(0), k, cfg["NCH"], cfg["NG"],
-                     G=cfg["G"], NGP=cfg["NGP"], KP=cfg["KP"], NCHP=cfg["NCHP"], CH=cfg["CH"], BITS=cfg["BITS"],
+                     G=cfg["G"], NGP=cfg["NGP"], KP=cfg["KP"], NCHP=cfg["NCHP"], CH=cfg["CH"],
                      num_warps=cfg["WARPS_MERGE"])
     return lp.reshape(*logits.shape[:-1], k), ids.reshape(*logits.shape[:-1], k)
 
@@ -136,24 +139,21 @@ def _kernels():
             return tl.where(m > float("-inf"), m, 0.0)
 
         @triton.jit
-        def _compact_top(keys, scr, N: tl.constexpr, KP: tl.constexpr, BITS: tl.constexpr):
+        def _compact_top(keys, scr, N: tl.constexpr, KP: tl.constexpr):
             """keys int64 [N], N >= KP: writes the KP largest to scr[0:KP] and returns them,
             in array order (not sorted). Keys equal in their upper 32 bits are taken in
-            array order, so callers lay keys out in index order (keys unique but padding).
-            The value image of the KP-th largest is found BITS bits per step: each step
-            counts the keys at or above 2^BITS - 1 candidate thresholds in one reduction."""
+            array order, so callers lay keys out in index order (keys unique but padding)."""
             hv = keys >> 32  # the value image, signed
-            lo = tl.min(hv, 0)
-            u = hv - lo  # offsets in [0, 2^32)
-            t = lo - lo  # invariant: count(u >= t) >= KP > count(u >= t + 2^(shift + BITS))
-            NSTEP: tl.constexpr = (32 + BITS - 1) // BITS
-            cand = tl.arange(0, 1 << BITS).to(tl.int64)
-            for i in tl.static_range(NSTEP):
-                shift = (NSTEP - 1 - i) * BITS
-                cnt = tl.sum((u[:, None] >= (t + (cand << shift))[None, :]).to(tl.int32), 0)  # non-increasing
-                t += (tl.sum((cnt >= KP).to(tl.int32), 0) - 1).to(tl.int64) << shift
-            gt = u > t
-            eq = u == t
+            # count(hv >= lo) >= KP: the smallest of KP bucket maxima (any partition will do)
+            lo = tl.min(tl.max(tl.reshape(hv, [KP, N // KP], can_reorder=True), 1), 0)
+            hi = tl.max(hv, 0) + 1  # count(hv >= hi) = 0
+            while hi - lo > 1:  # at most 32 halvings, fewer from the tight lower bound
+                mid = lo + ((hi - lo) >> 1)
+                enough = tl.sum((hv >= mid).to(tl.int32), 0) >= KP
+                lo = tl.where(enough, mid, lo)
+                hi = tl.where(enough, hi, mid)
+            gt = hv > lo
+            eq = hv == lo
             need = KP - tl.sum(gt.to(tl.int32), 0)
             sel = gt | (eq & (tl.cumsum(eq.to(tl.int32), 0) <= need))
             pos = tl.cumsum(sel.to(tl.int32), 0) - 1
@@ -175,20 +175,10 @@ def _kernels():
                 rank += tl.sum(above.to(tl.int32), 1)
             return rank
 
-        @triton.jit
-        def _top_sorted(keys, scr, N: tl.constexpr, KP: tl.constexpr, CH: tl.constexpr, BITS: tl.constexpr):
-            """The KP largest of keys [N], sorted descending (= tl.topk(keys, KP))."""
-            ck = _compact_top(keys, scr, N, KP, BITS)
-            rank = _rank_desc(ck, scr, KP, CH)
-            tl.debug_barrier()
-            tl.store(scr + rank, ck)
-            tl.debug_barrier()
-            return tl.load(scr + tl.arange(0, KP), cache_modifier=".cg")
-
         # The interpreter looks a kernel's callees up among its module's globals only (it
         # drops closures), so the helpers are published there.
         globals().update(_key=_key, _key_value=_key_value, _key_index=_key_index, _finite_or_zero=_finite_or_zero,
-                         _compact_top=_compact_top, _rank_desc=_rank_desc, _top_sorted=_top_sorted)
+                         _compact_top=_compact_top, _rank_desc=_rank_desc)
 
         @triton.jit
         def _chunk_group_max(x_ptr, gmax_ptr, pmax_ptr, psum_ptr, V, stride_r, NCH, NG, G: tl.constexpr,
@@ -208,19 +198,18 @@ def _kernels():
 
         @triton.jit
         def _merge_topk(x_ptr, gmax_ptr, pmax_ptr, psum_ptr, lp_ptr, ids_ptr, scr_ptr, V, stride_r, K, NCH, NG,
-                        G: tl.constexpr, NGP: tl.constexpr, KP: tl.constexpr, NCHP: tl.constexpr, CH: tl.constexpr,
-                        BITS: tl.constexpr):
+                        G: tl.constexpr, NGP: tl.constexpr, KP: tl.constexpr, NCHP: tl.constexpr, CH: tl.constexpr):
             r = tl.program_id(0).to(tl.int64)
             scr = scr_ptr + r * KP
             gi = tl.arange(0, NGP)
             gm = tl.load(gmax_ptr + r * NG + gi, mask=gi < NG, other=float("-inf"))
             gkey = tl.where(gi < NG, _key(gm, gi), -(2**63))
-            gid = _key_index(_compact_top(gkey, scr, NGP, KP, BITS))  # ascending; padding decodes past V
+            gid = _key_index(_compact_top(gkey, scr, NGP, KP))  # ascending; padding decodes past V
             offs = gid[:, None] * G + tl.arange(0, G)[None, :]  # so token order = array order
             inside = offs < V
             x = tl.load(x_ptr + r * stride_r + offs, mask=inside, other=float("-inf")).to(tl.float32)
             ekey = tl.where(inside, _key(x, offs), -(2**63))
-            top = _compact_top(tl.reshape(ekey, [KP * G]), scr, KP * G, KP, BITS)
+            top = _compact_top(tl.reshape(ekey, [KP * G]), scr, KP * G, KP)
             rank = _rank_desc(top, scr, KP, CH)
             ch = tl.arange(0, NCHP)
             pm = tl.load(pmax_ptr + r * NCH + ch, mask=ch < NCH, other=float("-inf"))
@@ -231,6 +220,6 @@ def _kernels():
             tl.store(ids_ptr + r * K + rank, _key_index(top), mask=rank < K)
 
         _KERNELS = types.SimpleNamespace(key=_key, key_value=_key_value, key_index=_key_index,
-                                         compact_top=_compact_top, rank_desc=_rank_desc, top_sorted=_top_sorted,
+                                         compact_top=_compact_top, rank_desc=_rank_desc,
                                          chunk=_chunk_group_max, merge=_merge_topk)
     return _KERNELS

@@ -228,25 +228,3 @@ def test_triton_vocab_topk_beyond_register_selection_uses_torch():
     ref_lp, ref_ids = _stable_topk(x, 2048)
     assert lp.dtype == torch.float32 and torch.equal(ids.cpu(), ref_ids)
     torch.testing.assert_close(lp.cpu().double(), ref_lp, rtol=0, atol=1e-5)
-
-
-@pytest.mark.parametrize("bits", [1, 2, 3])
-@pytest.mark.parametrize("depth,final", [(False, False), (True, True)])
-def test_threshold_select_variants_match_cpu_reference(monkeypatch, bits, depth, final):
-    """Every selection variant (tl.topk or the threshold select at 1-3 bits per step, per
-    depth and for the final top-B) builds the reference tree; bf16 top-k (ties) stays a
-    stable argsort."""
-    monkeypatch.setattr(tk, "SELECT_BITS", bits)
-    monkeypatch.setitem(dd.TREE_SELECT, "depth", depth)
-    monkeypatch.setitem(dd.TREE_SELECT, "final", final)
-    monkeypatch.setitem(dd.TREE_SELECT, "bits", bits)
-    for C, D, V, B in [(2, 3, 3000, 64), (1, 4, 40, 24)]:
-        logits = (torch.randn(C, D, V, generator=torch.Generator().manual_seed(V + B)) * 3).to(DEV)
-        cpu = dd.build_ddtree_cpu_batch(torch.log_softmax(logits.double().cpu(), -1).numpy(), B)
-        gpu = dd.build_ddtree_gpu(logits, B, impl="triton")
-        for c in range(C):
-            np.testing.assert_array_equal(gpu.tokens[c].cpu().numpy(), cpu[c].tokens)
-            np.testing.assert_array_equal(gpu.parents[c].cpu().numpy(), cpu[c].parents)
-    x = (torch.randn(2, 5000, generator=torch.Generator().manual_seed(bits)) * 3).to(DEV, torch.bfloat16)
-    lp, ids = tk.vocab_topk_logprobs(x, 100, impl="triton")
-    assert torch.equal(ids.cpu(), _stable_topk(x, 100)[1])
