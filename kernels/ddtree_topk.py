@@ -51,7 +51,8 @@ def topk_config(V: int, k: int, chunk: int | None = None) -> dict | None:
     H200, bf16, V = 163840, C = 8 sequences x 15 rows, graph replay (perfmodel/data/runs/
     tuning/session5/treebuild_parts_e0f7bbc.log): 46 / 51 / 79 us at k = 64 / 128 / 256,
     against 73 / - / 212 with tl.topk in both kernels. Counting 2^b - 1 thresholds per step
-    as a [N, 2^b] tile instead was 2.7-8x slower (treebuild_select_ab_7d8fbfc.log)."""
+    as one [N, 2^b] reduction instead (b = 1..3) was 2.6-11x slower
+    (treebuild_select_ab_7d8fbfc.log)."""
     import triton
 
     assert 1 <= k <= V, (k, V)
