@@ -4,6 +4,9 @@
 vectorised torch (no Python loop over experts, no host sync, so it is CUDA-graph safe):
 the T*k (token, slot) pairs are sorted by expert, and each expert's run is padded up to a
 multiple of `block_m`, so that a GEMM program of BLOCK_M rows touches exactly one expert.
+Expert ids outside [0, num_experts) are dropped (no block, no compute): under expert
+parallelism a rank passes the global routing shifted to its local experts, and the other
+ranks' experts fall outside (vLLM's expert_map does the same with -1).
 """
 from __future__ import annotations
 
@@ -47,8 +50,11 @@ def moe_align_block_size_torch(topk_ids: torch.Tensor, num_experts: int, block_m
     num_pairs = flat.numel()
     max_blocks = max_num_blocks(num_pairs, num_experts, block_m)
 
+    # Ids outside [0, E) (other ranks' experts) go to a last bin E that gets no blocks.
+    flat = torch.where((flat >= 0) & (flat < num_experts), flat, torch.full_like(flat, num_experts))
     # scatter_add, not bincount: bincount syncs with the host, which breaks graph capture.
-    counts = torch.zeros(num_experts, dtype=torch.int64, device=device).scatter_add_(0, flat, torch.ones_like(flat))
+    counts = torch.zeros(num_experts + 1, dtype=torch.int64, device=device).scatter_add_(0, flat, torch.ones_like(flat))
+    counts[num_experts] = 0  # dropped pairs: no blocks, and sorted after every local one
     blocks_per_expert = (counts + block_m - 1) // block_m
     block_end = torch.cumsum(blocks_per_expert, 0)  # inclusive
     block_start = block_end - blocks_per_expert
@@ -58,12 +64,15 @@ def moe_align_block_size_torch(topk_ids: torch.Tensor, num_experts: int, block_m
     sorted_e = flat[order]
     rank_in_expert = torch.arange(num_pairs, device=device) - pair_start[sorted_e]
     dest = block_start[sorted_e] * block_m + rank_in_expert
-    sorted_pair_ids = torch.full((max_blocks * block_m,), num_pairs, dtype=torch.int32, device=device)
+    n_slots = max_blocks * block_m
+    dest = torch.where(sorted_e < num_experts, dest, n_slots)  # dropped pairs: a spare slot past the end
+    sorted_pair_ids = torch.full((n_slots + 1,), num_pairs, dtype=torch.int32, device=device)
     sorted_pair_ids[dest] = order.to(torch.int32)
+    sorted_pair_ids = sorted_pair_ids[:n_slots]
 
     # Block b belongs to the expert whose [block_start, block_end) contains b.
     b = torch.arange(max_blocks, device=device)
-    block_expert = torch.searchsorted(block_end, b, right=True)
+    block_expert = torch.searchsorted(block_end[:num_experts], b, right=True)
     block_expert = torch.where(block_expert < num_experts, block_expert, torch.full_like(block_expert, -1))
     return AlignedRouting(sorted_pair_ids, block_expert.to(torch.int32), max_blocks, block_m, num_pairs)
 
@@ -88,8 +97,9 @@ def _align_triton(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> Ali
             tl.debug_barrier()
             # 2. per-expert counts -> first block and first sorted slot of each expert
             offs = tl.arange(0, BLOCK_P)
-            ok = offs < P
-            e = tl.load(ids_ptr + offs, mask=ok, other=BLOCK_E - 1).to(tl.int32)
+            e = tl.load(ids_ptr + offs, mask=offs < P, other=BLOCK_E - 1).to(tl.int32)
+            ok = (offs < P) & (e >= 0) & (e < E)  # other ids: other ranks' experts, dropped
+            e = tl.where(ok, e, BLOCK_E - 1)
             counts = tl.histogram(e, BLOCK_E, mask=ok)
             nblk = (counts + BLOCK_M - 1) // BLOCK_M
             blk_start = tl.cumsum(nblk, 0) - nblk

@@ -7,8 +7,9 @@ NVSHMEM_DISABLE_NVLS=1).
 Fit t_us = latency_us + bytes_per_gpu / (bw_GBps*1e3) on decode-range sizes (<= 4 MB) ->
 CollectiveFit per (op, graph); busbw of the large sizes is in the samples and the note
 (all-reduce busbw = algbw * 2(n-1)/n, all-to-all busbw = algbw * (n-1)/n, nccl-tests).
-The same processes then run the e2e Kimi stack as real TP over all of them (tp_shape =
-n_gpus = world size, the two NCCL all-reduces per layer graph-captured) -> E2EPoints."""
+The same processes then run the e2e Kimi stack over all of them (tp_shape = n_gpus = world
+size, the two NCCL all-reduces per layer graph-captured), as real TP and as TP attention +
+expert-parallel routed experts -> E2EPoints."""
 
 from __future__ import annotations
 
@@ -101,11 +102,14 @@ def _worker(rank: int, world: int, port: int, quick: bool, out_path: str, do_e2e
         if do_e2e:
             from .e2e import KimiStack, measure_points, points_tp
 
-            # TP over every local GPU (TP2 on a 2-GPU machine, TP8 on an 8-GPU one)
-            stack = KimiStack(n_layers=4, tp=world, group=dist.group.WORLD)
-            e2e_pts, e2e_samples = measure_points(stack, points_tp(world, quick), n_gpus=world, fixed_samples=True)
-            del stack
-            torch.cuda.empty_cache()
+            # over every local GPU (TP2 / EP2 on a 2-GPU machine, TP8 / EP8 on an 8-GPU one):
+            # TP, then TP attention + expert-parallel routed experts
+            for parallel in ("tp", "tp-attn-ep-moe"):
+                stack = KimiStack(n_layers=4, tp=world, group=dist.group.WORLD, parallel=parallel, rank=rank)
+                pts, smp = measure_points(stack, points_tp(world, quick), n_gpus=world, fixed_samples=True)
+                e2e_pts, e2e_samples = e2e_pts + pts, e2e_samples + smp
+                del stack
+                torch.cuda.empty_cache()
         dist.barrier()
         if rank == 0:
             Path(out_path).write_text(json.dumps(dict(
@@ -158,5 +162,6 @@ def run(ctx: BenchContext) -> BenchOutput:
                 notes.append(f"{op}{' graph' if graph else ''} busbw {big.busbw_GBps:.0f} GB/s at {big.bytes / 2**20:.0f} MiB")
     e2e = [E2EPoint.model_validate(p) for p in res.get("e2e", [])]
     samples += [Sample.model_validate(s) for s in res.get("e2e_samples", [])]
-    notes.append(f"{world} GPUs over {link}; e2e TP{world} points: {len(e2e)}")
+    n_ep = sum(p.parallel != "tp" for p in e2e)
+    notes.append(f"{world} GPUs over {link}; e2e points: TP{world} {len(e2e) - n_ep}, TP-attn + EP{world} {n_ep}")
     return BenchOutput(BenchResult(status="ok", samples=samples, note="; ".join(notes)), collectives=fits, e2e=e2e)

@@ -12,6 +12,12 @@ Per layer, in this order (perfmodel.model mirrors it op by op; keep it exactly):
   the router's own top-k is computed but not used, so routing stays uniform);
   shared expert gate_up GEMM (H->2*2048/t) + SiLU*mul + down GEMM (the down GEMM adds the
   routed output in its epilogue: torch.addmm, no extra kernel); [all-reduce].
+With parallel="tp-attn-ep-moe" the routed experts are split by expert instead: this rank
+holds experts [rank*E/n, (rank+1)*E/n) with the full intermediate size, every rank draws
+the same routing (seeded per point), and fused_moe_w4a16 gets the ids shifted to the local
+range, dropping the other ranks' pairs. Attention and the shared expert stay TP, and the
+second all-reduce sums the routed and shared partial outputs, so the collectives are the
+TP ones (perfmodel.model.layers prices the same).
 The last layer's MLP output is added by a plain residual add, or with lm_head=True by the
 fused add + final RMSNorm, then the lm_head GEMM (H->V/t) and argmax over V/t (no vocab
 all-gather across GPUs). No KV-cache write is included (the op list has none).
@@ -31,16 +37,21 @@ from .timing import time_fn
 
 
 class KimiStack:
-    def __init__(self, n_layers: int = 4, tp: int = 8, group=None):
+    def __init__(self, n_layers: int = 4, tp: int = 8, group=None, parallel: str = "tp", rank: int = 0):
         import torch
 
         from perfmodel.kernels.moe_w4a16 import random_kernel_weights
 
         k = KIMI
-        self.n_layers, self.tp, self.group = n_layers, tp, group
+        assert parallel in ("tp", "tp-attn-ep-moe"), parallel
+        self.n_layers, self.tp, self.group, self.parallel = n_layers, tp, group, parallel
         H, nh = k["hidden"], k["n_heads"] // tp
-        I, Is = k["moe_inter"] // tp, k["shared_inter"] // tp
+        Is = k["shared_inter"] // tp
         E = k["n_experts"]
+        ep = parallel == "tp-attn-ep-moe"
+        I = k["moe_inter"] if ep else k["moe_inter"] // tp  # EP: whole experts
+        E_local = E // tp if ep else E
+        self.expert_lo = rank * E_local if ep else 0  # first global expert id held here
         self.H, self.nh, self.I, self.E, self.k = H, nh, I, E, k["top_k"]
         s = 0.02
         self.layers = []
@@ -50,8 +61,8 @@ class KimiStack:
                 q_b=randn(nh * 192, k["q_lora"], scale=s), kv_a=randn(576, H, scale=s), kv_ln=randn(512) * 0.1 + 1,
                 w_uk=randn(nh, 128, 512, scale=s), w_uv=randn(nh, 512, 128, scale=s), o=randn(H, nh * 128, scale=s),
                 ln2=randn(H) * 0.1 + 1, router=randn(E, H, scale=s),
-                **dict(zip(("w13", "s13"), random_kernel_weights(E, 2 * I, H))),
-                **dict(zip(("w2", "s2"), random_kernel_weights(E, H, I))),
+                **dict(zip(("w13", "s13"), random_kernel_weights(E_local, 2 * I, H))),
+                **dict(zip(("w2", "s2"), random_kernel_weights(E_local, H, I))),
                 sg=randn(2 * Is, H, scale=s), sd=randn(H, Is, scale=s),
             ))
         self.final_ln = randn(H) * 0.1 + 1
@@ -75,7 +86,12 @@ class KimiStack:
         st["ckv"] = [randn(C, S, 512) for _ in range(self.n_layers)]
         st["kpe"] = [randn(C, S, 64) for _ in range(self.n_layers)]
         st["mask"] = random_tree_mask(C, q, seed=C * 100 + q)
-        st["ids"], st["wts"] = uniform_topk(T, self.E, self.k)
+        if self.parallel == "tp":
+            st["ids"], st["wts"] = uniform_topk(T, self.E, self.k)
+        else:  # one routing for all ranks, shifted to this rank's experts (others dropped)
+            gen = torch.Generator(device=st["x"].device).manual_seed(C * 1000 + q)
+            ids, st["wts"] = uniform_topk(T, self.E, self.k, generator=gen)
+            st["ids"] = ids - self.expert_lo
         ang = torch.rand(C, q, 1, 32, device=st["x"].device) * 6.28
         st["cos"], st["sin"] = ang.cos().to(torch.bfloat16), ang.sin().to(torch.bfloat16)
         return st
@@ -157,15 +173,17 @@ def measure_points(stack: KimiStack, points, *, n_gpus: int, budget_check=None, 
             stack.ensure_lm_head()
         kw = dict(max_samples=15, max_seconds=math.inf) if fixed_samples else dict(max_samples=20, max_seconds=0.3)
         t = time_fn(lambda: stack.step(st, p.lm_head), graph=p.graph, calls_per_graph=1, warmup=2, **kw)
-        name = (f"kimi_tp{stack.tp}_x{n_gpus}_C{p.C}_q{p.q}_L{p.L}" + ("_lmhead" if p.lm_head else "")
+        layout = f"tp{stack.tp}" if stack.parallel == "tp" else f"tpattn_ep{stack.tp}"
+        name = (f"kimi_{layout}_x{n_gpus}_C{p.C}_q{p.q}_L{p.L}" + ("_lmhead" if p.lm_head else "")
                 + ("" if p.graph else "_eager"))
         out.append(E2EPoint(
-            name=name, model="kimi-k2.6", n_layers=stack.n_layers, tp_shape=stack.tp, n_gpus=n_gpus, parallel="tp",
+            name=name, model="kimi-k2.6", n_layers=stack.n_layers, tp_shape=stack.tp, n_gpus=n_gpus, parallel=stack.parallel,
             concurrency=p.C, q=p.q, context=p.L, lm_head=p.lm_head, graph=p.graph, step_ms=t.median_ms,
             p10_ms=t.p10_ms, p90_ms=t.p90_ms,
             note="synthetic Kimi K2.6 MoE layers, random weights, INT4 experts, uniform routing; see perfmodel.measure.e2e",
         ))
         samples.append(make_sample({"name": name, "C": p.C, "q": p.q, "L": p.L, "tp": stack.tp, "n_gpus": n_gpus,
+                                    "parallel": stack.parallel,
                                     "lm_head": p.lm_head, "graph": p.graph}, t, provider="torch+triton"))
         del st
         torch.cuda.empty_cache()

@@ -55,7 +55,8 @@ def _e2e_rows(prof: Profile, base: Profile, path: str) -> list[dict]:
                             n_layers=p.n_layers, n_dense=p.n_dense_layers, host=False)
         pred = est.step_us / 1e3
         lo, hi = pred - Z90 * est.sigma_us / 1e3, pred + Z90 * est.sigma_us / 1e3
-        rows.append({"kind": f"e2e-{p.n_gpus}gpu", "point": f"{p.name} C={p.concurrency} q={p.q} L={p.context}",
+        kind = f"e2e-{p.n_gpus}gpu" + ("" if p.parallel == "tp" else "-ep")  # EP layouts apart from TP
+        rows.append({"kind": kind, "point": f"{p.name} C={p.concurrency} q={p.q} L={p.context}",
                      "measured": p.step_ms, "unit": "ms/step", "predicted": pred, "err": pred / p.step_ms - 1,
                      "in_interval": lo <= p.step_ms <= hi, "source": f"{Path(path).name} ({prof.provenance.gpu_name})"})
     return rows

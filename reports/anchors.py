@@ -63,7 +63,9 @@ def bars(p: Profile, validation: dict | None = None) -> list[tuple[str, str, str
         rows.append(("full suite wall time (sum of benches)", f"{sum(walls):.0f} s", "<= 180 s", sum(walls) <= 180))
     if validation:
         # (kind, median target, interval-coverage target: issue #5 asks it of the published points)
-        for kind, target, cov_target in (("e2e-1gpu", 0.05, None), ("e2e-2gpu", 0.10, None), ("published", 0.15, 0.80)):
+        # e2e-2gpu-ep (TP attention + EP experts) is held to the TP points' 10%
+        for kind, target, cov_target in (("e2e-1gpu", 0.05, None), ("e2e-2gpu", 0.10, None), ("e2e-2gpu-ep", 0.10, None),
+                                         ("published", 0.15, 0.80)):
             s = validation["summary"]["by_kind"].get(kind)
             if s and s["median_abs_err"] is not None:
                 cov = f", interval coverage {s['coverage']:.0%}" if s.get("coverage") is not None else ""

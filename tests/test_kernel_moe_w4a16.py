@@ -90,6 +90,42 @@ def test_align_triton_matches_torch(T, E, k, bm):
     assert torch.equal(a.sorted_pair_ids, b.sorted_pair_ids)
 
 
+@pytest.mark.parametrize("T,E,k,bm", [(7, 10, 3, 4), (20, 64, 8, 16)])
+def test_align_drops_other_ranks_experts(T, E, k, bm):
+    """Expert parallelism: ids shifted to a rank's local range; ids outside [0, E_local)
+    get no block (both align paths agree) and every local pair is placed once."""
+    from perfmodel.kernels import _moe_common as mc
+
+    gen = torch.Generator().manual_seed(T * E)
+    ids = torch.stack([torch.randperm(E, generator=gen)[:k] for _ in range(T)]).to(DEV, torch.int32)
+    E_loc, lo = E // 2, E // 4  # this rank owns experts lo .. lo + E_loc - 1
+    local = ids - lo  # negative or >= E_loc: another rank's
+    a, b = mc._align_triton(local, E_loc, bm), mc.moe_align_block_size_torch(local, E_loc, bm)
+    assert torch.equal(a.block_expert_ids.long(), b.block_expert_ids.long())
+    assert torch.equal(a.sorted_pair_ids, b.sorted_pair_ids)
+    flat = local.reshape(-1).cpu()
+    placed = sorted(int(p) for p in b.sorted_pair_ids.cpu() if p < T * k)
+    assert placed == [i for i in range(T * k) if 0 <= flat[i] < E_loc]
+    assert int(b.block_expert_ids.max()) < E_loc
+
+
+def test_fused_moe_w4a16_expert_parallel_shard():
+    """A rank holding experts lo .. lo+E_loc-1 computes exactly their share: the shards'
+    outputs sum to the full MoE."""
+    T, E, H, I, k = 6, 8, 96, 64, 3
+    gen = torch.Generator().manual_seed(11)
+    wts = _weights(E, H, I, gen)
+    ids, tw = _routing(T, E, k, gen)
+    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
+    total = torch.zeros(T, H, dtype=torch.float32, device=DEV)
+    for lo in (0, 4):
+        shard = [w[lo : lo + 4] for w in wts]
+        out = m.fused_moe_w4a16(x, *_kernel_layout(shard), (ids - lo).to(torch.int32), tw)
+        total += out.float()
+    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+    assert_close(total, ref, torch.bfloat16, "moe_w4a16 EP shards")
+
+
 def test_align_block_size():
     gen = torch.Generator().manual_seed(1)
     ids, _ = _routing(7, 10, 3, gen)

@@ -256,3 +256,22 @@ def test_nvfp4_runs_at_the_fp4_rate_where_the_gpu_has_one():
     assert _flops_scale(b200, "fp4") == b200.compute.fp4_dense_TFLOPS.value / b200.compute.bf16_dense_TFLOPS.value
     assert _flops_scale(b200, "fp4") > _flops_scale(b200, "fp8") > 1.0
     assert _flops_scale(h100, "fp4") == 1.0  # no FP4 tensor cores: the bf16 rate
+
+
+@pytest.mark.parametrize("T,n,tol", [(1, 2, 0.05), (1, 8, 0.10), (8, 2, 0.03), (8, 8, 0.03), (32, 8, 0.03), (128, 8, 0.03)])
+def test_ep_busiest_gpu_distinct_experts_matches_simulation(T, n, tol):
+    """EP straggler term: expected distinct experts on the busiest GPU vs simulated uniform
+    routings (k distinct experts per token), E=384, k=8."""
+    import numpy as np
+
+    from perfmodel.model.layers import expected_distinct, expected_max_distinct_per_gpu
+
+    rng = np.random.default_rng(T * 10 + n)
+    sims = []
+    for _ in range(1500):
+        touched = np.unique(np.argsort(rng.random((T, 384)), axis=1)[:, :8])
+        sims.append(np.bincount(touched // (384 // n), minlength=n).max())
+    got = expected_max_distinct_per_gpu(384, 8, T, n)
+    assert abs(got / np.mean(sims) - 1) < tol, (got, np.mean(sims))
+    assert got >= expected_distinct(384, 8, T) / n  # never below the mean
+    assert expected_max_distinct_per_gpu(384, 8, T, 1) == pytest.approx(expected_distinct(384, 8, T))

@@ -17,12 +17,20 @@ Parallel layouts (n GPUs):
   tp              attention heads and expert intermediate split n ways; 2 all-reduces/layer.
   ep              attention data-parallel (C/n sequences per GPU, weights replicated);
                   experts split n ways by expert; all-to-all dispatch + combine per MoE layer.
-  tp-attn-ep-moe  attention and shared expert TP; routed experts EP; one all-reduce after
-                  attention, all-to-all dispatch + combine around the experts.
+  tp-attn-ep-moe  attention and shared expert TP; routed experts EP (E/n whole experts per
+                  GPU). After the attention all-reduce every GPU holds all tokens, so each
+                  runs its local experts on the pairs routed to them and the routed +
+                  shared output is all-reduced: 2 all-reduces/layer, as vLLM's and SGLang's
+                  TP + expert-parallel MoE run without DP attention (no all-to-all).
+
+Under EP the step waits for the GPU whose local experts are touched most: the routed
+experts are priced at the expected maximum over GPUs of the distinct local experts touched
+(`expected_max_distinct_per_gpu`), not the mean.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -72,6 +80,40 @@ def expected_distinct(n_experts: int, top_k: int, tokens: float) -> float:
     """Expected distinct experts touched by `tokens` tokens under uniform independent
     routing: E·(1−(1−k/E)^T). Real routing is correlated, so this is an upper bound."""
     return n_experts * (1.0 - (1.0 - top_k / n_experts) ** tokens)
+
+
+@functools.lru_cache(maxsize=64)
+def expected_max_std_normal(n: int) -> float:
+    """E[max of n iid standard normals] = integral of x n phi(x) Phi(x)^(n-1) (trapezoid)."""
+    if n <= 1:
+        return 0.0
+    h, acc = 0.01, 0.0
+    for i in range(-800, 801):
+        x = i * h
+        acc += x * n * math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi) * (0.5 * (1 + math.erf(x / math.sqrt(2)))) ** (n - 1)
+    return acc * h
+
+
+def expected_max_distinct_per_gpu(n_experts: int, top_k: int, tokens: float, n_gpus: int) -> float:
+    """Expected distinct experts touched on the busiest of n_gpus GPUs holding E/n experts
+    each, under uniform routing (k distinct experts per token, tokens independent).
+
+    Per GPU, D = sum of E/n indicators with P(untouched) a = (1-k/E)^T and, for a pair,
+    b = ((E-k)(E-k-1) / (E(E-1)))^T, so Var D = m a(1-a) + m(m-1)(b - a^2) with m = E/n
+    (the pair term is negative: a token's k picks are distinct). The maximum over GPUs is
+    taken as mean + sd x sqrt(n/(n-1)) x E[max of n standard normals], capped at m and at
+    the k*T picks: the GPUs' counts share a nearly fixed total, so they are exchangeable
+    normals with correlation -1/(n-1). Against 3000 simulated routings (E=384, k=8) this is
+    within 7% at T=1 and 1% at T >= 8, for n = 2 and 8 (tests/test_model.py)."""
+    E, k, T, n = n_experts, top_k, tokens, n_gpus
+    m = E / n
+    a = (1.0 - k / E) ** T
+    mean = m * (1.0 - a)
+    if n <= 1:
+        return mean
+    b = ((E - k) * (E - k - 1) / (E * (E - 1))) ** T if E > 1 else 0.0
+    var = max(0.0, m * a * (1 - a) + m * (m - 1) * (b - a * a))
+    return min(m, k * T, mean + math.sqrt(var * n / (n - 1)) * expected_max_std_normal(int(n)))
 
 
 def _gemm(name, component, tokens, k, n, wdtype, count) -> Op:
@@ -201,7 +243,7 @@ def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_den
         wd = m.dtypes.routed_experts
         expert_bytes = 3.0 * H * I * WEIGHT_BYTES[wd]
         if lay.experts_ep:
-            touched = expected_distinct(E, k, T) / s
+            touched = expected_max_distinct_per_gpu(E, k, T, s)  # the busiest GPU sets the step
             bytes_w = touched * expert_bytes
         else:
             touched = expected_distinct(E, k, T)
@@ -240,13 +282,13 @@ def collectives(m: ModelSpec, lay: Layout, C: int, q: int, n_moe: int, n_dense: 
         out.append(Collective("tp_allreduce", "all_reduce", T * H * ACT, 2 * L))
     else:
         if lay.parallel == "tp-attn-ep-moe":
+            # after attention, and after each FFN (routed + shared partial sums, or the TP dense MLP)
             out.append(Collective("attn_allreduce", "all_reduce", T * H * ACT, L))
-        if n_moe and m.moe:
-            Ta = T if lay.parallel == "tp-attn-ep-moe" else math.ceil(C / lay.n_gpus) * q
-            # dispatch + combine: each token's hidden state goes to k experts' owners.
+            out.append(Collective("ffn_allreduce", "all_reduce", T * H * ACT, L))
+        elif n_moe and m.moe:
+            Ta = math.ceil(C / lay.n_gpus) * q
+            # DP attention: dispatch + combine, each token's hidden state to its k experts' owners.
             out.append(Collective("ep_alltoall", "all_to_all", Ta * m.moe.top_k * H * ACT, 2 * n_moe))
-        if n_dense and lay.parallel == "tp-attn-ep-moe":
-            out.append(Collective("dense_allreduce", "all_reduce", T * H * ACT, n_dense))
     if lm_head:
         # Greedy/verify sampling: local argmax, then gather (value, index) pairs.
         out.append(Collective("logits_gather", "all_reduce", T * 8.0, 1))
