@@ -54,7 +54,8 @@ def moe_align_block_size_torch(topk_ids: torch.Tensor, num_experts: int, block_m
     flat = torch.where((flat >= 0) & (flat < num_experts), flat, torch.full_like(flat, num_experts))
     # scatter_add, not bincount: bincount syncs with the host, which breaks graph capture.
     counts = torch.zeros(num_experts + 1, dtype=torch.int64, device=device).scatter_add_(0, flat, torch.ones_like(flat))
-    counts[num_experts] = 0  # dropped pairs: no blocks, and sorted after every local one
+    # dropped pairs get no blocks (no `counts[E] = 0`: a CPU scalar copy breaks graph capture)
+    counts = torch.where(torch.arange(num_experts + 1, device=device) < num_experts, counts, torch.zeros_like(counts))
     blocks_per_expert = (counts + block_m - 1) // block_m
     block_end = torch.cumsum(blocks_per_expert, 0)  # inclusive
     block_start = block_end - blocks_per_expert
@@ -65,7 +66,7 @@ def moe_align_block_size_torch(topk_ids: torch.Tensor, num_experts: int, block_m
     rank_in_expert = torch.arange(num_pairs, device=device) - pair_start[sorted_e]
     dest = block_start[sorted_e] * block_m + rank_in_expert
     n_slots = max_blocks * block_m
-    dest = torch.where(sorted_e < num_experts, dest, n_slots)  # dropped pairs: a spare slot past the end
+    dest = torch.where(sorted_e < num_experts, dest, torch.full_like(dest, n_slots))  # dropped: a spare slot
     sorted_pair_ids = torch.full((n_slots + 1,), num_pairs, dtype=torch.int32, device=device)
     sorted_pair_ids[dest] = order.to(torch.int32)
     sorted_pair_ids = sorted_pair_ids[:n_slots]

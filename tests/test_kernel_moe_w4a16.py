@@ -280,3 +280,23 @@ def test_sm90_main_loop_stays_lean(args, most):
     per_weight = float(re.search(r"= ([0-9.]+) per weight", r.stdout).group(1))
     assert per_weight <= most, r.stdout
     assert "0 bytes spill stores" in r.stdout, r.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_fused_moe_w4a16_torch_align_under_graph_capture():
+    """T*k above the one-program Triton align: the torch align path must stay capturable."""
+    from perfmodel.kernels._moe_common import ALIGN_MAX_PAIRS
+
+    T, E, H, I, k = ALIGN_MAX_PAIRS // 4 + 8, 16, 256, 128, 4
+    gen = torch.Generator().manual_seed(3)
+    wts = _kernel_layout(_weights(E, H, I, gen))
+    ids, tw = _routing(T, E, k, gen)
+    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
+    ref = m.fused_moe_w4a16(x, *wts, ids, tw)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = m.fused_moe_w4a16(x, *wts, ids, tw)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_close(out, ref.float(), torch.bfloat16, "torch align under graph capture")  # atomics: order varies
