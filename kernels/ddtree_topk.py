@@ -45,12 +45,13 @@ def topk_config(V: int, k: int, chunk: int | None = None) -> dict | None:
     chunk length, groups per chunk NGC, groups NG (NGP padded to a power of two >= KP),
     chunks NCH (NCHP padded), padded top-k KP, rank chunk CH, warps. None when the
     selection would not fit in registers (k beyond a few hundred at Kimi's vocabulary):
-    the caller then uses torch.topk. `chunk` overrides the chunk length (tests: many chunks
-    at small V).
+    vocab_topk_logprobs then takes the torch path. `chunk` overrides the chunk length
+    (tests: many chunks at small V).
 
     H200, bf16, V = 163840, C = 8 sequences x 15 rows, graph replay (perfmodel/data/runs/
-    tuning/session5/treebuild_parts_e0f7bbc.log): 46 / 51 / 79 us at k = 64 / 128 / 256,
-    against 73 / - / 212 with tl.topk in both kernels. Counting 2^b - 1 thresholds per step
+    tuning/session5/treebuild_parts_8aa96cb.log): 41 / 46 / 68 us at k = 64 / 128 / 256,
+    against 73 / - / 212 with tl.topk in both kernels (46 / 51 / 79 with a fixed 32-step
+    bisection, treebuild_parts_e0f7bbc.log). Counting 2^b - 1 thresholds per step
     as one [N, 2^b] reduction instead (b = 1..3) was 2.6-11x slower
     (treebuild_select_ab_7d8fbfc.log)."""
     import triton

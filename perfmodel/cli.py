@@ -180,13 +180,14 @@ def report(target: str = O_TARGET, gpus: int = O_GPUS, model: str = O_MODEL, par
 def validate(profile: Optional[list[str]] = typer.Option(None, "--profile", help="Profiles whose e2e points to check (default: the shipped ones)."),
              published: bool = typer.Option(True, "--published/--no-published", help="Also check the shipped table of published figures."),
              tolerance: float = typer.Option(0.25, "--tolerance", help="Exit 1 if the median |error| exceeds this."),
+             base: Optional[str] = typer.Option(None, "--base", help="Profile to predict from (default: each checked profile predicts its own e2e points; the published figures use the embedded profile)."),
              fmt: Fmt = typer.Option(Fmt.table, "--format", "-f")):
     """Compare projections with measured end-to-end steps and published decode figures."""
     from perfmodel.model.project import ProjectionError
     from perfmodel.validate import run_validation
 
     try:
-        res = run_validation(profile, published=published)
+        res = run_validation(profile, published=published, base=base)
     except ProjectionError as e:
         fail(str(e))
     from perfmodel import render

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from perfmodel.model.layers import Layout
-from perfmodel.model.machine import build_machine
+from perfmodel.model.machine import KERNEL_CLASSES, build_machine
 from perfmodel.model.project import (Projector, ProjectionError, Request, profile_source_gpu, resolve_profile,
                                      self_check)
 from perfmodel.model.step import step_estimate
@@ -113,6 +113,10 @@ def _summary(rows: list[dict]) -> dict:
 
 
 def run_validation(profiles: list[str] | None = None, published: bool = True, base: str | None = None) -> dict:
+    """Each profile's e2e points are predicted from that same profile's 1-GPU benches (plus the
+    link spec for multi-GPU points), unless `base` names the profile to predict from or the
+    profile lacks kernel fits (a partial run); the published figures are predicted from
+    `base` (default: the embedded profile)."""
     base_prof = resolve_profile(base)
     paths = [str(p) for p in (profiles or shipped_profiles())]
     rows: list[dict] = []
@@ -121,7 +125,8 @@ def run_validation(profiles: list[str] | None = None, published: bool = True, ba
             prof = load_profile(path)
         except ValueError as e:
             raise ProjectionError(str(e)) from None
-        rows += _e2e_rows(prof, base_prof, path)
+        own = base is None and all(c in prof.fits for c in KERNEL_CLASSES)  # a partial run (--only) cannot
+        rows += _e2e_rows(prof, prof if own else base_prof, path)
     if published:
         rows += _published(base)
     return {"base_profile": base_prof.label, "rows": rows, "summary": _summary(rows),

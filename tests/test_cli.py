@@ -120,3 +120,20 @@ def test_measure_without_gpu_is_one_line_exit_2(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "Traceback" not in r.stderr + r.stdout
+
+
+def test_validate_checks_a_partial_profile_against_the_embedded_one():
+    """A `--only collectives` run has no kernel fits: its e2e points (TP2 and TP-attention +
+    EP2) are predicted from the embedded profile, not a traceback; each kind is reported."""
+    from pathlib import Path
+
+    smoke = Path(__file__).parents[1] / "perfmodel" / "data" / "runs" / "tuning" / "session5" / "smoke_ep.json"
+    r = run("validate", "--profile", str(smoke), "--no-published", "--format", "json", "--tolerance", "100")
+    assert r.exit_code == 0, r.output
+    kinds = json.loads(r.output)["summary"]["by_kind"]
+    assert kinds["e2e-2gpu"]["n"] == 2 and kinds["e2e-2gpu-ep"]["n"] == 2
+
+
+def test_validate_unknown_base_is_one_line_exit_2(tmp_path):
+    r = run("validate", "--base", str(tmp_path / "nope.json"), "--no-published")
+    assert r.exit_code == 2 and "Traceback" not in r.output
