@@ -62,11 +62,12 @@ def topk_config(V: int, k: int, chunk: int | None = None) -> dict | None:
     chunk = max(g, min(chunk or 8192, triton.next_power_of_2(V)))
     ng = triton.cdiv(V, g)
     ngp = max(triton.next_power_of_2(ng), kp)
-    if max(ngp, kp * g) > MAX_SELECT:
+    n_sel = max(ngp, kp * g)  # keys per merge program: the groups, then the K' groups' tokens
+    if n_sel > MAX_SELECT:
         return None
     nch = triton.cdiv(V, chunk)
     return dict(G=g, CHUNK=chunk, NGC=chunk // g, NG=ng, NGP=ngp, NCH=nch, NCHP=triton.next_power_of_2(nch), KP=kp,
-                CH=min(kp, 32), WARPS_CHUNK=min(8, max(1, chunk // 512)), WARPS_MERGE=8 if max(ngp, kp * g) <= 8192 else 16)
+                CH=min(kp, 32), WARPS_CHUNK=min(8, max(1, chunk // 512)), WARPS_MERGE=8 if n_sel <= 8192 else 16)
 
 
 def vocab_topk_logprobs(logits: torch.Tensor, k: int, impl: str | None = None, chunk: int | None = None):

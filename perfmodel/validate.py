@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from perfmodel.model.layers import Layout
-from perfmodel.model.machine import KERNEL_CLASSES, build_machine
+from perfmodel.model.machine import build_machine, missing_fits
 from perfmodel.model.project import (Projector, ProjectionError, Request, profile_source_gpu, resolve_profile,
                                      self_check)
 from perfmodel.model.step import step_estimate
@@ -125,7 +125,7 @@ def run_validation(profiles: list[str] | None = None, published: bool = True, ba
             prof = load_profile(path)
         except ValueError as e:
             raise ProjectionError(str(e)) from None
-        own = base is None and all(c in prof.fits for c in KERNEL_CLASSES)  # a partial run (--only) cannot
+        own = base is None and not missing_fits(prof)  # a partial run (--only) cannot predict itself
         rows += _e2e_rows(prof, prof if own else base_prof, path)
     if published:
         rows += _published(base)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Literal
 
 from perfmodel.model.lookup import Probe
@@ -87,11 +88,8 @@ def expected_max_std_normal(n: int) -> float:
     """E[max of n iid standard normals] = integral of x n phi(x) Phi(x)^(n-1) (trapezoid)."""
     if n <= 1:
         return 0.0
-    h, acc = 0.01, 0.0
-    for i in range(-800, 801):
-        x = i * h
-        acc += x * n * math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi) * (0.5 * (1 + math.erf(x / math.sqrt(2)))) ** (n - 1)
-    return acc * h
+    nd, h = NormalDist(), 0.01
+    return h * sum(x * n * nd.pdf(x) * nd.cdf(x) ** (n - 1) for x in (i * h for i in range(-800, 801)))
 
 
 def expected_max_distinct_per_gpu(n_experts: int, top_k: int, tokens: float, n_gpus: int) -> float:
@@ -108,7 +106,7 @@ def expected_max_distinct_per_gpu(n_experts: int, top_k: int, tokens: float, n_g
     E, k, T, n = n_experts, top_k, tokens, n_gpus
     m = E / n
     a = (1.0 - k / E) ** T
-    mean = m * (1.0 - a)
+    mean = expected_distinct(E, k, T) / n  # = m (1 - a)
     if n <= 1:
         return mean
     b = ((E - k) * (E - k - 1) / (E * (E - 1))) ** T if E > 1 else 0.0

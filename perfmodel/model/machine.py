@@ -134,6 +134,11 @@ def _collective_from_spec(link: InterconnectSpec, op: str) -> CollectiveLaw:
 CROSS_VENDOR_UNC = 0.25
 
 
+def missing_fits(profile: Profile) -> list[str]:
+    """Kernel classes the profile has no fit for (a partial `--only` run): build_machine needs all."""
+    return [c for c in KERNEL_CLASSES if c not in profile.fits]
+
+
 def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, profile: Profile,
                   source_gpu: GpuSpec, memory_kinds: MemoryKinds, host_cpu_factor: float = 1.0,
                   graph: bool = True) -> Machine:
@@ -144,7 +149,7 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
     kind_unc = 0.0 if gpu.memory.kind == source_gpu.memory.kind else (kt.uncertainty_rel**2 + ks.uncertainty_rel**2) ** 0.5
     f_ratio = _dtype_peak(gpu) / _dtype_peak(source_gpu)
     laws: dict[str, KernelLaw] = {}
-    missing = [c for c in KERNEL_CLASSES if c not in profile.fits]
+    missing = missing_fits(profile)
     if missing:
         raise ValueError(f"profile lacks fits for: {', '.join(missing)}")
     vendor_unc = CROSS_VENDOR_UNC if gpu.vendor != source_gpu.vendor else 0.0
