@@ -127,7 +127,7 @@ def test_validate_checks_a_partial_profile_against_the_embedded_one():
     EP2) are predicted from the embedded profile, not a traceback; each kind is reported."""
     from pathlib import Path
 
-    smoke = Path(__file__).parents[1] / "perfmodel" / "data" / "runs" / "tuning" / "session5" / "smoke_ep.json"
+    smoke = Path(__file__).parent / "fixtures" / "smoke_ep.json"
     r = run("validate", "--profile", str(smoke), "--no-published", "--format", "json", "--tolerance", "100")
     assert r.exit_code == 0, r.output
     kinds = json.loads(r.output)["summary"]["by_kind"]

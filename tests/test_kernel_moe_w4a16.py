@@ -274,7 +274,7 @@ def test_sm90_main_loop_stays_lean(args, most):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-m", "perfmodel.measure.sass_census", *args], env=env,
+    r = subprocess.run([sys.executable, "-m", "perfmodel.measure.tuning.sass_census", *args], env=env,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     per_weight = float(re.search(r"= ([0-9.]+) per weight", r.stdout).group(1))

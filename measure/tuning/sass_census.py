@@ -2,7 +2,7 @@
 GPU needed: Triton compiles for a stated target, the bundled ptxas and cuobjdump give the
 SASS). Shows where the issue slots of one 256-k step go.
 
-    python -m perfmodel.measure.sass_census [--block-m 8 --block-n 64 --warps 4 --stages 3 --gate-up 1 --dequant 2]
+    python -m perfmodel.measure.tuning.sass_census [--block-m 8 --block-n 64 --warps 4 --stages 3 --gate-up 1 --dequant 2]
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Tuning sweeps for the fused MoE kernels (graph-captured, rotating routing so the weights
 are cold), saved as a table.
 
-    python -m perfmodel.measure.tune_moe --out tune_moe.json          # W4A16: each GEMM alone
-    python -m perfmodel.measure.tune_moe --bf16 --out tune_bf16.json  # bf16 at large T, whole
+    python -m perfmodel.measure.tuning.tune_moe --out tune_moe.json          # W4A16: each GEMM alone
+    python -m perfmodel.measure.tuning.tune_moe --bf16 --out tune_bf16.json  # bf16 at large T, whole
                                                                       # op, vs torch._grouped_mm
 """
 
@@ -29,7 +29,7 @@ def check_correctness(log) -> None:
     from perfmodel.kernels import moe_w4a16 as m
     from perfmodel.kernels._testing import calc_diff
 
-    from .common import uniform_topk
+    from ..common import uniform_topk
 
     gen = torch.Generator(device="cuda").manual_seed(0)
     E, H, I, k = 16, 7168, 2048, 8
@@ -63,8 +63,8 @@ def tune_bf16(out: str) -> None:
 
     from perfmodel.kernels import moe_bf16
 
-    from .common import randn, uniform_topk
-    from .timing import time_fn
+    from ..common import randn, uniform_topk
+    from ..timing import time_fn
 
     rows = []
     for name, H, I, E, k, T in BF16_CASES:
@@ -102,8 +102,8 @@ def main() -> None:
     from perfmodel.kernels import moe_w4a16 as m
     from perfmodel.kernels._moe_common import as_config, moe_align_block_size
 
-    from .common import randn, uniform_topk
-    from .timing import time_fn
+    from ..common import randn, uniform_topk
+    from ..timing import time_fn
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tune_moe.json")
@@ -170,7 +170,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from .runner import exit_unless_cuda
+    from ..runner import exit_unless_cuda
 
-    exit_unless_cuda("perfmodel.measure.tune_moe")
+    exit_unless_cuda("perfmodel.measure.tuning.tune_moe")
     main()

@@ -1,7 +1,7 @@
 """Tuning sweep for MLA tree-verify attention: time tile configs (graph-captured, rotating
 KV copies so the cache is cold) on decode and tree shapes, and save the table.
 
-    python -m perfmodel.measure.tune_attention --out tune_attention.json
+    python -m perfmodel.measure.tuning.tune_attention --out tune_attention.json
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ def _sweep_case(C: int, q: int, L: int, H: int, configs) -> list[dict]:
 
     from perfmodel.kernels import tree_attention as ta
 
-    from .attention import random_tree_mask
-    from .common import randn
-    from .timing import rotation_copies, time_fn
+    from ..attention import random_tree_mask
+    from ..common import randn
+    from ..timing import rotation_copies, time_fn
 
     rows = []
     S = L + q
@@ -87,7 +87,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from .runner import exit_unless_cuda
+    from ..runner import exit_unless_cuda
 
-    exit_unless_cuda("perfmodel.measure.tune_attention")
+    exit_unless_cuda("perfmodel.measure.tuning.tune_attention")
     main()
