@@ -43,7 +43,8 @@ def run(ctx: BenchContext) -> BenchOutput:
     M = N = K = 8192
     a, b = randn(M, K), randn(N, K)
     t = time_fn(lambda: torch.matmul(a, b.t()), cold_l2="none", max_samples=30, max_seconds=1.0, warmup=5)
-    s = make_sample({"op": "gemm_bf16", "M": M, "N": N, "K": K}, t, nbytes=2.0 * (M * K + N * K + M * N), nflops=2.0 * M * N * K, provider="torch.matmul")
+    s = make_sample({"op": "gemm_bf16", "M": M, "N": N, "K": K}, t, nbytes=2.0 * (M * K + N * K + M * N), nflops=2.0 * M * N * K,
+                    provider="torch.matmul")
     samples.append(s)
     bf16 = s.achieved_TFLOPS
 
@@ -55,7 +56,8 @@ def run(ctx: BenchContext) -> BenchOutput:
         f = lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
         f()
         t = time_fn(f, cold_l2="none", max_samples=30, max_seconds=1.0, warmup=5)
-        s = make_sample({"op": "gemm_fp8", "M": M, "N": N, "K": K}, t, nbytes=1.0 * (M * K + N * K) + 2.0 * M * N, nflops=2.0 * M * N * K, provider="torch._scaled_mm")
+        s = make_sample({"op": "gemm_fp8", "M": M, "N": N, "K": K}, t, nbytes=1.0 * (M * K + N * K) + 2.0 * M * N, nflops=2.0 * M * N * K,
+                        provider="torch._scaled_mm")
         samples.append(s)
         fp8 = s.achieved_TFLOPS
         del a8, b8
@@ -69,13 +71,15 @@ def run(ctx: BenchContext) -> BenchOutput:
             s.pct_peak_tflops = pct(s.achieved_TFLOPS, peak.fp8_TFLOPS if s.shape["op"] == "gemm_fp8" else peak.bf16_TFLOPS)
     if peak:
         vs = (
-            f"vs datasheet {peak.spec or '?'}: copy {pct(copy_GBps, peak.bw_GBps):.0f}%, read {pct(read_GBps, peak.bw_GBps):.0f}% of {peak.bw_GBps:.0f} GB/s;"
+            f"vs datasheet {peak.spec or '?'}: copy {pct(copy_GBps, peak.bw_GBps):.0f}%, read {pct(read_GBps, peak.bw_GBps):.0f}%"
+            f" of {peak.bw_GBps:.0f} GB/s;"
             f" bf16 {pct(bf16, peak.bf16_TFLOPS):.0f}% of {peak.bf16_TFLOPS:.0f} TF"
             + (f"; fp8 {pct(fp8, peak.fp8_TFLOPS):.0f}% of {peak.fp8_TFLOPS:.0f} TF" if fp8 and peak.fp8_TFLOPS else "")
             + f" (peaks: {peak.source})"
         )
     else:
         vs = "no datasheet peak known for this GPU"
-    ctx.log(f"ceilings: copy {copy_GBps:.0f} GB/s, read {read_GBps:.0f} GB/s, bf16 {bf16:.0f} TFLOP/s" + (f", fp8 {fp8:.0f} TFLOP/s" if fp8 else "") + f"; {vs}")
+    ctx.log(f"ceilings: copy {copy_GBps:.0f} GB/s, read {read_GBps:.0f} GB/s, bf16 {bf16:.0f} TFLOP/s"
+            + (f", fp8 {fp8:.0f} TFLOP/s" if fp8 else "") + f"; {vs}")
     ceil = Ceilings(copy_GBps=copy_GBps, read_GBps=read_GBps, bf16_TFLOPS=bf16, fp8_TFLOPS=fp8, source=f"{ctx.source}; {vs}")
     return BenchOutput(BenchResult(status="ok", samples=samples, note=vs + fp8_note), ceilings=ceil)

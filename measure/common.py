@@ -5,8 +5,9 @@ and random test data (never zeros)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from perfmodel.profile import BenchResult, Ceilings, CollectiveFit, E2EPoint, KernelFit, Overheads, Sample, TreeBuildFit
 

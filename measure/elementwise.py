@@ -43,7 +43,8 @@ def run(ctx: BenchContext) -> BenchOutput:
             t = time_fn(fn, graph=True, calls_per_graph=20, max_samples=15, max_seconds=0.05)
             samples.append(make_sample({"op": name, "T": T, "H": H}, t, nbytes=nb, nflops=nf, provider=provider))
     return BenchOutput(
-        BenchResult(status="ok", samples=samples, note="graph mode, 20 calls per replay (hot L2 after the first call); ops from perfmodel.measure.ops (Triton: rmsnorm, add_rmsnorm, rope, router_topk)"),
+        BenchResult(status="ok", samples=samples, note="graph mode, 20 calls per replay (hot L2 after the first call); "
+                    "ops from perfmodel.measure.ops (Triton: rmsnorm, add_rmsnorm, rope, router_topk)"),
         fits=fit_elementwise(samples, ctx.ceilings, ctx.source),
     )
 

@@ -13,7 +13,7 @@ max(the given default, the highest rate any point achieved) and the source says 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy.optimize import least_squares

@@ -16,6 +16,7 @@ from .fits import fit_kernel_law, launcher_of
 from .shapes import KIMI, QWEN3_30B
 from .timing import time_fn
 
+
 def _shapes():
     k = KIMI
     return [

@@ -13,8 +13,8 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from perfmodel.profile import BenchResult, Profile, Provenance, load_profile, save_profile
 
@@ -263,7 +263,8 @@ def _run(out, names, registry, quick, resume, progress, log, command) -> int:
     if profile is None:
         profile = Profile(provenance=make_provenance(command))
     p = profile.provenance
-    log(f"perfmodel measure -> {out}  ({p.gpu_name}, {p.n_gpus} GPU(s), torch {p.torch}, triton {p.triton}, cuda {p.cuda}, driver {p.driver}){'  [quick]' if quick else ''}")
+    log(f"perfmodel measure -> {out}  ({p.gpu_name}, {p.n_gpus} GPU(s), torch {p.torch}, triton {p.triton}, cuda {p.cuda}, "
+        f"driver {p.driver}){'  [quick]' if quick else ''}")
     save_profile(profile, out)
 
     source = f"measured: {profile.provenance.timestamp}"

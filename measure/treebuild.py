@@ -15,7 +15,6 @@ B >= 64, C >= 8."""
 
 from __future__ import annotations
 
-
 from perfmodel.profile import BenchResult
 
 from .common import BenchContext, BenchOutput, make_sample

@@ -7,7 +7,6 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -102,7 +101,7 @@ O_HWF = typer.Option(None, "--hw-file", help="Your own GPU YAML (overrides --tar
 O_MF = typer.Option(None, "--model-file", help="Your own model YAML (overrides --model).")
 
 
-def _emit(res: dict, fmt: "Fmt", to_csv, to_table) -> None:
+def _emit(res: dict, fmt: Fmt, to_csv, to_table) -> None:
     """A result as JSON, as CSV text from `to_csv`, or as the rich table `to_table` prints."""
     if fmt == Fmt.json:
         typer.echo(json.dumps(res, indent=1))
@@ -116,12 +115,13 @@ def _emit(res: dict, fmt: "Fmt", to_csv, to_table) -> None:
 def project(target: str = O_TARGET, gpus: int = O_GPUS, model: str = O_MODEL, parallel: Par = O_PAR,
             concurrency: str = O_CONC, context: int = O_CTX, spec: Spec = O_SPEC, budget: str = O_BUDGET,
             acceptance: str = O_ACC, graphs: bool = O_GRAPHS, tree_build: TreeImpl = O_TREE,
-            profile: Optional[str] = O_PROFILE, link: Optional[str] = O_LINK, host_cpu_factor: float = O_HOST,
-            observed: Optional[str] = O_OBS, hw_file: Optional[str] = O_HWF, model_file: Optional[str] = O_MF,
+            profile: str | None = O_PROFILE, link: str | None = O_LINK, host_cpu_factor: float = O_HOST,
+            observed: str | None = O_OBS, hw_file: str | None = O_HWF, model_file: str | None = O_MF,
             sensitivity: bool = typer.Option(False, "--sensitivity", help="Rank inputs by how tok/s moves for ±20%."),
             fmt: Fmt = typer.Option(Fmt.table, "--format", "-f")):
     """Project decode throughput per concurrency on a target system."""
-    from perfmodel.model.project import ProjectionError, project as run_projection
+    from perfmodel.model.project import ProjectionError
+    from perfmodel.model.project import project as run_projection
 
     req = _request(target, gpus, model, parallel, concurrency, context, spec, budget, acceptance, graphs,
                    tree_build, profile, link, host_cpu_factor, observed, hw_file, model_file)
@@ -140,7 +140,8 @@ def project(target: str = O_TARGET, gpus: int = O_GPUS, model: str = O_MODEL, pa
 
 @app.command()
 def measure(out: Path = typer.Option(Path("profile.json"), "--out", "-o", help="Profile JSON to write."),
-            only: Optional[str] = typer.Option(None, "--only", help="Comma-separated benches (ceilings,moe,attention,gemm,elementwise,treebuild,dispatch,collectives,e2e)."),
+            only: str | None = typer.Option(
+                None, "--only", help="Comma-separated benches (ceilings,moe,attention,gemm,elementwise,treebuild,dispatch,collectives,e2e)."),
             quick: bool = typer.Option(False, "--quick", help="Fewer sizes and samples."),
             resume: bool = typer.Option(False, "--resume", help="Complete an interrupted profile.")):
     """Run microbenchmarks on the local GPU and write a profile (needs CUDA)."""
@@ -156,8 +157,8 @@ def measure(out: Path = typer.Option(Path("profile.json"), "--out", "-o", help="
 def report(target: str = O_TARGET, gpus: int = O_GPUS, model: str = O_MODEL, parallel: Par = O_PAR,
            concurrency: str = O_CONC, context: int = O_CTX, spec: Spec = typer.Option(Spec.ddtree, "--spec"),
            budget: str = O_BUDGET, acceptance: str = O_ACC, graphs: bool = O_GRAPHS, tree_build: TreeImpl = O_TREE,
-           profile: Optional[str] = O_PROFILE, link: Optional[str] = O_LINK, host_cpu_factor: float = O_HOST,
-           observed: Optional[str] = O_OBS, hw_file: Optional[str] = O_HWF, model_file: Optional[str] = O_MF,
+           profile: str | None = O_PROFILE, link: str | None = O_LINK, host_cpu_factor: float = O_HOST,
+           observed: str | None = O_OBS, hw_file: str | None = O_HWF, model_file: str | None = O_MF,
            source: str = typer.Option("rtx-pro-6000", "--source", help="The machine the user has today, compared side by side."),
            out: Path = typer.Option(Path("reports/out"), "--out", "-o", help="Folder for the markdown, JSON and PNGs.")):
     """Write a findings document (markdown + PNG figures + JSON) for a target."""
@@ -177,10 +178,11 @@ def report(target: str = O_TARGET, gpus: int = O_GPUS, model: str = O_MODEL, par
 
 
 @app.command()
-def validate(profile: Optional[list[str]] = typer.Option(None, "--profile", help="Profiles whose e2e points to check (default: the shipped ones)."),
+def validate(profile: list[str] | None = typer.Option(None, "--profile", help="Profiles whose e2e points to check (default: the shipped ones)."),
              published: bool = typer.Option(True, "--published/--no-published", help="Also check the shipped table of published figures."),
              tolerance: float = typer.Option(0.25, "--tolerance", help="Exit 1 if the median |error| exceeds this."),
-             base: Optional[str] = typer.Option(None, "--base", help="Profile to predict from (default: each checked profile predicts its own e2e points; the published figures use the embedded profile)."),
+             base: str | None = typer.Option(None, "--base", help="Profile to predict from (default: each checked profile predicts its own e2e "
+                                             "points; the published figures use the embedded profile)."),
              fmt: Fmt = typer.Option(Fmt.table, "--format", "-f")):
     """Compare projections with measured end-to-end steps and published decode figures."""
     from perfmodel.model.project import ProjectionError

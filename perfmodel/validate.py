@@ -18,8 +18,7 @@ import yaml
 
 from perfmodel.model.layers import Layout
 from perfmodel.model.machine import build_machine, missing_fits
-from perfmodel.model.project import (Projector, ProjectionError, Request, profile_source_gpu, resolve_profile,
-                                     self_check)
+from perfmodel.model.project import ProjectionError, Projector, Request, profile_source_gpu, resolve_profile, self_check
 from perfmodel.model.step import step_estimate
 from perfmodel.profile import Profile, load_profile
 from perfmodel.specs import registry

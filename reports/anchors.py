@@ -83,8 +83,9 @@ def render(path: str | Path, validation: dict | None = None) -> str:
     out = [f"Measured on **{pv.gpu_name}** ({pv.n_gpus} GPUs in the machine; driver {pv.driver}, CUDA {pv.cuda}, "
            f"torch {pv.torch}, triton {pv.triton}; git {str(pv.git_sha)[:7]}; {pv.timestamp}), "
            f"profile `perfmodel/data/{name}`, log `perfmodel/data/{Path(name).with_suffix('.log').name}`.", ""]
+    ceil_source = c.source.split(';')[1].strip() if ';' in c.source else c.source
     out.append(f"- Ceilings: copy {c.copy_GBps:.0f} GB/s, streaming read {c.read_GBps:.0f} GB/s, bf16 GEMM "
-               f"{c.bf16_TFLOPS:.0f} TFLOP/s, fp8 GEMM {c.fp8_TFLOPS:.0f} TFLOP/s ({c.source.split(';')[1].strip() if ';' in c.source else c.source}).")
+               f"{c.bf16_TFLOPS:.0f} TFLOP/s, fp8 GEMM {c.fp8_TFLOPS:.0f} TFLOP/s ({ceil_source}).")
     o = p.overheads
     if o:
         tri = f" (Triton kernel via its Python launcher: {o.launch_eager_triton_us:.1f} us)" if o.launch_eager_triton_us else ""

@@ -21,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from perfmodel.model.project import Projector, ProjectionError, Request  # noqa: E402
+from perfmodel.model.project import ProjectionError, Projector, Request  # noqa: E402
 from perfmodel.model.sensitivity import DELTA, _perturbations, sensitivity  # noqa: E402
 
 
@@ -573,7 +573,8 @@ def _markdown(doc: dict, figs: dict[str, str]) -> str:
         if not p["fits_in_memory"]:
             L.append(f"- {(label[0].upper() + label[1:])}: does not fit.")
             continue
-        line = (f"- **{(label[0].upper() + label[1:]) if C == 1 else (label[0].upper() + label[1:]) + f' (C={C})'}**: {fmt(p['tokens_per_s_per_stream'])} tok/s per stream "
+        title = (label[0].upper() + label[1:]) if C == 1 else (label[0].upper() + label[1:]) + f' (C={C})'
+        line = (f"- **{title}**: {fmt(p['tokens_per_s_per_stream'])} tok/s per stream "
                 f"{iv(*p['interval']['tokens_per_s_per_stream'])}, {fmt(p['tokens_per_s'])} tok/s total "
                 f"{iv(*p['interval']['tokens_per_s'])} (90% interval) on the target")
         if sp:

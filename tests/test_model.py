@@ -7,9 +7,8 @@ import sys
 import pytest
 
 from perfmodel.model.layers import Layout, decode_ops, expected_distinct
-from perfmodel.model.machine import build_machine
 from perfmodel.model.memory import memory_use, param_counts
-from perfmodel.model.project import Projector, ProjectionError, Request, project
+from perfmodel.model.project import ProjectionError, Projector, Request, project
 from perfmodel.model.step import step_estimate
 from perfmodel.specs import registry
 

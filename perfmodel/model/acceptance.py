@@ -23,8 +23,8 @@ from __future__ import annotations
 import heapq
 import json
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -286,7 +286,7 @@ class ParametricDraft:
     def p(self) -> np.ndarray:
         return self.a * self.q()
 
-    def with_depth(self, D: int) -> "ParametricDraft":
+    def with_depth(self, D: int) -> ParametricDraft:
         return replace(self, D=int(D))
 
     def chain_tau(self, gamma: int | None = None) -> float:
@@ -322,7 +322,7 @@ DFLASH_CHAIN_TAU = 6.36  # middle of sglang PR #16818: avg accept length 6.29-6.
 DDTREE_PAPER_TAU = 10.13  # middle of the DDTree paper's accept lengths 9.54 (GSM8K) .. 10.72 (HumanEval)
 
 
-def _tree_tau_at(m: "ParametricDraft", budgets=(64, 128)) -> float:
+def _tree_tau_at(m: ParametricDraft, budgets=(64, 128)) -> float:
     c = ddtree_tau_curve(m.q(), m.p(), max(budgets))
     return float(np.mean([c[b] for b in budgets]))
 
@@ -475,7 +475,7 @@ def from_table(table: Mapping, description: str | None = None) -> AcceptanceSour
 def from_calibration_json(path, structure: str = "ddtree", eagle_topk: int = 8) -> AcceptanceSource:
     """JSON: {"q": [[...] per depth], "p": [[...] per depth], optional "description"}."""
     try:
-        with open(path, "r", encoding="utf-8") as fh:
+        with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
     except OSError as e:
         raise ValueError(f"calibration file {path}: cannot read ({e.strerror or e})") from None

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from perfmodel.profile import Profile
 
-
 LABELS = {"shape", "name"}  # sample labels, not shape fields
 
 

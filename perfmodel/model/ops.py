@@ -68,7 +68,7 @@ class OpEstimate:
     bound: Literal["memory", "compute"]
     count: int
 
-    def scaled(self, k: float) -> "OpEstimate":
+    def scaled(self, k: float) -> OpEstimate:
         """The same split, every part times k (a measured sample replacing the law's total)."""
         return OpEstimate(self.name, self.component, self.total_us * k, self.memory_us * k, self.compute_us * k,
                           self.overhead_us * k, self.bound, self.count)

@@ -13,8 +13,9 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib.resources
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -113,7 +114,7 @@ def _check_name(spec: BaseModel, stem: str, label: str) -> None:
 # ----------------------------------------------------------------------------- indexes
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load_named(kind: str, name: str) -> BaseModel:
     root, prefix, schema, _ = _KINDS[kind]
     label = f"{prefix}/{name}.yaml"
@@ -122,13 +123,13 @@ def _load_named(kind: str, name: str) -> BaseModel:
     return spec
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _names(kind: str) -> tuple[str, ...]:
     root = _KINDS[kind][0]()
     return tuple(sorted(r.name[: -len(".yaml")] for r in root.iterdir() if r.name.endswith(".yaml")))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _alias_index(kind: str) -> dict[str, str]:
     prefix = _KINDS[kind][1]
     index: dict[str, str] = {}
@@ -170,7 +171,7 @@ def load_model(name: str) -> ModelSpec:
     return _resolve("model", name)  # type: ignore[return-value]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_memory_kinds() -> MemoryKinds:
     label = "hwspecs/memory_kinds.yaml"
     return _parse_text(_read(_hw_root() / "memory_kinds.yaml", label), label, MemoryKinds)

@@ -55,7 +55,7 @@ class MemorySpec(Strict):
     achievable_fraction: SourcedFraction | None = Field(
         None, description="measured streaming fraction of THIS GPU's peak; overrides the memory kind's")
 
-    def streaming_fraction(self, kinds: "MemoryKinds") -> float:
+    def streaming_fraction(self, kinds: MemoryKinds) -> float:
         """Fraction of the datasheet bandwidth a streaming read reaches: this GPU's measured
         figure when the spec has one, else its memory technology's."""
         f = self.achievable_fraction or kinds.kinds[self.kind].achievable_fraction
@@ -76,7 +76,7 @@ class LinkSpec(Strict):
     bw_per_dir_GBps: Sourced | None = None
 
     @model_validator(mode="after")
-    def _bw_unless_none(self) -> "LinkSpec":
+    def _bw_unless_none(self) -> LinkSpec:
         if self.kind != "none" and self.bw_per_dir_GBps is None:
             raise ValueError(f"link kind {self.kind} needs bw_per_dir_GBps")
         return self
@@ -160,7 +160,7 @@ class GQASpec(Strict):
     sliding_layer_fraction: float = Field(0.0, ge=0, le=1)
 
     @model_validator(mode="after")
-    def _divisible(self) -> "GQASpec":
+    def _divisible(self) -> GQASpec:
         if self.n_heads % self.n_kv_heads:
             raise ValueError(f"n_heads={self.n_heads} not a multiple of n_kv_heads={self.n_kv_heads}")
         return self
@@ -174,7 +174,7 @@ class MoESpec(Strict):
     shared_intermediate_size: int | None = Field(None, gt=0, description="defaults to expert size × n_shared")
 
     @model_validator(mode="after")
-    def _k_le_e(self) -> "MoESpec":
+    def _k_le_e(self) -> MoESpec:
         if self.top_k > self.n_routed_experts:
             raise ValueError(f"top_k={self.top_k} > n_routed_experts={self.n_routed_experts}")
         return self
@@ -226,7 +226,7 @@ class ModelSpec(Strict):
     notes: str = ""
 
     @model_validator(mode="after")
-    def _layers(self) -> "ModelSpec":
+    def _layers(self) -> ModelSpec:
         if self.n_dense_layers > self.n_layers:
             raise ValueError("n_dense_layers > n_layers")
         if self.moe is None and self.n_dense_layers != self.n_layers:
