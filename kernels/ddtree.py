@@ -1,5 +1,5 @@
 """DDTree draft-tree building (Ringel & Romano, arXiv 2604.12989; liranringel/ddtree
-`build_ddtree_tree`). See /work/shared/facts/models-specdec.md §3.
+`build_ddtree_tree`). See perfmodel/modelspecs/SOURCES.md §3.
 
 Given per-depth draft distributions q_1..q_D (a factorised surrogate) and a node budget B,
 the tree is the B highest-scoring token prefixes, score = sum_d log q_d(token_d). Scores

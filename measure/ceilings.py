@@ -23,7 +23,7 @@ def run(ctx: BenchContext) -> BenchOutput:
         src = torch.randn(n, device="cuda")
         dst = torch.empty_like(src)
         kw = dict(max_samples=30 if mb < 1024 else 12, max_seconds=0.3)
-        # copy: bytes read + written (BabelStream convention; hardware.md 2a)
+        # copy: bytes read + written (BabelStream convention; hwspecs/SOURCES.md 2a)
         t = time_fn(lambda: dst.copy_(src), **kw)
         s = make_sample({"op": "copy", "MB": mb}, t, nbytes=2.0 * n * 4, provider="torch.copy_")
         samples.append(s)

@@ -25,10 +25,10 @@ class Peak:
 
 # name substring -> (GB/s, bf16 dense TFLOPS, fp8 dense TFLOPS, source); fallback only.
 _FALLBACK = {
-    "H200": (4800.0, 989.0, 1979.0, "NVIDIA H200 datasheet (hardware.md [S8])"),
-    "H100 PCIe": (2000.0, 756.0, 1513.0, "NVIDIA H100 datasheet (hardware.md [S7])"),
-    "H100": (3350.0, 989.0, 1979.0, "NVIDIA H100 SXM datasheet (hardware.md [S7])"),
-    "A100": (2039.0, 312.0, None, "NVIDIA A100 80GB SXM datasheet (hardware.md [S12])"),
+    "H200": (4800.0, 989.0, 1979.0, "NVIDIA H200 datasheet (hwspecs/SOURCES.md [S8])"),
+    "H100 PCIe": (2000.0, 756.0, 1513.0, "NVIDIA H100 datasheet (hwspecs/SOURCES.md [S7])"),
+    "H100": (3350.0, 989.0, 1979.0, "NVIDIA H100 SXM datasheet (hwspecs/SOURCES.md [S7])"),
+    "A100": (2039.0, 312.0, None, "NVIDIA A100 80GB SXM datasheet (hwspecs/SOURCES.md [S12])"),
 }
 
 

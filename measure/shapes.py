@@ -1,4 +1,4 @@
-"""Model shapes used by the benches, from /work/shared/facts/models-specdec.md §1
+"""Model shapes used by the benches, from perfmodel/modelspecs/SOURCES.md §1
 (Kimi K2 family config; Qwen3-30B-A3B and Llama-3.1-8B configs). One place, shared by the
 benches and their tests."""
 

@@ -20,7 +20,7 @@ def _proj(**kw):
 
 
 def test_expected_distinct_matches_facts():
-    # models-specdec.md §4: N=1→8, 8→60, 64→284, 128→358 distinct of 384 (top-8)
+    # perfmodel/modelspecs/SOURCES.md §4: N=1→8, 8→60, 64→284, 128→358 distinct of 384 (top-8)
     for n, want in [(1, 8), (8, 60), (64, 284), (128, 358)]:
         assert abs(expected_distinct(384, 8, n) - want) <= 1.0, n
 

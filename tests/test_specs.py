@@ -87,6 +87,24 @@ def test_every_sourced_has_a_source():
             assert m.drafter.source.strip()
 
 
+def test_cited_sources_are_in_the_repo():
+    """Every [S#] a hardware spec or published figure cites is listed in hwspecs/SOURCES.md, and
+    every section a model preset cites (SOURCES.md §1c) is a heading of modelspecs/SOURCES.md."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    listed = set(re.findall(r"^- (S\d+) ", (root / "hwspecs" / "SOURCES.md").read_text(), re.M))
+    cited = set()
+    for f in [*root.glob("hwspecs/**/*.yaml"), root / "perfmodel" / "data" / "published.yaml"]:
+        for group in re.findall(r"\[(S\d+(?:\s*,\s*S\d+)*)\]", f.read_text()):
+            cited |= {s.strip() for s in group.split(",")}
+    assert len(cited) > 30 and cited <= listed, sorted(cited - listed)
+    headings = set(re.findall(r"^#{2,3} (\d[a-z]?)\.", (root / "perfmodel" / "modelspecs" / "SOURCES.md").read_text(), re.M))
+    sections = {s for f in root.glob("perfmodel/modelspecs/*.yaml") for s in re.findall(r"SOURCES\.md §(\d[a-z]?)", f.read_text())}
+    assert sections and sections <= headings, sorted(sections - headings)
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED_GPUS))
 def test_gpu_consistency(name):
     g = load_gpu(name)
@@ -284,7 +302,7 @@ def _mla_params(m: ModelSpec) -> float:
 
 
 def test_kimi_k26_matches_facts():
-    """models-specdec.md 1a [D]: attention 101.1M/layer, expert 44.04M, total 1026.4B
+    """perfmodel/modelspecs/SOURCES.md §1a [D]: attention 101.1M/layer, expert 44.04M, total 1026.4B
     (1T in the README), active ~31.7B excluding the embedding lookup; 1b: ~594 GB on disk."""
     m = load_model("kimi")
     h, moe = m.hidden_size, m.moe
@@ -318,7 +336,7 @@ def test_kimi_drafter():
     assert (d.n_layers, d.hidden_size, d.n_heads, d.n_kv_heads, d.head_dim) == (6, 7168, 64, 8, 128)
     assert (d.intermediate_size, d.block_size, d.n_target_layers_fused) == (18432, 16, 6)
     assert "unconfirmed" in d.source.lower()
-    # models-specdec.md 2 [D]: 528.5M params per layer, ~3.17B for 6 layers.
+    # perfmodel/modelspecs/SOURCES.md §2 [D]: 528.5M params per layer, ~3.17B for 6 layers.
     per_layer = d.hidden_size * d.head_dim * (2 * d.n_heads + 2 * d.n_kv_heads) + 3 * d.hidden_size * d.intermediate_size
     assert per_layer == pytest.approx(528.5e6, rel=0.01)
 

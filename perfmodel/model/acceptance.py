@@ -317,7 +317,7 @@ def fit_s1_for_chain(target_tau: float, gamma: int, decay: float, a: float = 1.0
     return 0.5 * (lo + hi)
 
 
-# Published numbers the presets are fitted to (facts file models-specdec.md sect. 2-3).
+# Published numbers the presets are fitted to (perfmodel/modelspecs/SOURCES.md §2-3).
 DFLASH_CHAIN_TAU = 6.36  # middle of sglang PR #16818: avg accept length 6.29-6.44, block 16 (gamma 15), GSM8K
 DDTREE_PAPER_TAU = 10.13  # middle of the DDTree paper's accept lengths 9.54 (GSM8K) .. 10.72 (HumanEval)
 

@@ -12,9 +12,9 @@ from perfmodel.profile import KERNEL_CLASSES, KernelFit, Overheads, Profile, Pro
 from perfmodel.specs.schema import GpuSpec, MemoryKinds
 
 # Fraction of the memory kind's achievable streaming bandwidth each kernel class reaches, and
-# its per-call latency floor. Sources: FlashMLA ≈90% of peak on H800 (models-specdec.md §5);
+# its per-call latency floor. Sources: FlashMLA ≈90% of peak on H800 (perfmodel/modelspecs/SOURCES.md §5);
 # Marlin W4A16 ~1150 GB/s flat at batch 1–16 (vLLM PR #2497); graph node ≈1 µs and launch
-# 4–6 µs (hardware.md 2d [S33, S36]).
+# 4–6 µs (hwspecs/SOURCES.md 2d [S33, S36]).
 _CLASS_ASSUMPTIONS = {
     "moe_w4a16": (0.80, 10.0, 0.45),
     "moe_bf16": (0.85, 8.0, 0.60),
@@ -41,7 +41,7 @@ def spec_derived_profile(gpu: GpuSpec, memory_kinds: MemoryKinds) -> Profile:
                               note="no measurement: efficiencies assumed from cited facts"),
         fits=fits,
         overheads=Overheads(launch_eager_us=5.0, graph_node_us=1.0, graph_launch_us=10.0, host_step_us=150.0,
-                            source="assumed from hardware.md 2d [S33,S36]; host step assumed"),
+                            source="assumed from hwspecs/SOURCES.md 2d [S33,S36]; host step assumed"),
         treebuild={"cpu": TreeBuildFit(impl="cpu", t0_us=100.0, per_node_us=2.0, rmse_rel=0.5, source="assumed"),
                    "gpu": TreeBuildFit(impl="gpu", t0_us=150.0, per_node_us=0.02, rmse_rel=0.5, source="assumed")},
     )

@@ -128,7 +128,7 @@ def _collective_from_spec(link: InterconnectSpec, op: str) -> CollectiveLaw:
 
 # Assumed extra uncertainty when the profile's GPU and the target come from different
 # vendors (NVIDIA -> AMD): the kernel libraries differ, and datasheet ratios cannot carry
-# that. Its size is an assumption; the spread it covers is visible in hardware.md Part 3:
+# that. Its size is an assumption; the spread it covers is visible in hwspecs/SOURCES.md Part 3:
 # 405B FP8 on 8x MI300X (vLLM) reaches ~34% of peak bandwidth at bs1, Llama-8B on one
 # H100 (SGLang) 76%.
 CROSS_VENDOR_UNC = 0.25
