@@ -6,7 +6,7 @@ NVSHMEM_DISABLE_NVLS=1).
 
 Fit t_us = latency_us + bytes_per_gpu / (bw_GBps*1e3) on decode-range sizes (<= 4 MB) ->
 CollectiveFit per (op, graph); busbw of the large sizes is in the samples and the note
-(all-reduce busbw = algbw * 2(n-1)/n, all-to-all busbw = algbw * (n-1)/n, nccl-tests).
+(busbw = algbw * perfmodel.collective_math.bus_factor: 2(n-1)/n all-reduce, (n-1)/n all-to-all, nccl-tests).
 The same processes then run the e2e Kimi stack over all of them (tp_shape = n_gpus = world
 size, the two NCCL all-reduces per layer graph-captured), as real TP and as TP attention +
 expert-parallel routed experts -> E2EPoints."""
@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from perfmodel.collective_math import bus_factor
 from perfmodel.profile import BenchResult, E2EPoint, Sample
 
 from .common import BenchContext, BenchOutput
@@ -142,7 +143,7 @@ def run(ctx: BenchContext) -> BenchOutput:
     for r in res["rows"]:
         t_s = r["median_ms"] * 1e-3
         algbw = r["bytes"] / t_s / 1e9
-        factor = 2 * (world - 1) / world if r["op"] == "all_reduce" else (world - 1) / world
+        factor = bus_factor(r["op"], world)
         samples.append(Sample(
             shape={"op": r["op"], "bytes": r["bytes"], "n_gpus": world, "graph": r["graph"]}, bytes=float(r["bytes"]),
             times_ms=r["times_ms"], median_ms=r["median_ms"], p10_ms=r["p10_ms"], p90_ms=r["p90_ms"],

@@ -16,14 +16,12 @@ from pathlib import Path
 
 import yaml
 
-from perfmodel.model.layers import Layout
-from perfmodel.model.machine import build_machine, missing_fits
+from perfmodel.model.e2e import predict_e2e
+from perfmodel.model.machine import missing_fits
 from perfmodel.model.project import ProjectionError, Projector, Request, profile_source_gpu, resolve_profile, self_check
-from perfmodel.model.step import step_estimate
+from perfmodel.model.step import Z90, step_estimate
 from perfmodel.profile import Profile, load_profile
 from perfmodel.specs import registry
-
-Z90 = 1.645
 
 
 def shipped_profiles() -> list[Path]:
@@ -38,20 +36,8 @@ def published_rows() -> list[dict]:
 
 def _e2e_rows(prof: Profile, base: Profile, path: str) -> list[dict]:
     rows = []
-    src = profile_source_gpu(base)
-    mk = registry.load_memory_kinds()
-    for p in prof.e2e:
-        m = registry.load_model(p.model)
-        if p.n_gpus == 1:
-            mach = build_machine(src, 1, None, base, src, mk)
-        else:
-            link = registry.load_link(src.default_interconnect)
-            # Drop measured collectives: predict from the 1-GPU profile + the link spec.
-            base_nc = base.model_copy(update={"collectives": []})
-            mach = build_machine(src, p.n_gpus, link, base_nc, src, mk, graph=p.graph)
-        lay = Layout(p.parallel, p.n_gpus, tp_shape=p.tp_shape, comm=p.n_gpus > 1)
-        est = step_estimate(m, mach, lay, p.concurrency, p.q, p.context, graph=p.graph, lm_head=p.lm_head,
-                            n_layers=p.n_layers, n_dense=p.n_dense_layers, host=False)
+    # Multi-GPU points: the 1-GPU benches plus the link spec (measured collectives dropped).
+    for p, est in predict_e2e(prof.e2e, base, profile_source_gpu(base), registry.load_memory_kinds()):
         pred = est.step_us / 1e3
         lo, hi = pred - Z90 * est.sigma_us / 1e3, pred + Z90 * est.sigma_us / 1e3
         kind = f"e2e-{p.n_gpus}gpu" + ("" if p.parallel == "tp" else "-ep")  # EP layouts apart from TP

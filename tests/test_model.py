@@ -274,3 +274,10 @@ def test_ep_busiest_gpu_distinct_experts_matches_simulation(T, n, tol):
     assert abs(got / np.mean(sims) - 1) < tol, (got, np.mean(sims))
     assert got >= expected_distinct(384, 8, T) / n  # never below the mean
     assert expected_max_distinct_per_gpu(384, 8, T, 1) == pytest.approx(expected_distinct(384, 8, T))
+
+
+def test_bus_factor_is_the_nccl_tests_convention():
+    from perfmodel.collective_math import bus_factor
+
+    assert bus_factor("all_reduce", 8) == 2 * 7 / 8 and bus_factor("all_to_all", 8) == 7 / 8
+    assert bus_factor("all_reduce", 1) == 0 == bus_factor("all_to_all", 1)  # nothing crosses a link

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from perfmodel.collective_math import bus_factor
 from perfmodel.model.lookup import SampleTable
 from perfmodel.model.ops import KernelLaw
 from perfmodel.profile import KERNEL_CLASSES, CollectiveFit, Profile
@@ -107,7 +108,7 @@ def _dtype_peak(gpu: GpuSpec) -> float:
 
 def _collective_from_fit(fit: CollectiveFit, n: int) -> CollectiveLaw:
     # CollectiveFit.bw_GBps is bytes-per-GPU / time (algbw); busbw = algbw · algorithm factor.
-    factor = 2 * (fit.n_gpus - 1) / fit.n_gpus if fit.op == "all_reduce" else (fit.n_gpus - 1) / fit.n_gpus
+    factor = bus_factor(fit.op, fit.n_gpus)
     return CollectiveLaw(
         latency_us=fit.latency_us, busbw_GBps=fit.bw_GBps * factor,
         rel_unc_lat=max(0.1, fit.rmse_rel), rel_unc_bw=max(0.1, fit.rmse_rel),

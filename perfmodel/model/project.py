@@ -10,15 +10,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
+from perfmodel.model.e2e import predict_e2e
 from perfmodel.model.layers import Layout, Parallel
 from perfmodel.model.machine import Machine, build_machine
 from perfmodel.model.memory import memory_use
-from perfmodel.model.step import StepEstimate, step_estimate
+from perfmodel.model.step import Z90, StepEstimate, step_estimate
 from perfmodel.profile import Profile, load_profile
 from perfmodel.specs import registry
 from perfmodel.specs.schema import GpuSpec, InterconnectSpec, ModelSpec
 
-Z90 = 1.645  # two-sided 90% interval
 DEFAULT_PROFILE = "h200-sxm.json"
 BUDGET_CANDIDATES = (4, 8, 16, 32, 64, 128, 256, 512)
 SpecKind = Literal["none", "chain", "ddtree"]
@@ -125,14 +125,8 @@ def self_check(profile: Profile, model_cache: dict | None = None) -> dict:
     if not one:
         return {"n_points": 0, "median_abs_err": None, "points": []}
     src = profile_source_gpu(profile)
-    mk = registry.load_memory_kinds()
-    mach = build_machine(src, 1, None, profile, src, mk)
     rows = []
-    for p in one:
-        m = registry.load_model(p.model)
-        lay = Layout("tp", 1, tp_shape=p.tp_shape, comm=False)
-        est = step_estimate(m, mach, lay, p.concurrency, p.q, p.context, graph=p.graph, lm_head=p.lm_head,
-                            n_layers=p.n_layers, n_dense=p.n_dense_layers, host=False)
+    for p, est in predict_e2e(one, profile, src, registry.load_memory_kinds()):
         pred = est.step_us / 1e3
         rows.append({"name": p.name, "concurrency": p.concurrency, "q": p.q, "context": p.context,
                      "measured_ms": p.step_ms, "predicted_ms": pred, "err": pred / p.step_ms - 1})

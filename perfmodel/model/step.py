@@ -17,10 +17,13 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from perfmodel.collective_math import bus_factor
 from perfmodel.model.layers import Collective, Layout, decode_ops
 from perfmodel.model.machine import Machine
 from perfmodel.model.ops import KERNELS_PER_CALL, Op, OpEstimate, estimate
 from perfmodel.specs.schema import GQASpec, ModelSpec
+
+Z90 = 1.645  # z of a two-sided 90% interval: a StepEstimate's step_us ± Z90 · sigma_us
 
 
 @dataclass
@@ -93,7 +96,7 @@ def _price_collectives(acc: _Acc, mach: Machine, colls: list[Collective], comp: 
     for c in colls:
         law = mach.all_reduce if c.op == "all_reduce" else mach.all_to_all
         n = mach.n_gpus
-        factor = 2 * (n - 1) / n if c.op == "all_reduce" else (n - 1) / n
+        factor = bus_factor(c.op, n)
         lat = law.latency_us * c.count
         bw = c.bytes_per_gpu * factor / (law.busbw_GBps * 1e3) * c.count
         acc.add(comp, lat, f"{c.op}:lat", law.rel_unc_lat)

@@ -1,0 +1,35 @@
+"""Predict a profile's measured end-to-end decode steps from its component benches. One function
+serves the projection's self-check and `perfmodel validate`, so both price a point alike."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from perfmodel.model.layers import Layout
+from perfmodel.model.machine import Machine, build_machine
+from perfmodel.model.step import StepEstimate, step_estimate
+from perfmodel.profile import E2EPoint, Profile
+from perfmodel.specs import registry
+from perfmodel.specs.schema import GpuSpec, MemoryKinds
+
+
+def predict_e2e(points: Iterable[E2EPoint], base: Profile, src: GpuSpec,
+                mk: MemoryKinds) -> Iterator[tuple[E2EPoint, StepEstimate]]:
+    """Each point's predicted step, without the host loop (the e2e bench replays the GPU work).
+    1-GPU points are predicted from `base`'s benches on `src`; multi-GPU points from them plus
+    the spec of `src`'s default interconnect, with `base`'s measured collectives dropped so that
+    the link spec is what is checked."""
+    machines: dict[tuple, Machine] = {}
+    for p in points:
+        key = (1,) if p.n_gpus == 1 else (p.n_gpus, p.graph)
+        if key not in machines:
+            if p.n_gpus == 1:
+                machines[key] = build_machine(src, 1, None, base, src, mk)
+            else:
+                link = registry.load_link(src.default_interconnect)
+                base_nc = base.model_copy(update={"collectives": []})
+                machines[key] = build_machine(src, p.n_gpus, link, base_nc, src, mk, graph=p.graph)
+        lay = Layout(p.parallel, p.n_gpus, tp_shape=p.tp_shape, comm=p.n_gpus > 1)
+        est = step_estimate(registry.load_model(p.model), machines[key], lay, p.concurrency, p.q, p.context,
+                            graph=p.graph, lm_head=p.lm_head, n_layers=p.n_layers, n_dense=p.n_dense_layers, host=False)
+        yield p, est
