@@ -1,6 +1,7 @@
 """Triton kernels used by perfmodel.measure (import the submodules; nothing heavy here).
 
-moe_w4a16      fused MoE, INT4 group-32 weights (repacked K-major, group-interleaved), bf16 acts
+moe_w4a16      fused MoE, INT4 group-32 weights, bf16 acts; weights repacked into 64-column tiles of
+               int16 half-words, one contiguous run per tile and 256-deep K-block
 moe_bf16       fused MoE, bf16 weights; torch._grouped_mm baseline
 tree_attention tree-verify decode attention, GQA and absorbed MLA, split-KV
 ddtree         DDTree draft-tree building (heap reference; Triton builder; torch fallback)

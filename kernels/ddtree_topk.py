@@ -48,12 +48,10 @@ def topk_config(V: int, k: int, chunk: int | None = None) -> dict | None:
     vocab_topk_logprobs then takes the torch path. `chunk` overrides the chunk length
     (tests: many chunks at small V).
 
-    H200, bf16, V = 163840, C = 8 sequences x 15 rows, graph replay (runs/
-    tuning/session5/treebuild_parts_8aa96cb.log): 41 / 46 / 68 us at k = 64 / 128 / 256,
-    against 73 / - / 212 with tl.topk in both kernels (46 / 51 / 79 with a fixed 32-step
-    bisection, treebuild_parts_e0f7bbc.log). Counting 2^b - 1 thresholds per step
-    as one [N, 2^b] reduction instead (b = 1..3) was 2.6-11x slower
-    (treebuild_select_ab_7d8fbfc.log)."""
+    H200, bf16, V = 163840, C = 8 sequences x 15 rows, graph replay: 41 / 46 / 68 us at
+    k = 64 / 128 / 256, against 73 / - / 212 with tl.topk in both kernels and 46 / 51 / 79
+    with a fixed 32-step bisection. Counting 2^b - 1 thresholds per step as one [N, 2^b]
+    reduction instead (b = 1..3) is 2.6-11x slower (runs/README.md, "Kernel defaults")."""
     import triton
 
     assert 1 <= k <= V, (k, V)

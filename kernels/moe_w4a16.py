@@ -19,7 +19,7 @@ Two layouts:
   half-words of rows j and j+1 share a 32-bit register as loaded (the bf16x2 pairs, no
   permute), shifting them by 4(i % 4) gives quantisation group 8b+i, and the column's 8 group
   scales of the K-block are one 16 B run. Contiguous tiles took a read-only pass over the weights from 73-87% to 97-102% of the
-  measured read bandwidth on the H200 (runs/tuning/session4/w4a16_layout_2_bench.log).
+  measured read bandwidth on the H200 (runs/README.md, "Kernel defaults").
 
 MMA orientation: out[BM, BN] += act[BM, 32] . w[32, BN] per group, or, when BLOCK_M is 8
 (decode: the default when an expert gets <= 8 rows), out^T[BN, 8] += w^T[BN, 32] . act^T:

@@ -201,8 +201,7 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
     if dv <= 128:  # GQA: >= 2 programs per SM when the sequences alone don't fill the GPU
         block_s, per_sm, stages = 64, 2, 2
     else:  # MLA (dv 512): 64-position tiles, 2 stages, 4-8 programs per SM. H200 sweep
-        # (runs/tuning/tune_attention_910d54a.log): 98% of read at C=128,
-        # L=32768, and 2.4x the previous default on a 9-token tree at C=32.
+        # (runs/README.md, "Kernel defaults"): 98% of read at C=128, L=32768.
         block_s, per_sm, stages = 64, (8 if base >= 64 else 4), 2
     # each split keeps >= 8 tiles so that each program still pipelines its loads
     max_splits = max(1, S // (8 * block_s))

@@ -120,9 +120,9 @@ def fit_attention(samples, ceilings, source: str) -> dict:
     The kernel reads the prefix once per row tile, but those re-reads do not cost HBM time:
     at a fixed (q, H, L) the time per sequence is the same whether the sequences' caches fit
     in the 50 MB L2 (C = 1) or not (C = 128): 201 vs 200 us at q=65, H=8, L=32768 (38 MB per
-    sequence) in the session-3 H200 profile. The row tiles' extra cost is SM work, so it is
-    carried to other GPUs by the FLOPS ratio, not the bandwidth ratio. (Profiles before
-    session 3 counted the re-reads in the bytes; `KernelFit.rows_per_kv_pass` marks them.)"""
+    sequence) in an H200 profile. The row tiles' extra cost is SM work, so it is carried to
+    other GPUs by the FLOPS ratio, not the bandwidth ratio. (Older profiles counted the
+    re-reads in the bytes; `KernelFit.rows_per_kv_pass` marks them.)"""
     fits = {}
     for cls, kind in (("attention_mla", "mla"), ("attention_gqa", "gqa")):
         pts = [s for s in samples if s.shape["kind"] == kind]

@@ -24,15 +24,15 @@ BENCH_ORDER = ("ceilings", "dispatch", "elementwise", "gemm", "moe", "attention"
 
 # Soft wall-clock budget per bench in seconds (full, quick): sweeps stop adding points past
 # it; compile time of first Triton calls counts. Most benches finish under budget: the full
-# suite's benches summed to 130 and 151 s on 2x H200 (runs/8aa96cb, runs/062a1f2).
+# suite's benches summed to 130 and 151 s in two full runs on 2x H200 (runs/README.md).
 BUDGET_S = {
     "ceilings": (13, 5),
     "dispatch": (6, 3),
     "elementwise": (10, 3),
     "gemm": (12, 4),
-    "moe": (55, 10),  # 35 s cut the bf16 sweep at T<32 (runs/e4ac9bb), 45 s the Qwen one at T<64 (runs/062a1f2)
+    "moe": (55, 10),  # 35 s cut the bf16 sweep at T<32, 45 s the Qwen one at T<64 (runs/README.md)
     "attention": (36, 6),
-    "treebuild": (50, 25),  # compiles per budget B (about 7 s each on the H200 host); used 28-37 s in session 5
+    "treebuild": (50, 25),  # compiles per budget B (about 7 s each on the H200 host); uses 28-37 s on a 2x H200
     "collectives": (22, 8),
     "e2e": (18, 10),
 }

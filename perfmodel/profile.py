@@ -102,7 +102,7 @@ class KernelFit(_M):
                              "(priced by Overheads.launch_eager_triton_us)")
     bytes_range: tuple[float, float] | None = None
     rows_per_kv_pass: int | None = Field(
-        None, description="legacy (profiles before session 3), ignored: attention fits once counted a KV "
+        None, description="legacy (older profiles), ignored: attention fits once counted a KV "
         "re-read per row tile in their bytes; see measure/attention.py fit_attention")
     source: str = ""
 

@@ -221,7 +221,7 @@ def test_golden_projection_spec_derived():
 
 
 # Reviewed by hand: C=1 is floor/collective-heavy, C=32 MoE-bound; update only on intended model changes.
-# Session 2: residual adds fused into the next RMSNorm (two elementwise floors fewer per
+# Last intended change: residual adds fused into the next RMSNorm (two elementwise floors fewer per
 # layer, 61 layers): 132.8 -> 139.6 at C=1 (+5%), 59.3 -> 60.6 at C=32 (+2%).
 GOLDEN_SPEC_DERIVED = [139.6, 60.6]
 

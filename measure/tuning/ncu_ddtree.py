@@ -1,5 +1,5 @@
 """Nsight Compute target: the GPU DDTree builder at C=8, B=256 (D = 15, V = 163840, bf16 logits),
-three calls (runs/tuning/session4/ncu_ddtree_C8_B256.txt).
+three calls (its captures are indexed in runs/README.md).
 
     ncu --section SpeedOfLight --section Occupancy --section SchedulerStats \
         python -m perfmodel.measure.tuning.ncu_ddtree

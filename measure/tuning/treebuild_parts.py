@@ -1,6 +1,6 @@
 """Per-kernel times of the GPU DDTree builder (vocab top-k, tree, mask) at the treebuild
 bench's shapes (D = 15, V = 163840, bf16 logits), CUDA-graph replay via triton.testing
-(runs/tuning/session5/treebuild_parts_*.log).
+(its logs are indexed in runs/README.md).
 
     python -m perfmodel.measure.tuning.treebuild_parts
 """

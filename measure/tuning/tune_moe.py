@@ -12,7 +12,7 @@ import argparse
 import json
 
 FIELDS = ("block_n", "num_warps", "num_stages", "split_k", "dequant", "max_regs")
-CONFIGS = [  # tiled layout (session 4): bf16x2 PTX over tiles, register caps for occupancy, the convert
+CONFIGS = [  # tiled layout: bf16x2 PTX over tiles, register caps for occupancy, the convert
     (64, 4, 3, 1, 2, None), (64, 4, 2, 1, 2, None), (64, 4, 2, 1, 2, 80), (64, 4, 3, 1, 2, 80),
     (128, 4, 2, 1, 2, None), (128, 4, 2, 1, 2, 80), (128, 4, 3, 1, 2, None), (32, 2, 2, 1, 2, None),
     (32, 2, 3, 1, 2, None), (64, 2, 2, 1, 2, None), (64, 4, 3, 1, 0, None),

@@ -2,8 +2,10 @@
 3 interleaved rounds (so clock drift hits every config alike). Prints GB/s of the distinct experts'
 weight bytes (INT4 + bf16 scales) per round.
 
-    python -m perfmodel.measure.tuning.w4a16_ab --set tiles  # tile configs of the kernel (runs/tuning/session4/w4a16_ab_configs.log)
-    python -m perfmodel.measure.tuning.w4a16_ab --set swap   # block_m 16 vs 8 (runs/tuning/session4/w4a16_ab_swap.log)
+    python -m perfmodel.measure.tuning.w4a16_ab --set tiles  # tile configs of the kernel
+    python -m perfmodel.measure.tuning.w4a16_ab --set swap   # block_m 16 vs 8
+
+Their logs are indexed in runs/README.md.
 
 With `--set swap` each config is first checked against the block_m 16 output (max error < 2% of the max).
 """
