@@ -279,6 +279,25 @@ def models_show(name: str, fmt: Fmt = typer.Option(Fmt.table, "--format", "-f"))
     _emit(m, fmt, render.spec_csv, render.model_show)
 
 
+@models_app.command("import")
+def models_import(config: Path = typer.Argument(..., help="A HuggingFace config.json."),
+                  name: Optional[str] = typer.Option(None, "--name", help="Model name (default: from the config or folder)."),
+                  out: Optional[Path] = typer.Option(None, "--out", "-o", help="YAML file to write (default: print it).")):
+    """Write a model YAML from a HuggingFace config.json (Llama, Qwen, Mixtral, DeepSeek-V3/Kimi-K2, gpt-oss)."""
+    from perfmodel.specs import hf
+
+    text = hf.to_yaml(_spec_call(hf.import_hf_config, config, name))
+    if out is None:
+        with _stdout_may_close():
+            typer.echo(text, nl=False)
+        return
+    try:
+        out.write_text(text)
+    except OSError as e:
+        fail(f"cannot write --out {out}: {e.strerror or e}")
+    typer.echo(str(out))
+
+
 def main() -> None:
     """Console entry point (`perfmodel`)."""
     app()

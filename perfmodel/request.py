@@ -186,7 +186,10 @@ def _specs(req: Request) -> tuple[GpuSpec, ModelSpec, InterconnectSpec | None]:
     if isinstance(req.model, ModelSpec):
         model = req.model
     elif req.model_file:
-        model = registry.load_model_file(req.model_file)
+        from perfmodel.specs import hf
+
+        model = hf.import_hf_config(req.model_file) if hf.is_hf_config(req.model_file) else \
+            registry.load_model_file(req.model_file)
     else:
         model = registry.load_model(req.model)
     link = registry.load_link(req.link or gpu.default_interconnect) if req.gpus > 1 else None
