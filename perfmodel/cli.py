@@ -144,17 +144,18 @@ def compare(opts: ProjectionOptions,
 
 
 @app.command()
-def measure(out: Path = typer.Option(Path("profile.json"), "--out", "-o", help="Profile JSON to write."),
+def measure(out: Path = typer.Option(Path("profile.json"), "--out", "-o", help="Profile JSON to write (the log goes beside it, .log)."),
             only: Optional[str] = typer.Option(None, "--only", help="Comma-separated benches (ceilings,moe,attention,gemm,elementwise,treebuild,dispatch,collectives,e2e)."),
             quick: bool = typer.Option(False, "--quick", help="Fewer sizes and samples."),
-            resume: bool = typer.Option(False, "--resume", help="Complete an interrupted profile.")):
+            resume: bool = typer.Option(False, "--resume", help="Complete an interrupted profile."),
+            progress: bool = typer.Option(True, "--progress/--no-progress", help="Per-bench progress bars (each bench has a time budget).")):
     """Run microbenchmarks on the local GPU and write a profile (needs CUDA)."""
     try:
         from perfmodel.measure.runner import run_measure
     except ImportError as e:
         fail(f"measure needs torch and triton ({e.name or e} is missing)")
     names = [x.strip() for x in only.split(",") if x.strip()] if only else None
-    raise typer.Exit(run_measure(out, only=names, quick=quick, resume=resume))
+    raise typer.Exit(run_measure(out, only=names, quick=quick, resume=resume, progress=progress))
 
 
 @app.command()

@@ -249,3 +249,17 @@ def test_report_and_project_share_defaults():
         assert "--spec" in r.output and "--calibration" in r.output, cmd
     assert ProjectionOptions().spec == "none"
     assert math.isclose(ProjectionOptions().host_cpu_factor, 1.0)
+
+
+def test_measure_progress_bars_run_with_fake_benches(tmp_path):
+    """Per-bench progress (time budgets) runs without a GPU; --no-progress is a CLI option."""
+    from perfmodel.measure.common import BenchOutput
+    from perfmodel.measure.runner import run_measure
+    from perfmodel.profile import BenchResult
+
+    def fake(ctx):
+        return BenchOutput(BenchResult(status="ok"))
+
+    assert run_measure(tmp_path / "p.json", registry={"ceilings": fake, "dispatch": fake}, require_cuda=False,
+                       quick=True, progress=True) == 0
+    assert "--no-progress" in run("measure", "--help").output
