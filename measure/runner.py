@@ -11,6 +11,7 @@ import platform
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -269,18 +270,22 @@ def _run(out, names, registry, quick, resume, progress, log, command) -> int:
 
     source = f"measured: {profile.provenance.timestamp}"
     rc = 0
+    budgets = {n: BUDGET_S.get(n, (30, 8))[1 if quick else 0] for n in names}
     with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-        console=log.console, disable=not progress, transient=False,
+        TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
+        TimeElapsedColumn(), console=log.console, disable=not progress, transient=False,
     ) as bar:
-        task = bar.add_task("measure", total=len(names))
+        # Overall: the benches' time budgets summed; per bench: its budget, filled as time passes
+        # (a bench stops adding points past its budget, so the bar is an honest guide, not a promise).
+        task = bar.add_task(f"measure ({len(names)} benches)", total=sum(budgets.values()) or 1)
         for name in names:
-            bar.update(task, description=f"measure: {name}")
-            budget = BUDGET_S.get(name, (30, 8))[1 if quick else 0]
+            budget = budgets[name]
             ctx = BenchContext(quick=quick, budget_s=budget, source=source, ceilings=profile.ceilings, log=log)
+            ticker = _BenchTicker(bar, bar.add_task(f"  {name}", total=budget), budget)
             started, t0 = _now(), time.perf_counter()
             try:
-                res = registry[name](ctx)
+                with ticker:
+                    res = registry[name](ctx)
                 res.result.started, res.result.finished = started, _now()
                 res.result.wall_s = round(time.perf_counter() - t0, 3)
             except KeyboardInterrupt:
@@ -302,11 +307,34 @@ def _run(out, names, registry, quick, resume, progress, log, command) -> int:
             save_profile(profile, out)
             r = res.result
             log(f"{name}: {r.status} in {r.wall_s:.1f} s, {len(r.samples)} samples{(' — ' + r.note) if r.note else ''}")
-            bar.advance(task)
+            bar.advance(task, budget)
             _empty_cache()
     summary_table(profile, log)
     log(f"profile written to {out}")
     return rc
+
+
+class _BenchTicker:
+    """Fills one bench's progress task with its elapsed time (capped at its budget) while it runs."""
+
+    def __init__(self, bar, task, budget: float):
+        self.bar, self.task, self.budget = bar, task, budget
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, daemon=True)
+
+    def _tick(self) -> None:
+        t0 = time.perf_counter()
+        while not self._stop.wait(0.5):
+            self.bar.update(self.task, completed=min(time.perf_counter() - t0, self.budget))
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.bar.update(self.task, completed=self.budget)
 
 
 def summary_table(profile: Profile, log) -> None:

@@ -1,3 +1,3 @@
-from perfmodel.cli import app
+from perfmodel.cli import main
 
-app()
+main()

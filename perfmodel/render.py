@@ -1,167 +1,277 @@
-"""Terminal tables (rich) and CSV for the CLI's outputs."""
+"""Terminal tables (rich) and CSV for the CLI's outputs.
+
+Tables never truncate: every column folds its cells, and when stdout is not a terminal (a pipe,
+a file) the console is as wide as the table needs."""
 
 from __future__ import annotations
 
 import csv
 import io
+import os
+import sys
 
 from rich.console import Console
 from rich.table import Table
 
-console = Console()
+PIPE_WIDTH = 10_000  # "as wide as needed": rich tables are only as wide as their content
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """`perfmodel ... | head -5`: the reader stopped early, which is not an error (exit 0)."""
+        self.quiet = True
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        raise SystemExit(0)
+
+
+def console() -> Console:
+    """A console on the current stdout: the terminal's width, or unbounded when piped."""
+    tty = sys.stdout.isatty()
+    return _Console(file=sys.stdout, width=None if tty else PIPE_WIDTH, soft_wrap=not tty)
+
+
+def _print(*items) -> None:
+    """Tables, and lines of plain text (never read as rich markup: '[h200-sxm.json]' stays)."""
+    c = console()
+    for x in items:
+        c.print(x, markup=not isinstance(x, str))
+
+
+def table(title: str | None, cols, right=()) -> Table:
+    """A table whose cells fold instead of being cut with an ellipsis."""
+    tab = Table(title=title, title_justify="left")
+    for col in cols:
+        tab.add_column(col, justify="right" if col in right else "left", overflow="fold")
+    return tab
+
+
+def _csv(header, rows) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(header)
+    w.writerows(rows)
+    return buf.getvalue()
 
 
 def _fmt_iv(iv) -> str:
     return f"{iv[0]:.0f}–{iv[1]:.0f}"
 
 
-def projection_table(res: dict) -> None:
-    t = res["target"]
-    title = (f"{res['model']} on {t['n_gpus']}× {t['display_name']} ({t['memory_kind']}"
-             f"{', ' + t['link_kind'] if t['link_kind'] else ''}), {res['parallel']}, context {res['context']}, "
-             f"spec {res['spec']}, {'CUDA graphs' if res['graphs'] else 'eager'}")
-    tab = Table(title=title, title_justify="left")
-    for col in ("C", "tok/s/stream", "90% interval", "tok/s total", "step ms", "B", "τ", "bottleneck"):
-        tab.add_column(col, justify="left" if col == "bottleneck" else "right")
-    fit = [p for p in res["points"] if p["fits_in_memory"]]
-    for p in res["points"]:
-        if not p["fits_in_memory"]:
-            tab.add_row(str(p["concurrency"]), "—", "", "", "", "", "", "[red]does not fit in memory[/]")
+# ------------------------------------------------------------------------------ projection
+def projection_table(res) -> None:
+    t = res.target
+    title = (f"{res.model} on {t.n_gpus}× {t.display_name} ({t.memory_kind}"
+             f"{', ' + t.link_kind if t.link_kind else ''}), {res.parallel}, context {res.context}, "
+             f"spec {res.spec}, {'CUDA graphs' if res.graphs else 'eager'}")
+    cols = ("C", "tok/s/stream", "90% interval", "tok/s total", "tok/s/GPU", "step ms", "B", "τ", "bottleneck")
+    tab = table(title, cols, right=set(cols) - {"bottleneck"})
+    fit = [p for p in res.points if p.fits_in_memory]
+    for p in res.points:
+        if not p.fits_in_memory:
+            tab.add_row(str(p.concurrency), "—", "", "", "", "", "", "", "[red]does not fit in memory[/]")
             continue
-        tab.add_row(str(p["concurrency"]), f"{p['tokens_per_s_per_stream']:.1f}",
-                    _fmt_iv(p["interval"]["tokens_per_s_per_stream"]), f"{p['tokens_per_s']:.0f}",
-                    f"{p['step_ms']:.2f}", str(p["budget"] or "—"), f"{p['tau']:.2f}", p["bottleneck"])
-    console.print(tab)
+        tab.add_row(str(p.concurrency), f"{p.tokens_per_s_per_stream:.1f}", _fmt_iv(p.interval.tokens_per_s_per_stream),
+                    f"{p.tokens_per_s:.0f}", f"{p.tokens_per_s_per_gpu:.0f}", f"{p.step_ms:.2f}", str(p.budget or "—"),
+                    f"{p.tau:.2f}", p.bottleneck)
+    out = [tab]
     if fit:
-        comps = sorted({k for p in fit for k in p["breakdown_ms"]}, key=lambda k: -max(p["breakdown_ms"].get(k, 0) for p in fit))
-        bt = Table(title="step time by component (ms)", title_justify="left")
-        bt.add_column("component")
-        for p in fit:
-            bt.add_column(f"C={p['concurrency']}", justify="right")
+        comps = sorted({k for p in fit for k in p.breakdown_ms},
+                       key=lambda k: -max(p.breakdown_ms.get(k, 0) for p in fit))
+        bt = table("step time by component (ms)", ["component"] + [f"C={p.concurrency}" for p in fit],
+                   right={f"C={p.concurrency}" for p in fit})
         for k in comps:
-            bt.add_row(k, *(f"{p['breakdown_ms'].get(k, 0.0):.3f}" for p in fit))
-        console.print(bt)
-    pr = res["profile"]
-    sc = res["self_check"]
-    console.print(f"profile: {pr['label']}  [{pr['path']}]")
-    if sc["median_abs_err"] is not None:
-        console.print(f"model error on the measured GPU: {sc['median_abs_err']:.1%} median, "
-                      f"{sc['max_abs_err']:.1%} max over {sc['n_points']} end-to-end steps")
+            bt.add_row(k, *(f"{p.breakdown_ms.get(k, 0.0):.3f}" for p in fit))
+        out.append(bt)
+    pr, sc = res.profile, res.self_check
+    out.append(f"profile: {pr.label}  [{pr.path}]")
+    if sc.median_abs_err is not None:
+        out.append(f"model error on the measured GPU: {sc.median_abs_err:.1%} median, "
+                   f"{sc.max_abs_err:.1%} max over {sc.n_points} end-to-end steps")
     else:
-        console.print("model error on the measured GPU: not available (profile has no end-to-end steps)")
-    if res.get("acceptance"):
-        console.print(f"acceptance τ: {res['acceptance']['description']}")
-    if res.get("observed"):
-        o = res["observed"]
-        console.print(f"calibrated from observed {o['tokens_per_s']:g} tok/s: residual overhead {o['residual_ms']:.2f} ms/step carried to target")
-    console.print(f"largest concurrency that fits in memory: {res['max_concurrency_that_fits']}")
-    for p in res["points"]:
-        if p.get("budget_note"):
-            console.print(f"C={p['concurrency']}: {p['budget_note']}")
-    if res.get("sensitivity"):
-        st = Table(title="sensitivity: tok/s change for ±20% in each input (C = first concurrency)", title_justify="left")
-        for col in ("input", "−20%", "+20%"):
-            st.add_column(col, justify="left" if col == "input" else "right")
-        for s in res["sensitivity"]:
-            st.add_row(s["input"], f"{s['minus']:+.1%}", f"{s['plus']:+.1%}")
-        console.print(st)
+        out.append("model error on the measured GPU: not available (profile has no end-to-end steps)")
+    if res.acceptance:
+        out.append(f"acceptance τ: {res.acceptance.description}")
+    if res.observed:
+        o = res.observed
+        out.append(f"calibrated from observed {o['tokens_per_s']:g} tok/s: residual overhead "
+                   f"{o['residual_ms']:.2f} ms/step carried to target")
+    out.append(f"largest concurrency that fits in memory: {res.max_concurrency_that_fits}")
+    out += [f"C={p.concurrency}: {p.budget_note}" for p in res.points if p.budget_note]
+    if res.sensitivity:
+        st = table("sensitivity: tok/s change for ±20% in each input (C = first concurrency)",
+                   ("input", "−20%", "+20%"), right={"−20%", "+20%"})
+        for s in res.sensitivity:
+            st.add_row(s.input, f"{s.minus:+.1%}", f"{s.plus:+.1%}")
+        out.append(st)
+    _print(*out)
 
 
-def projection_csv(res: dict) -> str:
-    buf = io.StringIO()
-    comps = sorted({k for p in res["points"] if p["fits_in_memory"] for k in p["breakdown_ms"]})
-    w = csv.writer(buf)
-    w.writerow(["concurrency", "fits_in_memory", "tokens_per_s_per_stream", "tokens_per_s", "step_ms", "budget", "tau",
-                "bottleneck", "tps_stream_lo", "tps_stream_hi"] + [f"{c}_ms" for c in comps])
-    for p in res["points"]:
-        if not p["fits_in_memory"]:
-            w.writerow([p["concurrency"], False] + [""] * (8 + len(comps)))
+def projection_csv(res) -> str:
+    comps = sorted({k for p in res.points if p.fits_in_memory for k in p.breakdown_ms})
+    header = (["concurrency", "fits_in_memory", "tokens_per_s_per_stream", "tokens_per_s", "step_ms", "budget", "tau",
+               "bottleneck", "tps_stream_lo", "tps_stream_hi"] + [f"{c}_ms" for c in comps])
+    rows = []
+    for p in res.points:
+        if not p.fits_in_memory:
+            rows.append([p.concurrency, False] + [""] * (8 + len(comps)))
             continue
-        iv = p["interval"]["tokens_per_s_per_stream"]
-        w.writerow([p["concurrency"], True, f"{p['tokens_per_s_per_stream']:.3f}", f"{p['tokens_per_s']:.3f}",
-                    f"{p['step_ms']:.4f}", p["budget"], f"{p['tau']:.3f}", p["bottleneck"], f"{iv[0]:.3f}", f"{iv[1]:.3f}"]
-                   + [f"{p['breakdown_ms'].get(c, 0.0):.4f}" for c in comps])
-    return buf.getvalue()
+        iv = p.interval.tokens_per_s_per_stream
+        rows.append([p.concurrency, True, f"{p.tokens_per_s_per_stream:.3f}", f"{p.tokens_per_s:.3f}",
+                     f"{p.step_ms:.4f}", p.budget, f"{p.tau:.3f}", p.bottleneck, f"{iv[0]:.3f}", f"{iv[1]:.3f}"]
+                    + [f"{p.breakdown_ms.get(c, 0.0):.4f}" for c in comps])
+    return _csv(header, rows)
 
 
+# ------------------------------------------------------------------------------ compare
+COMPARE_COLS = ("configuration", "C", "tok/s/stream", "tok/s/GPU", "tok/s total", "90% interval /stream", "step ms",
+                "bottleneck")
+
+
+def compare_table(cmp) -> None:
+    tab = table(f"{cmp.model}: {len(cmp.configs)} configurations, context {cmp.context}, spec {cmp.spec}",
+                COMPARE_COLS, right=set(COMPARE_COLS) - {"configuration", "bottleneck"})
+    for r in cmp.rows:
+        if r.error:
+            tab.add_row(r.config, "" if r.concurrency is None else str(r.concurrency), "—", "", "", "", "",
+                        f"[red]{r.error}[/]")
+            continue
+        tab.add_row(r.config, str(r.concurrency), f"{r.tokens_per_s_per_stream:.1f}", f"{r.tokens_per_s_per_gpu:.0f}",
+                    f"{r.tokens_per_s:.0f}", _fmt_iv([r.tokens_per_s_per_stream_lo, r.tokens_per_s_per_stream_hi]),
+                    f"{r.step_ms:.2f}", r.bottleneck)
+    _print(tab)
+
+
+def compare_csv(cmp) -> str:
+    fields = list(type(cmp.rows[0]).model_fields) if cmp.rows else []
+    return _csv(fields, [[getattr(r, f) if getattr(r, f) is not None else "" for f in fields] for r in cmp.rows])
+
+
+# ------------------------------------------------------------------------------ validate
 def validation_table(res: dict) -> None:
-    tab = Table(title="perfmodel validate: projection vs measurement", title_justify="left")
-    for col in ("kind", "point", "unit", "measured", "predicted", "error", "in 90% interval"):
-        tab.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
+    cols = ("kind", "point", "unit", "measured", "predicted", "error", "in 90% interval")
+    tab = table("perfmodel validate: projection vs measurement", cols, right={"measured", "predicted", "error"})
     for r in res["rows"]:
         tab.add_row(r["kind"], r["point"], r["unit"], f"{r['measured']:.4g}", f"{r['predicted']:.4g}",
                     f"{r['err']:+.1%}", {True: "yes", False: "no", None: "—"}[r.get("in_interval")])
-    console.print(tab)
-    console.print("sources: `perfmodel validate --format json` (field `source`) and perfmodel/data/published.yaml")
+    out = [tab, "sources: `perfmodel validate --format json` (field `source`) and perfmodel/data/published.yaml"]
     for kind, s in res["summary"]["by_kind"].items():
         cov = f", interval coverage {s['coverage']:.0%}" if s.get("coverage") is not None else ""
-        console.print(f"{kind}: {s['n']} points, median |error| {s['median_abs_err']:.1%}, max {s['max_abs_err']:.1%}{cov}")
+        out.append(f"{kind}: {s['n']} points, median |error| {s['median_abs_err']:.1%}, max {s['max_abs_err']:.1%}{cov}")
+    _print(*out)
 
 
 def validation_csv(res: dict) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["kind", "point", "measured", "unit", "predicted", "err", "in_interval", "source"])
-    for r in res["rows"]:
-        w.writerow([r["kind"], r["point"], r["measured"], r["unit"], r["predicted"], r["err"], r.get("in_interval"), r["source"]])
-    return buf.getvalue()
+    keys = ("kind", "point", "measured", "unit", "predicted", "err", "in_interval", "source")
+    return _csv(keys, [[r.get(k) for k in keys] for r in res["rows"]])
 
 
-def gpu_table(gpus) -> None:
-    tab = Table(title="GPUs (datasheet peaks; `perfmodel hw show NAME` for sources)", title_justify="left")
-    for col in ("name", "aliases", "memory", "GB", "GB/s", "bf16 TF", "fp8 TF", "fp4 TF", "scale-up", "default link"):
-        tab.add_column(col)
-    for g in gpus:
-        c = g.compute
-        tab.add_row(g.name, ",".join(g.aliases), g.memory.kind, f"{g.memory.capacity_GB.value:g}",
-                    f"{g.memory.bandwidth_GBps.value:g}", f"{c.bf16_dense_TFLOPS.value:g}",
-                    f"{c.fp8_dense_TFLOPS.value:g}" if c.fp8_dense_TFLOPS else "—",
-                    f"{c.fp4_dense_TFLOPS.value:g}" if c.fp4_dense_TFLOPS else "—",
-                    g.scale_up.kind + (f" {g.scale_up.bw_per_dir_GBps.value:g} GB/s" if g.scale_up.bw_per_dir_GBps else ""),
-                    g.default_interconnect)
-    console.print(tab)
+# ------------------------------------------------------------------------------ specs
+GPU_COLS = ("name", "aliases", "memory", "GB", "GB/s", "bf16 TF", "fp8 TF", "fp4 TF", "scale-up", "default link")
+LINK_COLS = ("name", "kind", "topology", "GB/s per dir", "AR latency us", "AR busbw GB/s", "A2A latency us",
+             "A2A busbw GB/s")
+MODEL_COLS = ("name", "layers", "hidden", "attention", "experts", "routed dtype", "params (B)", "drafter")
 
 
-def link_table(links) -> None:
-    tab = Table(title="Interconnects", title_justify="left")
-    for col in ("name", "kind", "topology", "GB/s per dir", "AR latency us", "AR busbw GB/s", "A2A latency us", "A2A busbw GB/s"):
-        tab.add_column(col)
-    for ln in links:
-        c = ln.calibrated
-        tab.add_row(ln.name, ln.kind, ln.topology, f"{ln.peak.bw_per_dir_GBps.value:g}", f"{c.allreduce_latency_us.value:g}",
-                    f"{c.allreduce_busbw_GBps.value:g}", f"{c.alltoall_latency_us.value:g}", f"{c.alltoall_busbw_GBps.value:g}")
-    console.print(tab)
+def _gpu_row(g) -> list[str]:
+    c = g.compute
+    return [g.name, ",".join(g.aliases), g.memory.kind, f"{g.memory.capacity_GB.value:g}",
+            f"{g.memory.bandwidth_GBps.value:g}", f"{c.bf16_dense_TFLOPS.value:g}",
+            f"{c.fp8_dense_TFLOPS.value:g}" if c.fp8_dense_TFLOPS else "—",
+            f"{c.fp4_dense_TFLOPS.value:g}" if c.fp4_dense_TFLOPS else "—",
+            g.scale_up.kind + (f" {g.scale_up.bw_per_dir_GBps.value:g} GB/s" if g.scale_up.bw_per_dir_GBps else ""),
+            g.default_interconnect]
+
+
+def _link_row(ln) -> list[str]:
+    c = ln.calibrated
+    return [ln.name, ln.kind, ln.topology, f"{ln.peak.bw_per_dir_GBps.value:g}", f"{c.allreduce_latency_us.value:g}",
+            f"{c.allreduce_busbw_GBps.value:g}", f"{c.alltoall_latency_us.value:g}", f"{c.alltoall_busbw_GBps.value:g}"]
+
+
+def _model_row(m) -> list[str]:
+    from perfmodel.model.memory import param_counts
+
+    e = m.moe
+    return [m.name, str(m.n_layers), str(m.hidden_size), m.attention.kind.upper(),
+            f"{e.n_routed_experts} top-{e.top_k} +{e.n_shared_experts}" if e else "dense",
+            m.dtypes.routed_experts if e else m.dtypes.dense_mlp,
+            f"{sum(param_counts(m).values()) / 1e9:.1f}", m.drafter.name if m.drafter else "—"]
+
+
+def _rows_table(title, cols, rows) -> Table:
+    tab = table(title, cols)
+    for r in rows:
+        tab.add_row(*r)
+    return tab
+
+
+def hw_tables(hw: dict) -> None:
+    _print(_rows_table("GPUs (datasheet peaks; `perfmodel hw show NAME` for sources)", GPU_COLS,
+                       map(_gpu_row, hw["gpus"])),
+           _rows_table("Interconnects", LINK_COLS, map(_link_row, hw["links"])))
+
+
+def hw_csv(hw: dict) -> str:
+    """GPUs and interconnects in one CSV: a `type` column, then each table's columns."""
+    cols = ["type"] + list(dict.fromkeys(GPU_COLS + LINK_COLS))
+    rows = [dict(zip(GPU_COLS, _gpu_row(g))) | {"type": "gpu"} for g in hw["gpus"]]
+    rows += [dict(zip(LINK_COLS, _link_row(ln))) | {"type": "link"} for ln in hw["links"]]
+    return _csv(cols, [[r.get(c, "") for c in cols] for r in rows])
 
 
 def model_table(models) -> None:
+    _print(_rows_table("Model presets", MODEL_COLS, map(_model_row, models)))
+
+
+def models_csv(models) -> str:
+    return _csv(MODEL_COLS, map(_model_row, models))
+
+
+def spec_rows(spec) -> list[tuple[str, str, str]]:
+    """(field, value, source) for every leaf of a spec; sourced numbers keep their source."""
+    out = []
+
+    def walk(prefix, x):
+        if isinstance(x, dict) and "value" in x and "source" in x:
+            out.append((prefix, _val(x["value"]), str(x["source"])))
+        elif isinstance(x, dict):
+            for k, v in x.items():
+                walk(f"{prefix}.{k}" if prefix else k, v)
+        elif isinstance(x, list) and any(isinstance(v, dict) for v in x):
+            for i, v in enumerate(x):
+                walk(f"{prefix}[{i}]", v)
+        else:
+            out.append((prefix, _val(x), ""))
+
+    walk("", spec.model_dump(mode="json"))
+    return out
+
+
+def _val(v) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, list):
+        return ", ".join(map(str, v))
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def spec_table(spec) -> None:
+    _print(_rows_table(f"{spec.name}", ("field", "value", "source"), spec_rows(spec)))
+
+
+def spec_csv(spec) -> str:
+    return _csv(("field", "value", "source"), spec_rows(spec))
+
+
+def model_show(m) -> None:
     from perfmodel.model.memory import param_counts
 
-    tab = Table(title="Model presets", title_justify="left")
-    for col in ("name", "layers", "hidden", "attention", "experts", "routed dtype", "params (B)", "drafter"):
-        tab.add_column(col)
-    for m in models:
-        e = m.moe
-        tab.add_row(m.name, str(m.n_layers), str(m.hidden_size), m.attention.kind.upper(),
-                    f"{e.n_routed_experts} top-{e.top_k} +{e.n_shared_experts}" if e else "dense",
-                    m.dtypes.routed_experts if e else m.dtypes.dense_mlp,
-                    f"{sum(param_counts(m).values()) / 1e9:.1f}", m.drafter.name if m.drafter else "—")
-    console.print(tab)
-
-
-def spec_tree(spec) -> None:
-    from rich.pretty import Pretty
-
-    console.print(Pretty(spec.model_dump(exclude_defaults=False)))
-
-
-def param_table(m) -> None:
-    from perfmodel.model.memory import param_counts
-
-    tab = Table(title=f"{m.name}: parameters by component", title_justify="left")
-    tab.add_column("component")
-    tab.add_column("params (B)", justify="right")
     pc = param_counts(m)
+    pt = table(f"{m.name}: parameters by component", ("component", "params (B)"), right={"params (B)"})
     for k, v in pc.items():
-        tab.add_row(k, f"{v / 1e9:.2f}")
-    tab.add_row("total", f"{sum(pc.values()) / 1e9:.1f}")
-    console.print(tab)
+        pt.add_row(k, f"{v / 1e9:.2f}")
+    pt.add_row("total", f"{sum(pc.values()) / 1e9:.1f}")
+    _print(_rows_table(m.name, ("field", "value", "source"), spec_rows(m)), pt)

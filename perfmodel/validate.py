@@ -18,9 +18,11 @@ import yaml
 
 from perfmodel.model.e2e import predict_e2e
 from perfmodel.model.machine import missing_fits
-from perfmodel.model.project import ProjectionError, Projector, Request, profile_source_gpu, resolve_profile, self_check
+from perfmodel.model.project import Projector, self_check
+from perfmodel.model.result import Point
 from perfmodel.model.step import Z90, step_estimate
 from perfmodel.profile import Profile, load_profile
+from perfmodel.request import ProjectionError, Request, profile_source_gpu, resolve_profile
 from perfmodel.specs import registry
 
 
@@ -54,15 +56,15 @@ def _published(base_path: str | None) -> list[dict]:
                       concurrency=[r["concurrency"]], context=r["context"], profile=base_path,
                       dtype_overrides=r.get("dtypes"))
         pj = Projector(req)
-        pt = pj.run()["points"][0]
-        if not pt["fits_in_memory"]:
+        pt = pj.projection().points[0]
+        if not pt.fits_in_memory:
             rows.append({"kind": "published", "point": r["id"], "measured": r["figure"], "unit": r["unit"],
                          "predicted": float("nan"), "err": float("nan"), "in_interval": False,
                          "source": r["source"] + " — projected not to fit"})
             continue
         total = r["unit"] == "tok/s total"
-        pred = pt["tokens_per_s"] if total else pt["tokens_per_s_per_stream"]
-        iv = pt["interval"]["tokens_per_s" if total else "tokens_per_s_per_stream"]
+        pred = pt.tokens_per_s if total else pt.tokens_per_s_per_stream
+        iv = pt.interval.tokens_per_s if total else pt.interval.tokens_per_s_per_stream
         if total and r.get("osl"):
             pred, iv = _with_prefill(pj, r, pt)
         rows.append({"kind": "published", "point": f"{r['id']} ({r['engine']})", "measured": r["figure"],
@@ -71,7 +73,7 @@ def _published(base_path: str | None) -> list[dict]:
     return rows
 
 
-def _with_prefill(pj: Projector, r: dict, pt: dict) -> tuple[float, list[float]]:
+def _with_prefill(pj: Projector, r: dict, pt: Point) -> tuple[float, list[float]]:
     """Whole-request throughput: C requests each prefill `isl` tokens (one forward of C·isl
     tokens, priced by the same step model, compute-bound there) and decode `osl` tokens:
     C·osl / (t_prefill + osl · t_step)."""
@@ -81,8 +83,8 @@ def _with_prefill(pj: Projector, r: dict, pt: dict) -> tuple[float, list[float]]
     def tput(step_ms: float) -> float:
         return C * osl / ((pre_ms + osl * step_ms) / 1e3)
 
-    lo, hi = pt["interval"]["step_ms"]
-    return tput(pt["step_ms"]), [tput(hi), tput(lo)]
+    lo, hi = pt.interval.step_ms
+    return tput(pt.step_ms), [tput(hi), tput(lo)]
 
 
 def _summary(rows: list[dict]) -> dict:

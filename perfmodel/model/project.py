@@ -1,122 +1,35 @@
-"""Projection: tokens/s per concurrency on a target system, with bottleneck and interval."""
+"""Projection: tokens/s per concurrency on a target system, with bottleneck and interval.
+
+Pure arithmetic on resolved inputs: `perfmodel.request.resolve` loads and checks everything a
+`Request` names; here the `Projector` builds the machine and prices each point.
+"""
 
 from __future__ import annotations
 
 import math
-import re
 import statistics
-from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
-from typing import Literal
 
 from perfmodel.model.e2e import predict_e2e
-from perfmodel.model.layers import Layout, Parallel
+from perfmodel.model.layers import Layout
 from perfmodel.model.machine import Machine, build_machine
 from perfmodel.model.memory import memory_use
+from perfmodel.model.result import Acceptance, BudgetPoint, Interval, MemoryGB, Point, ProfileInfo, Projection, SelfCheck, SpecSplit, Target
 from perfmodel.model.step import Z90, StepEstimate, step_estimate
-from perfmodel.profile import Profile, load_profile
+from perfmodel.profile import Profile
+from perfmodel.request import (  # noqa: F401
+    DEFAULT_PROFILE,
+    ProjectionError,
+    Request,
+    Resolved,
+    embedded_profile_path,
+    parse_observed,
+    profile_source_gpu,
+    resolve,
+    resolve_profile,
+)
 from perfmodel.specs import registry
-from perfmodel.specs.schema import GpuSpec, InterconnectSpec, ModelSpec
 
-DEFAULT_PROFILE = "h200-sxm.json"
 BUDGET_CANDIDATES = (4, 8, 16, 32, 64, 128, 256, 512)
-SpecKind = Literal["none", "chain", "ddtree"]
-
-
-class ProjectionError(ValueError):
-    """Bad request; the CLI prints the message as one line and exits 2."""
-
-
-@dataclass
-class Request:
-    target: str
-    gpus: int = 8
-    model: str = "kimi-k2.6"
-    parallel: Parallel = "tp"
-    concurrency: list[int] = field(default_factory=lambda: [1, 8, 32, 128])
-    context: int = 8192
-    spec: SpecKind = "none"
-    budget: int | Literal["auto"] = "auto"
-    acceptance: str = "dflash_default"
-    graphs: bool = True
-    tree_build: Literal["cpu", "gpu"] = "gpu"
-    profile: str | None = None  # path, "spec", or None for the embedded default
-    link: str | None = None
-    host_cpu_factor: float = 1.0
-    observed: str | None = None
-    hw_file: str | None = None
-    model_file: str | None = None
-    dtype_overrides: dict | None = None  # e.g. {"routed_experts": "nvfp4"} (validation rows)
-
-
-def embedded_profile_path() -> Path | None:
-    p = resources.files("perfmodel").joinpath("data", DEFAULT_PROFILE)
-    return Path(str(p)) if p.is_file() else None
-
-
-def resolve_profile(spec: str | None, gpu_for_spec: GpuSpec | None = None) -> Profile:
-    from perfmodel.model.derived import spec_derived_profile
-
-    if spec == "spec" or (spec is None and embedded_profile_path() is None):
-        return spec_derived_profile(gpu_for_spec or registry.load_gpu("h200"), registry.load_memory_kinds())
-    path = Path(spec) if spec else embedded_profile_path()
-    try:
-        key = (str(path.resolve()), path.stat().st_mtime_ns)
-    except OSError:
-        key = None
-    if key in _PROFILES:
-        return _PROFILES[key]
-    try:
-        prof = load_profile(path)
-    except ValueError as e:
-        raise ProjectionError(str(e)) from None
-    if key is not None:
-        _PROFILES[key] = prof  # sensitivity and reports build many projectors on one profile
-    return prof
-
-
-_PROFILES: dict = {}
-
-
-def profile_source_gpu(profile: Profile) -> GpuSpec:
-    name = profile.provenance.gpu_spec
-    if not name:
-        raise ProjectionError("profile provenance.gpu_spec is empty: cannot tell which GPU it was measured on")
-    try:
-        return registry.load_gpu(name)
-    except registry.SpecError as e:
-        raise ProjectionError(str(e)) from None
-
-
-def _load(req: Request) -> tuple[GpuSpec, ModelSpec, InterconnectSpec | None]:
-    try:
-        gpu = registry.load_gpu_file(req.hw_file) if req.hw_file else registry.load_gpu(req.target)
-        model = registry.load_model_file(req.model_file) if req.model_file else registry.load_model(req.model)
-        link = registry.load_link(req.link or gpu.default_interconnect) if req.gpus > 1 else None
-        if req.dtype_overrides:
-            model = model.model_copy(update={"dtypes": model.dtypes.model_validate(
-                model.dtypes.model_dump() | req.dtype_overrides)})
-    except registry.SpecError as e:
-        raise ProjectionError(str(e)) from None
-    return gpu, model, link
-
-
-def _validate(req: Request, model: ModelSpec) -> None:
-    if req.gpus < 1:
-        raise ProjectionError(f"--gpus must be ≥ 1, got {req.gpus}")
-    if not req.concurrency or any(c < 1 for c in req.concurrency):
-        raise ProjectionError(f"--concurrency needs positive integers, got {req.concurrency}")
-    if req.context < 0:
-        raise ProjectionError(f"--context must be ≥ 0, got {req.context}")
-    if req.parallel != "tp" and model.moe is None:
-        raise ProjectionError(f"--parallel {req.parallel} needs an MoE model; {model.name} is dense")
-    if req.spec != "none" and model.drafter is None:
-        raise ProjectionError(f"--spec {req.spec} needs a drafter in the model spec; {model.name} has none")
-    if req.host_cpu_factor <= 0:
-        raise ProjectionError("--host-cpu-factor must be > 0")
-    if isinstance(req.budget, int) and req.budget < 1:
-        raise ProjectionError(f"--budget must be ≥ 1 or 'auto', got {req.budget}")
 
 
 def self_check(profile: Profile, model_cache: dict | None = None) -> dict:
@@ -135,57 +48,48 @@ def self_check(profile: Profile, model_cache: dict | None = None) -> dict:
             "points": rows}
 
 
-_OBS = re.compile(r"^(?:(?P<gpu>[\w.\-]+),)?(?P<par>tp|ep)(?P<n>\d+),c=(?P<c>\d+),(?P<tps>[\d.]+)\s*tok/s(?:,ctx=(?P<ctx>\d+))?$")
+_CHECKS: dict[int, tuple[Profile, dict]] = {}
 
 
-def parse_observed(s: str) -> dict:
-    m = _OBS.match(s.strip().replace(" ", ""))
-    if not m:
-        raise ProjectionError(f"--observed '{s}': expected like 'rtx-pro-6000,tp8,c=1,98tok/s[,ctx=8192]'")
-    return {"gpu": m["gpu"], "parallel": m["par"], "gpus": int(m["n"]), "concurrency": int(m["c"]),
-            "tokens_per_s": float(m["tps"]), "context": int(m["ctx"]) if m["ctx"] else None}
+def cached_self_check(profile: Profile) -> dict:
+    """`self_check` once per profile object (profiles are cached by path in perfmodel.request)."""
+    hit = _CHECKS.get(id(profile))
+    if hit is None or hit[0] is not profile:
+        hit = _CHECKS[id(profile)] = (profile, self_check(profile))
+    return hit[1]
 
 
 class Projector:
-    """Holds the resolved specs, profile and machine for one request."""
+    """The machine and arithmetic for one resolved request.
 
-    def __init__(self, req: Request):
-        self.req = req
-        self.gpu, self.model, self.link = _load(req)
-        _validate(req, self.model)
-        self.profile = resolve_profile(req.profile, self.gpu if req.profile == "spec" else None)
-        self.source_gpu = profile_source_gpu(self.profile)
-        self.mk = registry.load_memory_kinds()
+    `Projector(req)` resolves `req` (a `Request`, or an already `Resolved` one). What-if variants
+    are new projectors: `pj.variant(machine=whatif.scale_laws(pj.machine, ...))`; nothing here
+    is changed in place after construction."""
+
+    def __init__(self, req: Request | Resolved, machine: Machine | None = None, acc=None):
+        rs = req if isinstance(req, Resolved) else resolve(req)
+        self.resolved = rs
+        self.req = r = rs.req
+        self.gpu, self.model, self.link = rs.gpu, rs.model, rs.link
+        self.profile, self.source_gpu, self.mk = rs.profile, rs.source_gpu, rs.mk
+        self.acc = acc if acc is not None else rs.acc
         try:
-            self.machine: Machine = build_machine(self.gpu, req.gpus, self.link, self.profile, self.source_gpu,
-                                                  self.mk, req.host_cpu_factor, req.graphs)
+            self.machine: Machine = machine or build_machine(self.gpu, r.gpus, self.link, self.profile,
+                                                             self.source_gpu, self.mk, r.host_cpu_factor, r.graphs)
         except ValueError as e:
             raise ProjectionError(str(e)) from None
-        self.layout = Layout(req.parallel, req.gpus)
-        self.acc = None
-        if req.spec != "none":
-            from perfmodel.model.acceptance import acceptance_from_cli
+        self.layout = Layout(r.parallel, r.gpus)
+        self.check = cached_self_check(self.profile)
+        self.residual_us, self.observed = self._calibrate(rs.observed) if rs.observed else (0.0, None)
 
-            depth = self.model.drafter.block_size - 1
-            try:
-                self.acc = acceptance_from_cli(req.acceptance, depth, structure="chain" if req.spec == "chain" else "ddtree")
-            except ValueError as e:
-                raise ProjectionError(str(e).splitlines()[0]) from None
-        self.check = self_check(self.profile)
-        self.residual_us = 0.0
-        self.observed = None
-        if req.observed:
-            self.residual_us, self.observed = self._calibrate(req.observed)
+    def variant(self, machine: Machine | None = None, acc=None) -> Projector:
+        """A new projector on the same request with another machine and/or acceptance source."""
+        return Projector(self.resolved, machine=machine or self.machine, acc=acc or self.acc)
 
     # --------------------------------------------------------------- calibration
-    def _calibrate(self, s: str) -> tuple[float, dict]:
-        o = parse_observed(s)
-        try:
-            g = registry.load_gpu(o["gpu"]) if o["gpu"] else self.source_gpu
-            link = registry.load_link(g.default_interconnect) if o["gpus"] > 1 else None
-        except registry.SpecError as e:
-            raise ProjectionError(str(e)) from None
-        mach = build_machine(g, o["gpus"], link, self.profile, self.source_gpu, self.mk, 1.0, self.req.graphs)
+    def _calibrate(self, obs) -> tuple[float, dict]:
+        o = dict(obs.figure)
+        mach = build_machine(obs.gpu, o["gpus"], obs.link, self.profile, self.source_gpu, self.mk, 1.0, self.req.graphs)
         lay = Layout(o["parallel"], o["gpus"])
         ctx = o["context"] if o["context"] is not None else self.req.context
         est = step_estimate(self.model, mach, lay, o["concurrency"], 1, ctx, graph=self.req.graphs)
@@ -219,7 +123,7 @@ class Projector:
         lo, hi = max(est.step_us - Z90 * sigma, 1e-3), est.step_us + Z90 * sigma
         return {"step_ms": [lo / 1e3, hi / 1e3], "tokens_per_s_per_stream": [tau / hi * 1e6, tau / lo * 1e6]}
 
-    def _point(self, C: int, est: StepEstimate, tau: float, budget: int, mem) -> dict:
+    def _point(self, C: int, est: StepEstimate, tau: float, budget: int, mem, **extra) -> Point:
         step_ms = est.step_us / 1e3
         tps = tau / est.step_us * 1e6
         iv = self._interval(est, tau)
@@ -227,21 +131,19 @@ class Projector:
         if budget:
             bd = est.breakdown_us
             dt = bd.get("draft", 0.0) + bd.get("tree_build", 0.0)
-            spec_split = {"draft_ms": bd.get("draft", 0.0) / 1e3, "tree_build_ms": bd.get("tree_build", 0.0) / 1e3,
-                          "verify_ms": (est.step_us - dt - bd.get("host", 0.0)) / 1e3, "other_ms": bd.get("host", 0.0) / 1e3}
-        return {
-            "concurrency": C, "step_ms": step_ms, "tokens_per_s_per_stream": tps, "tokens_per_s": tps * C,
-            "tau": tau, "budget": budget,
-            "breakdown_ms": {k: v / 1e3 for k, v in sorted(est.breakdown_us.items(), key=lambda kv: -kv[1])},
-            "bottleneck": est.bottleneck, "n_kernels": est.n_kernels,
-            "interval": {"step_ms": iv["step_ms"], "tokens_per_s_per_stream": iv["tokens_per_s_per_stream"],
-                         "tokens_per_s": [x * C for x in iv["tokens_per_s_per_stream"]], "level": 0.9},
-            "spec_split": spec_split,
-            "fits_in_memory": mem.fits(C),
-            "memory_GB": {"weights": mem.weights_GB, "kv": mem.kv_GB(C), "usable": mem.usable_GB},
-        }
+            spec_split = SpecSplit(draft_ms=bd.get("draft", 0.0) / 1e3, tree_build_ms=bd.get("tree_build", 0.0) / 1e3,
+                                   verify_ms=(est.step_us - dt - bd.get("host", 0.0)) / 1e3,
+                                   other_ms=bd.get("host", 0.0) / 1e3)
+        return Point(
+            concurrency=C, step_ms=step_ms, tokens_per_s_per_stream=tps, tokens_per_s=tps * C, tau=tau, budget=budget,
+            breakdown_ms={k: v / 1e3 for k, v in sorted(est.breakdown_us.items(), key=lambda kv: -kv[1])},
+            bottleneck=est.bottleneck, n_kernels=est.n_kernels,
+            interval=Interval(step_ms=iv["step_ms"], tokens_per_s_per_stream=iv["tokens_per_s_per_stream"],
+                              tokens_per_s=[x * C for x in iv["tokens_per_s_per_stream"]], level=0.9),
+            spec_split=spec_split, fits_in_memory=mem.fits(C), memory_GB=_memory(mem, C),
+            tokens_per_s_per_gpu=tps * C / self.req.gpus, tpot_ms=step_ms / tau, itl_ms=step_ms, **extra)
 
-    def point(self, C: int) -> dict:
+    def point(self, C: int) -> Point:
         r = self.req
         if r.spec == "none":
             mem = memory_use(self.model, self.gpu, self.layout, r.context)
@@ -256,29 +158,27 @@ class Projector:
         for b in ((0,) + tuple(budgets)) if r.budget == "auto" else budgets:
             mem = memory_use(self.model, self.gpu, self.layout, r.context, spec_tokens=b + 1 if b else 0, drafter=b > 0)
             if not mem.fits(C):
-                curve.append({"budget": b, "fits_in_memory": False})
+                curve.append((BudgetPoint(budget=b, fits_in_memory=False), None, None))
                 continue
             est, tau = self._estimate(C, b)
-            curve.append({"budget": b, "tau": tau, "step_ms": est.step_us / 1e3,
-                          "tokens_per_s_per_stream": tau / est.step_us * 1e6, "fits_in_memory": True,
-                          "_est": est, "_mem": mem})
-        ok = [c for c in curve if c["fits_in_memory"]]
+            curve.append((BudgetPoint(budget=b, tau=tau, step_ms=est.step_us / 1e3,
+                                      tokens_per_s_per_stream=tau / est.step_us * 1e6, fits_in_memory=True), est, mem))
+        ok = [c for c in curve if c[0].fits_in_memory]
         if not ok:
             return self._unfit(C, memory_use(self.model, self.gpu, self.layout, r.context), budgets[0])
-        best = max(ok, key=lambda c: c["tokens_per_s_per_stream"])
-        pt = self._point(C, best["_est"], best["tau"], best["budget"], best["_mem"])
-        pt["budget_curve"] = [{k: v for k, v in c.items() if not k.startswith("_")} for c in curve]
+        best, est, mem = max(ok, key=lambda c: c[0].tokens_per_s_per_stream)
+        note = None
         if r.budget == "auto":
-            pt["budget_note"] = ("no speculation is fastest at this concurrency" if best["budget"] == 0
-                                 else f"best budget {best['budget']} of {[c['budget'] for c in ok]}")
-        return pt
+            note = ("no speculation is fastest at this concurrency" if best.budget == 0
+                    else f"best budget {best.budget} of {[c[0].budget for c in ok]}")
+        return self._point(C, est, best.tau, best.budget, mem, budget_curve=[c[0] for c in curve], budget_note=note)
 
-    def _unfit(self, C: int, mem, budget: int) -> dict:
-        return {"concurrency": C, "fits_in_memory": False, "budget": budget,
-                "memory_GB": {"weights": mem.weights_GB, "kv": mem.kv_GB(C), "usable": mem.usable_GB},
-                "note": f"does not fit: weights {mem.weights_GB:.1f} GB + KV {mem.kv_GB(C):.1f} GB > usable {mem.usable_GB:.1f} GB per GPU"}
+    def _unfit(self, C: int, mem, budget: int) -> Point:
+        return Point(concurrency=C, fits_in_memory=False, budget=budget, memory_GB=_memory(mem, C),
+                     note=f"does not fit: weights {mem.weights_GB:.1f} GB + KV {mem.kv_GB(C):.1f} GB > usable "
+                          f"{mem.usable_GB:.1f} GB per GPU")
 
-    def run(self) -> dict:
+    def projection(self) -> Projection:
         r = self.req
         mem0 = memory_use(self.model, self.gpu, self.layout, r.context)
         if mem0.weights_GB > mem0.usable_GB:
@@ -287,29 +187,40 @@ class Projector:
                 f"per GPU > usable {mem0.usable_GB:.1f} GB; use more GPUs")
         points = [self.point(C) for C in r.concurrency]
         p = self.profile.provenance
-        return {
-            "target": {"gpu": self.gpu.name, "display_name": self.gpu.display_name, "n_gpus": r.gpus,
-                       "memory_kind": self.gpu.memory.kind, "link": self.link.name if self.link else None,
-                       "link_kind": self.link.kind if self.link else None},
-            "model": self.model.name, "parallel": r.parallel, "context": r.context,
-            "spec": r.spec, "graphs": r.graphs, "tree_build": r.tree_build if r.spec == "ddtree" else None,
-            "acceptance": {"source": self.acc.kind, "description": self.acc.description} if self.acc else None,
-            "profile": {"kind": p.kind, "gpu_name": p.gpu_name, "gpu_spec": p.gpu_spec, "timestamp": p.timestamp,
-                        "path": r.profile or (DEFAULT_PROFILE if embedded_profile_path() else "spec-derived"),
-                        "label": self.profile.label},
-            "self_check": {k: v for k, v in self.check.items() if k != "points"},
-            "observed": self.observed,
-            "max_concurrency_that_fits": mem0.max_concurrency,
-            "rules": {cls: law.rule for cls, law in self.machine.laws.items()} | {
-                "all_reduce": self.machine.all_reduce.rule if self.machine.all_reduce else None,
-                "all_to_all": self.machine.all_to_all.rule if self.machine.all_to_all else None,
-                "overheads": self.machine.overheads.rule,
+        m = self.machine
+        return Projection(
+            target=Target(gpu=self.gpu.name, display_name=self.gpu.display_name, n_gpus=r.gpus,
+                          memory_kind=self.gpu.memory.kind, link=self.link.name if self.link else None,
+                          link_kind=self.link.kind if self.link else None),
+            model=self.model.name, parallel=r.parallel, context=r.context, spec=r.spec, graphs=r.graphs,
+            tree_build=r.tree_build if r.spec == "ddtree" else None,
+            acceptance=Acceptance(source=self.acc.kind, description=self.acc.description) if self.acc else None,
+            profile=ProfileInfo(kind=p.kind, gpu_name=p.gpu_name, gpu_spec=p.gpu_spec, timestamp=p.timestamp,
+                                path=self.resolved.profile_path,
+                                label=self.profile.label),
+            self_check=SelfCheck(**{k: v for k, v in self.check.items() if k != "points"}),
+            observed=self.observed,
+            max_concurrency_that_fits=mem0.max_concurrency,
+            rules={cls: law.rule for cls, law in m.laws.items()} | {
+                "all_reduce": m.all_reduce.rule if m.all_reduce else None,
+                "all_to_all": m.all_to_all.rule if m.all_to_all else None,
+                "overheads": m.overheads.rule,
                 "compute_dtypes": "; ".join(
                     f"{dt}: target {dt}/bf16 peak ratio x {eff:.3f}, the profile GPU's measured {dt} GEMM fraction of "
-                    f"peak over bf16's" for dt, eff in self.machine.dtype_efficiency.items()) or "peak ratios"},
-            "points": points,
-        }
+                    f"peak over bf16's" for dt, eff in m.dtype_efficiency.items()) or "peak ratios"},
+            points=points)
+
+    def run(self) -> dict:
+        """The projection as its JSON dict (for callers that predate `projection()`)."""
+        return self.projection().to_dict()
 
 
-def project(req: Request) -> dict:
-    return Projector(req).run()
+def _memory(mem, C: int) -> MemoryGB:
+    return MemoryGB(weights=mem.weights_GB, kv=mem.kv_GB(C), usable=mem.usable_GB)
+
+
+def project(req: Request | None = None, **kw) -> Projection:
+    """Project decode throughput: `project(Request(...))` or `project(target="b300", gpus=8, ...)`."""
+    if req is not None and kw:
+        raise TypeError("project() takes a Request or keyword fields, not both")
+    return Projector(req if req is not None else Request(**kw)).projection()
