@@ -8,7 +8,7 @@ import statistics
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
 from perfmodel.model.layers import Layout, Parallel
 from perfmodel.model.machine import Machine, build_machine
@@ -153,9 +153,12 @@ def parse_observed(s: str) -> dict:
 
 
 class Projector:
-    """Holds the resolved specs, profile and machine for one request."""
+    """Holds the resolved specs, profile and machine for one request. `whatif` (a pure
+    Machine -> Machine function, see whatif.py) and `acceptance_fn` change the built machine
+    and acceptance source before anything is priced; nothing is changed after."""
 
-    def __init__(self, req: Request):
+    def __init__(self, req: Request, whatif: Callable[[Machine], Machine] | None = None,
+                 acceptance_fn: Callable | None = None):
         self.req = req
         self.gpu, self.model, self.link = _load(req)
         _validate(req, self.model)
@@ -167,6 +170,8 @@ class Projector:
                                                   self.mk, req.host_cpu_factor, req.graphs)
         except ValueError as e:
             raise ProjectionError(str(e)) from None
+        if whatif is not None:
+            self.machine = whatif(self.machine)
         self.layout = Layout(req.parallel, req.gpus)
         self.acc = None
         if req.spec != "none":
@@ -177,6 +182,8 @@ class Projector:
                 self.acc = acceptance_from_cli(req.acceptance, depth, structure="chain" if req.spec == "chain" else "ddtree")
             except ValueError as e:
                 raise ProjectionError(str(e).splitlines()[0]) from None
+            if acceptance_fn is not None:
+                self.acc = acceptance_fn(self.acc)
         self.check = self_check(self.profile)
         self.residual_us = 0.0
         self.observed = None
@@ -219,16 +226,25 @@ class Projector:
                             residual_us=self.residual_us)
         return est, float(self.acc.tau(budget))
 
-    def _interval(self, est: StepEstimate, tau: float) -> dict:
+    def _interval(self, est: StepEstimate, tau: float, tau_sigma: float = 0.0) -> dict:
+        """90% intervals: the step's (term σ and self-check error), and tok/s combining the
+        step's and τ's relative errors in quadrature (in log space, so that with a known τ it
+        is exactly τ over the step interval)."""
         err = self.check["median_abs_err"] or 0.0
         sigma = math.hypot(est.sigma_us, err * est.step_us)
         lo, hi = max(est.step_us - Z90 * sigma, 1e-3), est.step_us + Z90 * sigma
-        return {"step_ms": [lo / 1e3, hi / 1e3], "tokens_per_s_per_stream": [tau / hi * 1e6, tau / lo * 1e6]}
+        t_lo, t_hi = max(tau - Z90 * tau_sigma, 1.0), tau + Z90 * tau_sigma
+        tps = tau / est.step_us * 1e6
+        down = math.hypot(math.log(hi / est.step_us), math.log(tau / t_lo))
+        up = math.hypot(math.log(est.step_us / lo), math.log(t_hi / tau))
+        return {"step_ms": [lo / 1e3, hi / 1e3], "tokens_per_s_per_stream": [tps * math.exp(-down), tps * math.exp(up)],
+                "tau": [t_lo, t_hi]}
 
     def _point(self, C: int, est: StepEstimate, tau: float, budget: int, mem) -> dict:
         step_ms = est.step_us / 1e3
         tps = tau / est.step_us * 1e6
-        iv = self._interval(est, tau)
+        tau_sigma = self.acc.tau_sigma(budget) if (self.acc is not None and budget) else 0.0
+        iv = self._interval(est, tau, tau_sigma)
         spec_split = None
         if budget:
             bd = est.breakdown_us
@@ -237,29 +253,34 @@ class Projector:
                           "verify_ms": (est.step_us - dt - bd.get("host", 0.0)) / 1e3, "other_ms": bd.get("host", 0.0) / 1e3}
         return {
             "concurrency": C, "step_ms": step_ms, "tokens_per_s_per_stream": tps, "tokens_per_s": tps * C,
-            "tau": tau, "budget": budget,
+            "tau": tau, "tau_sigma": tau_sigma, "tau_measured": bool(self.acc.measured) if (self.acc and budget) else None,
+            "budget": budget,
             "breakdown_ms": {k: v / 1e3 for k, v in sorted(est.breakdown_us.items(), key=lambda kv: -kv[1])},
             "bottleneck": est.bottleneck, "n_kernels": est.n_kernels,
             "interval": {"step_ms": iv["step_ms"], "tokens_per_s_per_stream": iv["tokens_per_s_per_stream"],
-                         "tokens_per_s": [x * C for x in iv["tokens_per_s_per_stream"]], "level": 0.9},
+                         "tokens_per_s": [x * C for x in iv["tokens_per_s_per_stream"]], "tau": iv["tau"],
+                         "level": 0.9},
             "spec_split": spec_split,
             "fits_in_memory": mem.fits(C),
             "memory_GB": {"weights": mem.weights_GB, "kv": mem.kv_GB(C), "usable": mem.usable_GB},
         }
 
-    def point(self, C: int) -> dict:
+    def point(self, C: int, budget: int | None = None) -> dict:
+        """The point at concurrency C: the request's budget (or the best of the candidates for
+        'auto'), or exactly `budget` when given (0 = no speculation)."""
         r = self.req
-        if r.spec == "none":
+        if r.spec == "none" or budget == 0:
             mem = memory_use(self.model, self.gpu, self.layout, r.context)
             if not mem.fits(C):
                 return self._unfit(C, mem, 0)
             est, tau = self._estimate(C, 0)
             return self._point(C, est, tau, 0, mem)
-        budgets = BUDGET_CANDIDATES if r.budget == "auto" else (r.budget,)
-        if r.spec == "chain":
-            budgets = (self.model.drafter.block_size - 1,) if r.budget == "auto" else (r.budget,)
+        auto = r.budget == "auto" and budget is None
+        budgets = (budget,) if budget is not None else BUDGET_CANDIDATES if r.budget == "auto" else (r.budget,)
+        if r.spec == "chain" and auto:
+            budgets = (self.model.drafter.block_size - 1,)
         curve = []
-        for b in ((0,) + tuple(budgets)) if r.budget == "auto" else budgets:
+        for b in ((0,) + tuple(budgets)) if auto else budgets:
             mem = memory_use(self.model, self.gpu, self.layout, r.context, spec_tokens=b + 1 if b else 0, drafter=b > 0)
             if not mem.fits(C):
                 curve.append({"budget": b, "fits_in_memory": False})
@@ -274,9 +295,18 @@ class Projector:
         best = max(ok, key=lambda c: c["tokens_per_s_per_stream"])
         pt = self._point(C, best["_est"], best["tau"], best["budget"], best["_mem"])
         pt["budget_curve"] = [{k: v for k, v in c.items() if not k.startswith("_")} for c in curve]
-        if r.budget == "auto":
-            pt["budget_note"] = ("no speculation is fastest at this concurrency" if best["budget"] == 0
-                                 else f"best budget {best['budget']} of {[c['budget'] for c in ok]}")
+        spec_fits = any(c["budget"] > 0 for c in ok)
+        pt["speculation_fits"] = spec_fits
+        if auto:
+            if best["budget"] > 0:
+                pt["budget_note"] = f"best budget {best['budget']} of {[c['budget'] for c in ok]}"
+            elif spec_fits:
+                pt["budget_note"] = "no speculation is fastest at this concurrency"
+            else:
+                m = memory_use(self.model, self.gpu, self.layout, r.context, spec_tokens=budgets[0] + 1, drafter=True)
+                pt["budget_note"] = (f"speculation does not fit at this concurrency: with the drafter and the smallest "
+                                     f"tree (budget {budgets[0]}) weights {m.weights_GB:.1f} GB + KV {m.kv_GB(C):.1f} GB "
+                                     f"> usable {m.usable_GB:.1f} GB per GPU")
         return pt
 
     def _unfit(self, C: int, mem, budget: int) -> dict:
@@ -299,7 +329,8 @@ class Projector:
                        "link_kind": self.link.kind if self.link else None},
             "model": self.model.name, "parallel": r.parallel, "context": r.context,
             "spec": r.spec, "graphs": r.graphs, "tree_build": r.tree_build if r.spec == "ddtree" else None,
-            "acceptance": {"source": self.acc.kind, "description": self.acc.description} if self.acc else None,
+            "acceptance": {"source": self.acc.kind, "description": self.acc.description, "measured": self.acc.measured,
+                           "sigma": self.acc.sigma_note} if self.acc else None,
             "profile": {"kind": p.kind, "gpu_name": p.gpu_name, "gpu_spec": p.gpu_spec, "timestamp": p.timestamp,
                         "path": r.profile or (DEFAULT_PROFILE if embedded_profile_path() else "spec-derived"),
                         "label": self.profile.label},

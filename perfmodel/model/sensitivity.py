@@ -1,74 +1,45 @@
-"""How tokens/s moves for ±20% in each input, ranked (one-at-a-time perturbation)."""
+"""How tokens/s moves for ±20% in each input, ranked (one-at-a-time perturbation through the
+pure what-if functions of whatif.py)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from perfmodel.model.project import Projector, Request
+from perfmodel.model.whatif import HOST_FIELDS, scale_acceptance, scale_collectives, scale_laws, scale_overheads
 
 DELTA = 0.2
 
 
 def _perturbations():
-    """name -> function(projector, factor) that scales one input in place."""
-
-    def laws(field):
-        def f(pj, k):
-            pj.machine = replace(pj.machine, laws={c: replace(l, **{field: getattr(l, field) * k})
-                                                   for c, l in pj.machine.laws.items()})
-        return f
-
-    def coll(field):
-        def f(pj, k):
-            upd = {}
-            for name in ("all_reduce", "all_to_all"):
-                law = getattr(pj.machine, name)
-                if law is not None:
-                    upd[name] = replace(law, **{field: getattr(law, field) * k})
-            pj.machine = replace(pj.machine, **upd)
-        return f
-
-    def over(*fields):
-        def f(pj, k):
-            o = pj.machine.overheads
-            pj.machine = replace(pj.machine, overheads=replace(o, **{x: getattr(o, x) * k for x in fields}))
-        return f
-
-    def acceptance(pj, k):
-        if pj.acc is not None:
-            base = pj.acc
-            pj.acc = type("Scaled", (), {"tau": lambda self, b: 1 + (base.tau(b) - 1) * k,
-                                         "kind": base.kind, "description": base.description})()
-
+    """name -> k -> (machine what-if, acceptance what-if)."""
     return {
-        "memory bandwidth (all kernels)": laws("bw_GBps"),
-        "compute rate (all kernels)": laws("tflops"),
-        "per-kernel latency floor": laws("t0_us"),
-        "collective latency": coll("latency_us"),
-        "collective bandwidth": coll("busbw_GBps"),
-        "host overhead (per step, per launch)": over("host_step_us", "graph_launch_us", "launch_eager_us",
-                                                     "launch_eager_triton_us"),
-        "graph node cost": over("graph_node_us"),
-        "acceptance (τ − 1)": acceptance,
+        "memory bandwidth (all kernels)": lambda k: (scale_laws(k, "bw_GBps"), None),
+        "compute rate (all kernels)": lambda k: (scale_laws(k, "tflops"), None),
+        "per-kernel latency floor": lambda k: (scale_laws(k, "t0_us"), None),
+        "collective latency": lambda k: (scale_collectives(k, "latency_us"), None),
+        "collective bandwidth": lambda k: (scale_collectives(k, "busbw_GBps"), None),
+        "host overhead (per step, per launch)": lambda k: (scale_overheads(k, *HOST_FIELDS), None),
+        "graph node cost": lambda k: (scale_overheads(k, "graph_node_us"), None),
+        "acceptance (τ − 1)": lambda k: (None, scale_acceptance(k)),
     }
 
 
-def sensitivity(req: Request, concurrency: int | None = None) -> list[dict]:
+def sensitivity(req: Request, concurrency: int | None = None, budget: int | None = None) -> list[dict]:
+    """At concurrency C (and the base point's budget, kept fixed), the tok/s change per input."""
     C = concurrency or req.concurrency[0]
-    base_pj = Projector(req)
-    base = base_pj.point(C)
+    base = Projector(req).point(C)
     if not base["fits_in_memory"]:
         return []
+    b = base["budget"] if budget is None else budget
     b0 = base["tokens_per_s_per_stream"]
     rows = []
-    for name, fn in _perturbations().items():
-        if name.startswith("acceptance") and req.spec == "none":
+    for name, make in _perturbations().items():
+        if name.startswith("acceptance") and (req.spec == "none" or b == 0):
             continue
         out = {}
         for tag, k in (("minus", 1 - DELTA), ("plus", 1 + DELTA)):
-            pj = Projector(req)
-            fn(pj, k)
-            out[tag] = pj.point(C)["tokens_per_s_per_stream"] / b0 - 1
+            mfn, afn = make(k)
+            p = Projector(req, whatif=mfn, acceptance_fn=afn).point(C, b if req.spec != "none" else None)
+            out[tag] = p["tokens_per_s_per_stream"] / b0 - 1
         rows.append({"input": name, "concurrency": C, **out})
-    rows.sort(key=lambda r: -max(abs(r["minus"]), abs(r["plus"])))
+    rows.sort(key=lambda r: (-max(abs(r["minus"]), abs(r["plus"])), r["input"]))
     return rows
