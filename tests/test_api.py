@@ -71,9 +71,10 @@ def test_point_keys_and_their_order():
     """Keys as `perfmodel project -f json` printed them before the typed result, new ones at the end."""
     proj = perfmodel.project(target="b300", gpus=8, spec="ddtree", concurrency=[1, 512])
     fit, unfit = (p.to_dict() for p in proj.points)
-    assert list(fit) == ["concurrency", "step_ms", "tokens_per_s_per_stream", "tokens_per_s", "tau", "budget",
-                         "breakdown_ms", "bottleneck", "n_kernels", "interval", "spec_split", "fits_in_memory",
-                         "memory_GB", "budget_curve", "budget_note", "tokens_per_s_per_gpu", "tpot_ms", "itl_ms"]
+    assert list(fit) == ["concurrency", "step_ms", "tokens_per_s_per_stream", "tokens_per_s", "tau", "tau_sigma",
+                         "tau_measured", "budget", "breakdown_ms", "bottleneck", "n_kernels", "interval", "spec_split",
+                         "fits_in_memory", "memory_GB", "budget_curve", "budget_note", "speculation_fits",
+                         "tokens_per_s_per_gpu", "tpot_ms", "itl_ms"]
     assert list(unfit) == ["concurrency", "fits_in_memory", "budget", "memory_GB", "note"]
     assert list(proj.to_dict())[:3] == ["target", "model", "parallel"]
 
@@ -133,12 +134,12 @@ def test_whatif_functions_are_pure():
     pj = Projector(perfmodel.Request(target="b300", gpus=8, concurrency=[1]))
     before = pj.machine
     laws_before = dict(before.laws)
-    faster = scale_laws(before, 2.0, "bw_GBps")
+    faster = scale_laws(2.0, "bw_GBps")(before)
     assert faster is not before and pj.machine is before and before.laws == laws_before
     for c, law in faster.laws.items():
         assert law.bw_GBps == pytest.approx(2 * laws_before[c].bw_GBps)
     for name, fn in MACHINE_WHATIFS.items():
-        assert fn(before, 1.0) == before, name
+        assert fn(1.0)(before) == before, name
     base = pj.point(1).tokens_per_s_per_stream
     assert pj.variant(machine=faster).point(1).tokens_per_s_per_stream > base
     assert pj.point(1).tokens_per_s_per_stream == base  # the original projector is unchanged

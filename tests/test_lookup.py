@@ -26,7 +26,9 @@ def test_exact_and_interpolated_and_out_of_range():
     assert tab.lookup(None) is None
 
 
-def test_measured_op_carried_by_law_ratio():
+def test_measured_op_on_profile_gpu_only():
+    """The sample prices the op on the profile's GPU (its graph node shown as dispatch); another
+    GPU gets the transferred law, so the op's time grows with its size there too."""
     from perfmodel.model.project import Projector, Request
 
     pj_same = Projector(Request(target="h200", gpus=1, concurrency=[1]))
@@ -39,7 +41,22 @@ def test_measured_op_carried_by_law_ratio():
     law_t = estimate(op, pj_b300.machine.law(op)).total_us
     from perfmodel.model.step import _Acc, _price_ops
 
-    for pj, want in ((pj_same, sample), (pj_b300, sample * law_t / law_s)):
+    for pj, want in ((pj_same, sample), (pj_b300, law_t + op.n_kernels * pj_b300.machine.overheads.graph_node_us)):
         acc = _Acc()
         _price_ops(acc, pj.machine, [op])
-        assert acc.ops[0].total_us == pytest.approx(want, rel=1e-9)
+        assert sum(acc.by_comp.values()) == pytest.approx(want, rel=1e-9)
+    assert law_s > 0
+
+
+def test_second_swept_field_interpolated_and_bounded():
+    samples = [Sample(shape={"C": c, "L": L, "kind": "x"}, median_ms=t / 1e3, provider="triton")
+               for c, L, t in ((1, 8, 10.0), (1, 16, 12.0), (4, 8, 40.0), (4, 16, 30.0))]
+    prof = Profile(provenance=Provenance(kind="measured", gpu_name="g", timestamp="t"),
+                   benches={"attention": BenchResult(status="ok", samples=samples)})
+    tab = SampleTable(prof)
+    pr = lambda c, L: Probe("attention", (("kind", "x"),), "L", L, "triton", "C", c)  # noqa: E731
+    assert tab.lookup(pr(1, 8)) == pytest.approx(10.0)
+    assert tab.lookup(pr(2, 8)) == pytest.approx(20.0)  # halfway in log C between 10 and 40
+    assert tab.lookup(pr(4, 16)) == pytest.approx(40.0)  # the C=4 curve made non-decreasing in L
+    assert tab.lookup(pr(8, 8)) is None
+    assert tab.lower_bound(pr(8, 16)) == pytest.approx(40.0) and tab.lower_bound(pr(4, 16)) is None

@@ -271,3 +271,32 @@ def test_bus_factor_is_the_nccl_tests_convention():
 
     assert bus_factor("all_reduce", 8) == 2 * 7 / 8 and bus_factor("all_to_all", 8) == 7 / 8
     assert bus_factor("all_reduce", 1) == 0 == bus_factor("all_to_all", 1)  # nothing crosses a link
+
+
+def test_dram_traffic_within_target_roof_and_l2_only_where_it_fits():
+    """Issue #17 item 7: no transferred DRAM rate above the target's peak x streaming fraction;
+    the elementwise fit (above the H200 DRAM peak: L2-resident samples) is an L2 rate only."""
+    from perfmodel.specs import registry
+
+    mk = registry.load_memory_kinds()
+    for target in ("b300", "rtx-pro-6000", "mi300x", "h100-sxm"):
+        pj = Projector(Request(target=target, gpus=8, concurrency=[1]))
+        g = pj.gpu
+        roof = g.memory.bandwidth_GBps.value * g.memory.streaming_fraction(mk)
+        for cls, law in pj.machine.laws.items():
+            assert law.bw_GBps <= roof * (1 + 1e-9), (target, cls, law.bw_GBps, roof)
+    law = Projector(Request(target="b300", gpus=8, concurrency=[1])).machine.laws["elementwise"]
+    assert law.bw_l2_GBps is not None and law.bandwidth(law.l2_bytes * 2) == law.bw_GBps
+
+
+def test_graph_node_cost_is_its_own_term():
+    """Issue #17 item 4: halving the node cost moves dispatch and the step; the un-changed step
+    on the profile GPU keeps the graph nodes its fitted floors held."""
+    from perfmodel.model.whatif import scale_overheads
+
+    req = Request(target="b300", gpus=8, concurrency=[1])
+    base = Projector(req).point(1)
+    half = Projector(req, whatif=scale_overheads(0.5, "graph_node_us")).point(1)
+    d = base["breakdown_ms"]["dispatch"] - half["breakdown_ms"]["dispatch"]
+    assert d > 0.1 and base["step_ms"] - half["step_ms"] == pytest.approx(d, rel=1e-6)
+    assert half["breakdown_ms"]["latency_floor"] == pytest.approx(base["breakdown_ms"]["latency_floor"])

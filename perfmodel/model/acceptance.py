@@ -376,22 +376,69 @@ PRESET_PROVENANCE: dict[str, str] = {
 # --------------------------------------------------------------------------------------
 # AcceptanceSource
 # --------------------------------------------------------------------------------------
+# Published acceptance figures each preset was derived from: (structure, budgets averaged,
+# published tau, source). A preset's uncertainty is the RMS relative error of (tau - 1) over them.
+PRESET_FIGURES: dict[str, list[tuple[str, tuple[int, ...], float, str]]] = {
+    "dflash_default": [
+        ("chain", (15,), 6.29, "sglang PR #16818 DFlash GSM8K, low end"),
+        ("chain", (15,), 6.44, "sglang PR #16818 DFlash GSM8K, high end"),
+        ("ddtree", (64, 128), 9.54, "DDTree paper GSM8K"),
+        ("ddtree", (64, 128), 9.94, "DDTree paper MBPP"),
+        ("ddtree", (64, 128), 10.72, "DDTree paper HumanEval"),
+    ],
+}
+PRESET_FIGURES["ddtree_paper"] = PRESET_FIGURES["dflash_default"][2:]
+# Measured tables and calibration files without a stated error, and a scalar alpha: an assumed
+# 1-sigma of 5% of (tau - 1). Give a table's standard error per point as `table:16=6.1±0.3`.
+DEFAULT_SIGMA_REL = 0.05
+
+
+def preset_sigma_rel(name: str) -> float:
+    """RMS relative error of the preset's (tau - 1) against the published figures it was fitted to."""
+    m = PRESETS[name]
+    errs = []
+    for structure, budgets, published, _ in PRESET_FIGURES[name]:
+        if structure == "chain":
+            model = np.mean([m.chain_tau(b) for b in budgets])
+        else:
+            c = ddtree_tau_curve(m.q(), m.p(), max(budgets))
+            model = np.mean([c[b] for b in budgets])
+        errs.append((model - 1) / (published - 1) - 1)
+    return float(np.sqrt(np.mean(np.square(errs))))
+
+
 @dataclass
 class AcceptanceSource:
     """Where tau comes from. ``tau(budget)`` = expected tokens per verify step with ``budget``
-    draft nodes (B+1 verify tokens). ``description`` is meant to be printed with every result."""
+    draft nodes (B+1 verify tokens). ``description`` is meant to be printed with every result.
+    ``tau_sigma(budget)`` is its 1-sigma; ``measured`` tells a measured tau from a modelled one."""
 
     kind: str
     description: str
     _tau: Callable[[int], float] = field(repr=False)
     structure: str = "ddtree"
     max_depth: int | None = None
+    measured: bool = False
+    sigma_note: str = ""
+    _sigma: Callable[[int], float] | None = field(default=None, repr=False)
 
     def tau(self, budget) -> float:
         b = float(budget)
         if not math.isfinite(b) or b < 0:
             raise ValueError(f"tau: budget must be >= 0, got {budget!r}")
         return float(self._tau(budget))
+
+    def tau_sigma(self, budget) -> float:
+        """1-sigma of tau at ``budget`` (0 at budget 0: no speculation, tau = 1 exactly)."""
+        if float(budget) <= 0:
+            return 0.0
+        if self._sigma is not None:
+            return float(self._sigma(budget))
+        return DEFAULT_SIGMA_REL * (self.tau(budget) - 1.0)
+
+    def with_sigma(self, rel: float, note: str) -> AcceptanceSource:
+        """The same source with a 1-sigma of ``rel`` x (tau - 1)."""
+        return replace(self, sigma_note=note, _sigma=lambda b: rel * (self.tau(b) - 1.0))
 
     def curve(self, max_budget: int) -> np.ndarray:
         return np.array([self.tau(b) for b in range(int(max_budget) + 1)], dtype=float)
@@ -441,8 +488,9 @@ def from_arrays(q, p, description: str = "per-depth q/p arrays", structure: str 
     return _source_from_qp(q, p, kind, description, structure, eagle_topk)
 
 
-def from_table(table: Mapping, description: str | None = None) -> AcceptanceSource:
-    """Measured {budget: tau}; linear in log2(B) between points, clamped at both ends."""
+def from_table(table: Mapping, description: str | None = None, sigmas: Mapping | None = None) -> AcceptanceSource:
+    """Measured {budget: tau}; linear in log2(B) between points, clamped at both ends.
+    ``sigmas`` {budget: standard error}, interpolated the same way; default DEFAULT_SIGMA_REL."""
     if not isinstance(table, Mapping) or len(table) == 0:
         raise ValueError("from_table: need a non-empty {budget: tau} mapping")
     try:
@@ -469,7 +517,17 @@ def from_table(table: Mapping, description: str | None = None) -> AcceptanceSour
 
     pts = ", ".join(f"{int(b) if b.is_integer() else b:g}={t:.3g}" for b, t in zip(bs, ts))
     desc = description or f"measured table tau(B) {{{pts}}}, linear in log2(B), clamped at the ends"
-    return AcceptanceSource("measured-table", desc, tau, "table", None)
+    src = AcceptanceSource("measured-table", desc, tau, "table", None, measured=True,
+                           sigma_note=f"assumed 1-sigma {DEFAULT_SIGMA_REL:.0%} of (tau - 1): the table gives no standard error")
+    if sigmas:
+        ss = np.array([float(sigmas.get(b, sigmas.get(int(b), DEFAULT_SIGMA_REL * (t - 1)))) for b, t in zip(bs, ts)])
+
+        def sig(b) -> float:
+            b = float(b)
+            return float(ss[0]) if b <= bs[0] else float(np.interp(math.log2(b), lb, ss))
+
+        src = replace(src, _sigma=sig, sigma_note="the table's standard errors, linear in log2(B)")
+    return src
 
 
 def from_calibration_json(path, structure: str = "ddtree", eagle_topk: int = 8) -> AcceptanceSource:
@@ -497,7 +555,11 @@ def from_calibration_json(path, structure: str = "ddtree", eagle_topk: int = 8) 
     except ValueError as e:
         raise ValueError(str(e)) from None
     base = f"calibration file {path} (D={D}, K={K}){': ' + desc if desc else ''}"
-    return _source_from_qp(q, p, "calibration-file", base, structure, eagle_topk)
+    src = replace(_source_from_qp(q, p, "calibration-file", base, structure, eagle_topk), measured=True)
+    rel = data.get("tau_sigma_rel")
+    if isinstance(rel, (int, float)) and not isinstance(rel, bool) and math.isfinite(rel) and rel >= 0:
+        return src.with_sigma(float(rel), f"the file's tau_sigma_rel {rel:g} x (tau - 1)")
+    return replace(src, sigma_note=f"assumed 1-sigma {DEFAULT_SIGMA_REL:.0%} of (tau - 1): the file gives no tau_sigma_rel")
 
 
 def from_scalar_alpha(alpha, depth: int | None = None) -> AcceptanceSource:
@@ -518,7 +580,8 @@ def from_scalar_alpha(alpha, depth: int | None = None) -> AcceptanceSource:
 
     lim = f", gamma = min(B, {cap})" if cap is not None else ", gamma = B"
     desc = f"scalar chain acceptance alpha={a:g} (Leviathan i.i.d.: tau=(1-a^(g+1))/(1-a){lim})"
-    return AcceptanceSource("scalar", desc, tau, "chain", cap)
+    return AcceptanceSource("scalar", desc, tau, "chain", cap,
+                            sigma_note=f"assumed 1-sigma {DEFAULT_SIGMA_REL:.0%} of (tau - 1) for a given alpha")
 
 
 def parametric(preset_or_params="dflash_default", depth: int | None = None, structure: str = "ddtree",
@@ -543,14 +606,23 @@ def parametric(preset_or_params="dflash_default", depth: int | None = None, stru
     if depth is not None:
         m = m.with_depth(depth)
     desc = m.describe() + (f" [{prov}]" if prov else "")
-    return _source_from_qp(m.q(), m.p(), f"parametric:{name}", desc, structure, eagle_topk)
+    src = _source_from_qp(m.q(), m.p(), f"parametric:{name}", desc, structure, eagle_topk)
+    if name in PRESET_FIGURES:
+        rel = preset_sigma_rel(name)
+        src = src.with_sigma(rel, f"1-sigma {rel:.1%} of (tau - 1): the preset's RMS error over the "
+                             f"{len(PRESET_FIGURES[name])} published figures it was fitted to ("
+                             + "; ".join(f"{f[3]} {f[2]:g}" for f in PRESET_FIGURES[name]) + ")")
+    else:
+        src = replace(src, sigma_note=f"assumed 1-sigma {DEFAULT_SIGMA_REL:.0%} of (tau - 1) (custom parameters)")
+    return src
 
 
 def acceptance_from_cli(spec: str, depth: int, structure: str = "ddtree") -> AcceptanceSource:
     """Parse a CLI acceptance spec.
 
     "auto" -> preset dflash_default; "<preset>" or "parametric:<preset>"; "0.8" -> scalar
-    chain alpha; "table:16=6.1,32=7.0,64=7.8"; "file:path.json" (calibration q/p arrays).
+    chain alpha; "table:16=6.1,32=7.0,64=7.8" (optionally with standard errors,
+    "table:16=6.1±0.3,32=7.0±0.4" or "+-"); "file:path.json" (calibration q/p arrays).
     ``depth`` = draft depth D (block_size - 1); it overrides the preset's D."""
     usage = ("use 'auto', a preset (" + ", ".join(sorted(PRESETS)) + "), a scalar alpha like '0.8', "
              "'table:16=6.1,32=7.0' or 'file:calib.json'")
@@ -566,21 +638,27 @@ def acceptance_from_cli(spec: str, depth: int, structure: str = "ddtree") -> Acc
         return parametric(s, depth=depth, structure=structure)
     if low.startswith("table:"):
         body = s.split(":", 1)[1]
-        table = {}
+        table, sigmas = {}, {}
         for part in filter(None, (x.strip() for x in body.split(","))):
             if "=" not in part:
                 raise ValueError(f"bad table entry {part!r} in {spec!r}; expected BUDGET=TAU pairs like 16=6.1")
             b, t = part.split("=", 1)
+            t, _, se = t.replace("+-", "±").partition("±")
             try:
                 bb, tt = float(b), float(t)
+                ss = float(se) if se else None
             except ValueError:
-                raise ValueError(f"bad table entry {part!r} in {spec!r}; expected BUDGET=TAU numbers") from None
+                raise ValueError(f"bad table entry {part!r} in {spec!r}; expected BUDGET=TAU[±SE] numbers") from None
+            if ss is not None and not (math.isfinite(ss) and ss >= 0):
+                raise ValueError(f"bad standard error in {part!r} of {spec!r}; expected a number >= 0")
             if bb in table:
                 raise ValueError(f"duplicate budget {b.strip()} in {spec!r}")
             table[bb] = tt
+            if ss is not None:
+                sigmas[bb] = ss
         if not table:
             raise ValueError(f"empty table in {spec!r}; {usage}")
-        return from_table(table)
+        return from_table(table, sigmas=sigmas or None)
     if low.startswith("file:"):
         path = s.split(":", 1)[1].strip()
         if not path:

@@ -190,7 +190,7 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
                bytes=Cg * S * lat * kvb + 2 * T * h * a.kv_lora_rank * ACT + T * h * lat * ACT,
                flops=2.0 * T * h * S * (lat + a.kv_lora_rank), count=count,
                compute_dtype="fp8" if m.dtypes.kv_cache == "fp8" else "bf16",
-               probe=Probe("attention", (("C", Cg), ("H", h), ("kind", "mla"), ("q", q)), "L", L, "triton")
+               probe=Probe("attention", (("H", h), ("kind", "mla"), ("q", q)), "L", L, "triton", "C", Cg)
                if kvb == 2.0 and L > 0 else None),
             Op("w_uv", "dense", "gemm_bf16",
                bytes=h * a.v_head_dim * a.kv_lora_rank * WEIGHT_BYTES[wd]
@@ -214,8 +214,8 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
                 ops.append(Op(f"attention_core_{tag}", "attention", "attention_gqa",
                               bytes=Cg * span * 2 * hkv * D * kvb + 2 * T * hq * D * ACT,
                               flops=4.0 * T * hq * span * D, count=n,
-                              probe=Probe("attention", (("C", Cg), ("D", D), ("Hkv", hkv), ("Hq", hq), ("kind", "gqa"),
-                                                        ("q", q)), "L", span - q, "triton")
+                              probe=Probe("attention", (("D", D), ("Hkv", hkv), ("Hq", hq), ("kind", "gqa"), ("q", q)),
+                                                  "L", span - q, "triton", "C", Cg)
                               if kvb == 2.0 and span > q else None))
         ops.append(_gemm("o_proj", "dense", T, hq * D, H, wd, count))
     return ops  # the residual add is fused into the MLP norm

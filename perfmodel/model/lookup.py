@@ -3,13 +3,15 @@
 A fitted law smooths a kernel's behaviour (residuals of 10-20% per point are common for
 attention and MoE kernels whose efficiency depends on tiling). Where the profile holds samples
 of the very same kernel and shape, the op is priced from them instead (interpolated in
-log-log along one swept dimension, like aiconfigurator's collected tables), and carried to
-another GPU by the ratio of the fitted laws there and here:
-
-    t_target = t_sample(source) × law_target(op) / law_source(op)
-
-so the transfer rules stay those of `machine.py`. Outside the measured range the law alone
-is used. Pure python: no torch, no scipy.
+log-log along one or two swept dimensions, like aiconfigurator's collected tables). This is
+done on the profile's own GPU only: another GPU is priced by the transferred laws
+(`machine.py`), because a sample carried by the law ratio moves with the op's boundness on
+each GPU and would make a larger step cheaper than a smaller one. Outside the measured range
+the law alone is used (past the largest sampled concurrency, at least that sample's time).
+Along the swept dimension a curve is made non-decreasing (each point is the running
+maximum of the samples up to it): a kernel given more work never takes less time, so a
+noisy dip between two samples does not make a larger step cheaper than a smaller one.
+Pure python: no torch, no scipy.
 """
 
 from __future__ import annotations
@@ -33,6 +35,16 @@ class Probe:
     x_name: str
     x: float
     provider: str | None = None
+    # Optional second swept field (e.g. the concurrency C of an attention sample): between two
+    # sampled values the two curves are interpolated in log-log; above the largest, that
+    # curve's time is a lower bound (more sequences never take less time: `lower_bound`).
+    y_name: str | None = None
+    y: float = 0.0
+
+
+def _loglog(x: float, x0: float, x1: float, t0: float, t1: float) -> float:
+    w = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
+    return math.exp(math.log(t0) + w * (math.log(t1) - math.log(t0)))
 
 
 class SampleTable:
@@ -49,6 +61,30 @@ class SampleTable:
         """Measured µs per call, or None when the samples do not bracket the op."""
         if probe is None:
             return None
+        if probe.y_name is None:
+            return self._on_curve(probe)
+        ys = self._ys(probe)
+        if not ys or probe.y < ys[0] or probe.y > ys[-1]:
+            return None
+        i = bisect.bisect_left(ys, probe.y)
+        if ys[i] == probe.y:
+            return self._on_curve(self._at_y(probe, ys[i]))
+        t0, t1 = self._on_curve(self._at_y(probe, ys[i - 1])), self._on_curve(self._at_y(probe, ys[i]))
+        if t0 is None or t1 is None:
+            return None
+        return _loglog(probe.y, ys[i - 1], ys[i], t0, max(t0, t1))
+
+    def lower_bound(self, probe: Probe | None) -> float | None:
+        """For a probe whose second field lies above every sampled value: the time of the
+        largest sampled one (the op does at least that work), else None."""
+        if probe is None or probe.y_name is None:
+            return None
+        ys = self._ys(probe)
+        if not ys or probe.y <= ys[-1]:
+            return None
+        return self._on_curve(self._at_y(probe, ys[-1]))
+
+    def _on_curve(self, probe: Probe) -> float | None:
         pts = self._points(probe)
         if not pts:
             return None
@@ -58,9 +94,23 @@ class SampleTable:
         i = bisect.bisect_left(xs, probe.x)
         if xs[i] == probe.x:
             return pts[i][1]
-        (x0, t0), (x1, t1) = pts[i - 1], pts[i]
-        w = (math.log(probe.x) - math.log(x0)) / (math.log(x1) - math.log(x0))
-        return math.exp(math.log(t0) + w * (math.log(t1) - math.log(t0)))
+        return _loglog(probe.x, pts[i - 1][0], pts[i][0], pts[i - 1][1], pts[i][1])
+
+    @staticmethod
+    def _at_y(probe: Probe, y: float) -> Probe:
+        return Probe(probe.bench, probe.match + ((probe.y_name, y),), probe.x_name, probe.x, probe.provider)
+
+    def _ys(self, probe: Probe) -> list[float]:
+        want = dict(probe.match)
+        ys = set()
+        for (bench, provider, shape) in self._samples:
+            if bench != probe.bench or (probe.provider and provider != probe.provider):
+                continue
+            sh = dict(shape)
+            if probe.y_name in sh and probe.x_name in sh and all(sh.get(k) == v for k, v in want.items()) \
+                    and not set(sh) - set(want) - {probe.x_name, probe.y_name} - LABELS:
+                ys.add(float(sh[probe.y_name]))
+        return sorted(ys)
 
     def _points(self, probe: Probe) -> list[tuple[float, float]]:
         cache_key = (probe.bench, probe.provider, probe.match, probe.x_name)
@@ -79,5 +129,9 @@ class SampleTable:
                 continue  # the sample varies in a field the probe does not pin
             pts.append((float(sh[probe.x_name]), t_us))
         pts.sort()
+        run = 0.0
+        for i, (x, t) in enumerate(pts):
+            run = max(run, t)
+            pts[i] = (x, run)
         self._curves[cache_key] = pts
         return pts

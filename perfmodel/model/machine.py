@@ -2,14 +2,23 @@
 
 One rule per kind of term, each with its stated uncertainty (relative, 1σ):
 
-  bandwidth-bound   bw_t = bw_fit · (peak_t / peak_s) · (achievable(kind_t) / achievable(kind_s))
+  bandwidth-bound   bw_t = bw_fit · (peak_t / peak_s) · (achievable(kind_t) / achievable(kind_s)),
+                    capped on another GPU at its DRAM roof peak_t · achievable(kind_t)
                     unc² = fit rmse² + (kind unc_t² + kind unc_s², only if the kinds differ)
+  L2-resident fits  a fit above the profile GPU's datasheet DRAM peak cannot be DRAM streaming
+                    (its samples sat in L2): that rate is kept as the class's L2 rate, carried
+                    unscaled (but never below the target's DRAM rate), for calls whose bytes fit in min(L2 of profile GPU, L2 of target)
+                    (none where the target's spec has no L2 size); larger calls stream from DRAM
+                    at the profile GPU's measured read ceiling, carried as above
   compute-bound     F_t = F_fit · peak_t(dtype) / peak_s(dtype); unc 15% across architectures
   measured samples  where the profile timed the very op (same kernel and shape), its sample
-                    is used, scaled by law_target / law_source (lookup.py); unc 5% on the
-                    source GPU, the law's uncertainty elsewhere
+                    is used on the profile's own GPU (lookup.py; unc 5%); other GPUs use the laws
   latency floor     t0 carried unchanged (a per-kernel GPU-side floor, similar across recent
-                    NVIDIA parts); unc 10% on the source GPU, 30% on another architecture
+                    NVIDIA parts); unc 10% on the source GPU, 30% on another architecture.
+                    The fits are graph-captured, so t0 holds one graph node per kernel: that
+                    part (graph_node_us x kernels per call) is taken out of t0 once here and
+                    priced as its own "dispatch" term, so the un-changed step on the profile
+                    GPU is the same and a change of the node cost moves the step
   host overhead     scaled by the target system's host-CPU factor; unc 25%
   graph node        carried; unc 30% on another architecture
   collectives       the profile's fit when the same link kind and GPU count were measured;
@@ -24,7 +33,7 @@ from dataclasses import dataclass, field
 
 from perfmodel.collective_math import bus_factor
 from perfmodel.model.lookup import SampleTable
-from perfmodel.model.ops import KernelLaw
+from perfmodel.model.ops import KERNELS_PER_CALL, KernelLaw
 from perfmodel.profile import KERNEL_CLASSES, CollectiveFit, Profile
 from perfmodel.specs.schema import GpuSpec, InterconnectSpec, MemoryKinds
 
@@ -48,6 +57,7 @@ class Overheads:
     rel_unc_host: float
     rel_unc_node: float
     rule: str
+    source_graph_node_us: float = 0.0  # the profile GPU's node cost, held in its fitted floors
 
 
 @dataclass(frozen=True)
@@ -154,16 +164,37 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
     if missing:
         raise ValueError(f"profile lacks fits for: {', '.join(missing)}")
     vendor_unc = CROSS_VENDOR_UNC if gpu.vendor != source_gpu.vendor else 0.0
+    node_us = profile.overheads.graph_node_us if profile.overheads else 0.0
+    src_roof_l2 = source_gpu.memory.bandwidth_GBps.value  # above this a fit cannot be DRAM streaming
+    src_read = profile.ceilings.read_GBps or source_gpu.memory.bandwidth_GBps.value * source_gpu.memory.streaming_fraction(memory_kinds)
+    dram_roof = gpu.memory.bandwidth_GBps.value * gpu.memory.streaming_fraction(memory_kinds)
+    l2_bytes = min(gpu.l2_MB.value, source_gpu.l2_MB.value) * 1e6 if (gpu.l2_MB and source_gpu.l2_MB) else 0.0
+    source_laws = {}
     for cls, f in profile.fits.items():
         unc_bw = (f.rmse_rel**2 + kind_unc**2 + (0.0 if same else 0.05**2) + vendor_unc**2) ** 0.5
+        in_l2 = f.bw_GBps > src_roof_l2
+        dram_src = src_read if in_l2 else f.bw_GBps
+        bw_t = dram_src * bw_ratio * kind_ratio
+        capped = not same and bw_t > dram_roof
+        bw_t = min(bw_t, dram_roof) if not same else bw_t
+        nodes = min(f.t0_us, node_us * KERNELS_PER_CALL[cls.split(".")[0]]) / node_us if node_us > 0 else 0.0
+        t0 = f.t0_us - nodes * node_us
+        # An L2-resident call is never slower than streaming the same bytes from DRAM.
+        l2 = dict(bw_l2_GBps=max(f.bw_GBps, bw_t), l2_bytes=l2_bytes) if in_l2 else {}
+        rule_bw = (f"{cls}: bw {dram_src:.0f} GB/s" + (f" (the fit's {f.bw_GBps:.0f} GB/s is above the {src_roof_l2:.0f} "
+                   f"GB/s DRAM peak: L2-resident, kept for calls <= {l2_bytes / 1e6:g} MB; DRAM calls at the measured "
+                   "read)" if in_l2 else "") + f" × peak ratio {bw_ratio:.3f} × {gpu.memory.kind}/{source_gpu.memory.kind} "
+                   f"achievable ratio {kind_ratio:.3f}" + (f", capped at the DRAM roof {dram_roof:.0f} GB/s" if capped else ""))
         laws[cls] = KernelLaw(
-            t0_us=f.t0_us, bw_GBps=f.bw_GBps * bw_ratio * kind_ratio, tflops=f.tflops * f_ratio,
+            t0_us=t0, bw_GBps=bw_t, tflops=f.tflops * f_ratio,
             rel_unc_bw=max(unc_bw, 0.03), rel_unc_t0=((0.1 if same else 0.3)**2 + vendor_unc**2) ** 0.5,
-            launcher=f.launcher,
-            rule=(f"{cls}: bw {f.bw_GBps:.0f} GB/s × peak ratio {bw_ratio:.3f} × {gpu.memory.kind}/"
-                  f"{source_gpu.memory.kind} achievable ratio {kind_ratio:.3f}; F {f.tflops:.0f} TF × {f_ratio:.3f}; "
-                  f"t0 {f.t0_us:.1f} us carried" + (f"; ±{vendor_unc:.0%} across vendors" if vendor_unc else "")),
+            launcher=f.launcher, graph_nodes=nodes, **l2,
+            rule=(rule_bw + f"; F {f.tflops:.0f} TF × {f_ratio:.3f}; t0 {f.t0_us:.1f} us carried, of which "
+                  f"{nodes * node_us:.2f} us graph nodes priced as dispatch"
+                  + (f"; ±{vendor_unc:.0%} across vendors" if vendor_unc else "")),
         )
+        src_l2 = dict(bw_l2_GBps=f.bw_GBps, l2_bytes=source_gpu.l2_MB.value * 1e6 if source_gpu.l2_MB else 0.0) if in_l2 else {}
+        source_laws[cls] = KernelLaw(t0, dram_src, f.tflops, graph_nodes=nodes, **src_l2)
     coll: dict[str, CollectiveLaw | None] = {"all_reduce": None, "all_to_all": None}
     if n_gpus > 1:
         for op in coll:
@@ -185,14 +216,13 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
         graph_launch_us=o.graph_launch_us * host_cpu_factor, host_step_us=o.host_step_us * host_cpu_factor,
         rel_unc_host=0.1 if (same and host_cpu_factor == 1.0) else 0.25, rel_unc_node=0.1 if same else 0.3,
         rule=f"host terms × host-CPU factor {host_cpu_factor:g}; graph node {o.graph_node_us:.2f} us carried ({o.source})",
+        source_graph_node_us=o.graph_node_us,
     )
     tb = {}
     for impl, f in profile.treebuild.items():
         scale = host_cpu_factor if impl == "cpu" else 1.0
         tb[impl] = TreeBuildLaw(f.t0_us * scale, f.per_node_us * scale, max(0.15, f.rmse_rel),
                                 f"{impl} tree build fit ({f.source})" + (f" × host factor {scale:g}" if impl == "cpu" else ""))
-    source_laws = {cls: KernelLaw(f.t0_us, f.bw_GBps, f.tflops)
-                   for cls, f in profile.fits.items()}
     table = SampleTable(profile) if profile.provenance.kind == "measured" else None
     dtype_eff = {}
     c, pk = profile.ceilings, source_gpu.compute

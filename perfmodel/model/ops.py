@@ -5,7 +5,12 @@
 with (t0, bw, F) the *effective* law of the op's kernel class on the machine being modelled
 (see `machine.py`: measured fits carried across by the transfer rules). The floor t0 is
 reported as its own component ("latency_floor") so that the step breakdown separates work
-that scales with bandwidth from work that does not.
+that scales with bandwidth from work that does not. t0 here excludes the CUDA-graph node
+cost of the call's kernels: that is its own term ("dispatch", priced in `step.py`).
+
+bw is the DRAM-streaming rate, unless the law also carries an L2-resident rate (`bw_l2_GBps`,
+fitted from samples whose working set sat in the profile GPU's L2) and the call's bytes fit
+in `l2_bytes` (the smaller of the profile GPU's and the target's L2): then that rate is used.
 """
 
 from __future__ import annotations
@@ -55,6 +60,15 @@ class KernelLaw:
     rel_unc_t0: float = 0.2
     rule: str = ""
     launcher: str = "torch"  # eager launch path of the class's kernels (perfmodel.profile.KernelFit)
+    bw_l2_GBps: float | None = None  # L2-resident rate, for calls whose bytes fit in l2_bytes
+    l2_bytes: float = 0.0
+    graph_nodes: float = 0.0  # CUDA-graph nodes per call taken out of the fitted floor (priced as dispatch)
+
+    def bandwidth(self, call_bytes: float) -> float:
+        """The rate one call of `call_bytes` streams at: L2-resident where it fits, else DRAM."""
+        if self.bw_l2_GBps is not None and call_bytes <= self.l2_bytes:
+            return self.bw_l2_GBps
+        return self.bw_GBps
 
 
 @dataclass(frozen=True)
@@ -77,7 +91,7 @@ class OpEstimate:
 def estimate(op: Op, law: KernelLaw, flops_scale: float = 1.0) -> OpEstimate:
     """Cost of all `count` calls of `op`. `flops_scale` converts the law's bf16 rate to the
     op's compute dtype (e.g. 2 for fp8 on a chip whose fp8 peak is twice bf16)."""
-    mem = op.bytes / (law.bw_GBps * 1e3)
+    mem = op.bytes / (law.bandwidth(op.bytes) * 1e3)
     comp = op.flops / (law.tflops * flops_scale * 1e6)
     per = law.t0_us + max(mem, comp)
     return OpEstimate(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 
 from perfmodel.model.e2e import predict_e2e
 from perfmodel.model.layers import Layout
@@ -63,21 +64,27 @@ class Projector:
     """The machine and arithmetic for one resolved request.
 
     `Projector(req)` resolves `req` (a `Request`, or an already `Resolved` one). What-if variants
-    are new projectors: `pj.variant(machine=whatif.scale_laws(pj.machine, ...))`; nothing here
-    is changed in place after construction."""
+    are new projectors: `Projector(req, whatif=...)` with a pure Machine -> Machine function
+    (whatif.py), or `pj.variant(machine=...)`; `acceptance_fn` changes the acceptance source.
+    Nothing is changed in place after construction."""
 
-    def __init__(self, req: Request | Resolved, machine: Machine | None = None, acc=None):
+    def __init__(self, req: Request | Resolved, machine: Machine | None = None, acc=None,
+                 whatif: Callable[[Machine], Machine] | None = None, acceptance_fn: Callable | None = None):
         rs = req if isinstance(req, Resolved) else resolve(req)
         self.resolved = rs
         self.req = r = rs.req
         self.gpu, self.model, self.link = rs.gpu, rs.model, rs.link
         self.profile, self.source_gpu, self.mk = rs.profile, rs.source_gpu, rs.mk
         self.acc = acc if acc is not None else rs.acc
+        if acceptance_fn is not None and self.acc is not None:
+            self.acc = acceptance_fn(self.acc)
         try:
             self.machine: Machine = machine or build_machine(self.gpu, r.gpus, self.link, self.profile,
                                                              self.source_gpu, self.mk, r.host_cpu_factor, r.graphs)
         except ValueError as e:
             raise ProjectionError(str(e)) from None
+        if whatif is not None:
+            self.machine = whatif(self.machine)
         self.layout = Layout(r.parallel, r.gpus)
         self.check = cached_self_check(self.profile)
         self.residual_us, self.observed = self._calibrate(rs.observed) if rs.observed else (0.0, None)
@@ -117,16 +124,25 @@ class Projector:
                             residual_us=self.residual_us)
         return est, float(self.acc.tau(budget))
 
-    def _interval(self, est: StepEstimate, tau: float) -> dict:
+    def _interval(self, est: StepEstimate, tau: float, tau_sigma: float = 0.0) -> dict:
+        """90% intervals: the step's (term σ and self-check error), and tok/s combining the
+        step's and τ's relative errors in quadrature (in log space, so that with a known τ it
+        is exactly τ over the step interval)."""
         err = self.check["median_abs_err"] or 0.0
         sigma = math.hypot(est.sigma_us, err * est.step_us)
         lo, hi = max(est.step_us - Z90 * sigma, 1e-3), est.step_us + Z90 * sigma
-        return {"step_ms": [lo / 1e3, hi / 1e3], "tokens_per_s_per_stream": [tau / hi * 1e6, tau / lo * 1e6]}
+        t_lo, t_hi = max(tau - Z90 * tau_sigma, 1.0), tau + Z90 * tau_sigma
+        tps = tau / est.step_us * 1e6
+        down = math.hypot(math.log(hi / est.step_us), math.log(tau / t_lo))
+        up = math.hypot(math.log(est.step_us / lo), math.log(t_hi / tau))
+        return {"step_ms": [lo / 1e3, hi / 1e3], "tokens_per_s_per_stream": [tps * math.exp(-down), tps * math.exp(up)],
+                "tau": [t_lo, t_hi]}
 
     def _point(self, C: int, est: StepEstimate, tau: float, budget: int, mem, **extra) -> Point:
         step_ms = est.step_us / 1e3
         tps = tau / est.step_us * 1e6
-        iv = self._interval(est, tau)
+        tau_sigma = self.acc.tau_sigma(budget) if (self.acc is not None and budget) else 0.0
+        iv = self._interval(est, tau, tau_sigma)
         spec_split = None
         if budget:
             bd = est.breakdown_us
@@ -135,27 +151,33 @@ class Projector:
                                    verify_ms=(est.step_us - dt - bd.get("host", 0.0)) / 1e3,
                                    other_ms=bd.get("host", 0.0) / 1e3)
         return Point(
-            concurrency=C, step_ms=step_ms, tokens_per_s_per_stream=tps, tokens_per_s=tps * C, tau=tau, budget=budget,
+            concurrency=C, step_ms=step_ms, tokens_per_s_per_stream=tps, tokens_per_s=tps * C, tau=tau,
+            tau_sigma=tau_sigma if budget else None,
+            tau_measured=bool(self.acc.measured) if (self.acc and budget) else None, budget=budget,
             breakdown_ms={k: v / 1e3 for k, v in sorted(est.breakdown_us.items(), key=lambda kv: -kv[1])},
             bottleneck=est.bottleneck, n_kernels=est.n_kernels,
             interval=Interval(step_ms=iv["step_ms"], tokens_per_s_per_stream=iv["tokens_per_s_per_stream"],
-                              tokens_per_s=[x * C for x in iv["tokens_per_s_per_stream"]], level=0.9),
+                              tokens_per_s=[x * C for x in iv["tokens_per_s_per_stream"]],
+                              tau=iv["tau"] if budget else None, level=0.9),
             spec_split=spec_split, fits_in_memory=mem.fits(C), memory_GB=_memory(mem, C),
             tokens_per_s_per_gpu=tps * C / self.req.gpus, tpot_ms=step_ms / tau, itl_ms=step_ms, **extra)
 
-    def point(self, C: int) -> Point:
+    def point(self, C: int, budget: int | None = None) -> Point:
+        """The point at concurrency C: the request's budget (or the best of the candidates for
+        'auto'), or exactly `budget` when given (0 = no speculation)."""
         r = self.req
-        if r.spec == "none":
+        if r.spec == "none" or budget == 0:
             mem = memory_use(self.model, self.gpu, self.layout, r.context)
             if not mem.fits(C):
                 return self._unfit(C, mem, 0)
             est, tau = self._estimate(C, 0)
             return self._point(C, est, tau, 0, mem)
-        budgets = BUDGET_CANDIDATES if r.budget == "auto" else (r.budget,)
-        if r.spec == "chain":
-            budgets = (self.model.drafter.block_size - 1,) if r.budget == "auto" else (r.budget,)
+        auto = r.budget == "auto" and budget is None
+        budgets = (budget,) if budget is not None else BUDGET_CANDIDATES if r.budget == "auto" else (r.budget,)
+        if r.spec == "chain" and auto:
+            budgets = (self.model.drafter.block_size - 1,)
         curve = []
-        for b in ((0,) + tuple(budgets)) if r.budget == "auto" else budgets:
+        for b in ((0,) + tuple(budgets)) if auto else budgets:
             mem = memory_use(self.model, self.gpu, self.layout, r.context, spec_tokens=b + 1 if b else 0, drafter=b > 0)
             if not mem.fits(C):
                 curve.append((BudgetPoint(budget=b, fits_in_memory=False), None, None))
@@ -167,11 +189,20 @@ class Projector:
         if not ok:
             return self._unfit(C, memory_use(self.model, self.gpu, self.layout, r.context), budgets[0])
         best, est, mem = max(ok, key=lambda c: c[0].tokens_per_s_per_stream)
+        spec_fits = any(c[0].budget > 0 for c in ok)
         note = None
-        if r.budget == "auto":
-            note = ("no speculation is fastest at this concurrency" if best.budget == 0
-                    else f"best budget {best.budget} of {[c[0].budget for c in ok]}")
-        return self._point(C, est, best.tau, best.budget, mem, budget_curve=[c[0] for c in curve], budget_note=note)
+        if auto:
+            if best.budget > 0:
+                note = f"best budget {best.budget} of {[c[0].budget for c in ok]}"
+            elif spec_fits:
+                note = "no speculation is fastest at this concurrency"
+            else:
+                m = memory_use(self.model, self.gpu, self.layout, r.context, spec_tokens=budgets[0] + 1, drafter=True)
+                note = (f"speculation does not fit at this concurrency: with the drafter and the smallest "
+                        f"tree (budget {budgets[0]}) weights {m.weights_GB:.1f} GB + KV {m.kv_GB(C):.1f} GB "
+                        f"> usable {m.usable_GB:.1f} GB per GPU")
+        return self._point(C, est, best.tau, best.budget, mem, budget_curve=[c[0] for c in curve], budget_note=note,
+                           speculation_fits=spec_fits)
 
     def _unfit(self, C: int, mem, budget: int) -> Point:
         return Point(concurrency=C, fits_in_memory=False, budget=budget, memory_GB=_memory(mem, C),
@@ -194,7 +225,8 @@ class Projector:
                           link_kind=self.link.kind if self.link else None),
             model=self.model.name, parallel=r.parallel, context=r.context, spec=r.spec, graphs=r.graphs,
             tree_build=r.tree_build if r.spec == "ddtree" else None,
-            acceptance=Acceptance(source=self.acc.kind, description=self.acc.description) if self.acc else None,
+            acceptance=Acceptance(source=self.acc.kind, description=self.acc.description, measured=self.acc.measured,
+                                  sigma=self.acc.sigma_note) if self.acc else None,
             profile=ProfileInfo(kind=p.kind, gpu_name=p.gpu_name, gpu_spec=p.gpu_spec, timestamp=p.timestamp,
                                 path=self.resolved.profile_path,
                                 label=self.profile.label),

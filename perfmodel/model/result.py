@@ -61,6 +61,7 @@ class Interval(_Out):
     step_ms: list[float]
     tokens_per_s_per_stream: list[float]
     tokens_per_s: list[float]
+    tau: list[float] | None = None
     level: float
 
 
@@ -89,7 +90,7 @@ class BudgetPoint(_Out):
 class Point(_Out):
     """One concurrency. Throughput and step fields are None where the point does not fit."""
 
-    _omit_none = frozenset({"budget_curve", "budget_note", "note"})
+    _omit_none = frozenset({"budget_curve", "budget_note", "note", "speculation_fits", "tau_sigma", "tau_measured"})
     _UNFIT = ("concurrency", "fits_in_memory", "budget", "memory_GB", "note")
 
     concurrency: int
@@ -97,6 +98,8 @@ class Point(_Out):
     tokens_per_s_per_stream: float | None = None
     tokens_per_s: float | None = None
     tau: float | None = None
+    tau_sigma: float | None = None  # 1σ of τ from the acceptance source
+    tau_measured: bool | None = None  # τ from a measured table / calibration rather than modelled
     budget: int
     breakdown_ms: dict[str, float] | None = None
     bottleneck: str | None = None
@@ -107,6 +110,7 @@ class Point(_Out):
     memory_GB: MemoryGB
     budget_curve: list[BudgetPoint] | None = None
     budget_note: str | None = None
+    speculation_fits: bool | None = None  # False: the drafter and the smallest tree do not fit here
     note: str | None = None  # why it does not fit
     tokens_per_s_per_gpu: float | None = None
     tpot_ms: float | None = None  # step_ms / τ (see the module docstring)
@@ -138,6 +142,8 @@ class Point(_Out):
 class Acceptance(_Out):
     source: str
     description: str
+    measured: bool = False
+    sigma: str | None = None
 
 
 class ProfileInfo(_Out):
@@ -180,6 +186,8 @@ class Projection(_Out):
     profile: ProfileInfo
     self_check: SelfCheck
     observed: dict[str, Any] | None
+    describes: str = ""
+    calibration: dict[str, Any] | None = None
     max_concurrency_that_fits: int
     rules: dict[str, str | None]
     points: list[Point]

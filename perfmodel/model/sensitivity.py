@@ -1,4 +1,5 @@
-"""How tokens/s moves for ±20% in each input, ranked (one-at-a-time perturbation)."""
+"""How tokens/s moves for ±20% in each input, ranked (one-at-a-time perturbation through the
+pure what-if functions of whatif.py)."""
 
 from __future__ import annotations
 
@@ -8,39 +9,30 @@ from perfmodel.model.whatif import ACCEPTANCE_WHATIF, MACHINE_WHATIFS, scale_acc
 DELTA = 0.2
 
 
-def variant(pj: Projector, name: str, k: float) -> Projector:
-    """The projector with input `name` (a MACHINE_WHATIFS key or ACCEPTANCE_WHATIF) scaled by k."""
-    if name == ACCEPTANCE_WHATIF:
-        return pj.variant(acc=scale_acceptance(pj.acc, k))
-    return pj.variant(machine=MACHINE_WHATIFS[name](pj.machine, k))
-
-
 def _perturbations():
-    """name -> fn(projector, k) that sets `projector.machine`/`.acc` to the scaled variant's.
-    Kept for reports.findings, which predates `variant`; new code calls `variant`."""
-
-    def setter(name):
-        def f(pj, k):
-            v = variant(pj, name, k)
-            pj.machine, pj.acc = v.machine, v.acc
-        return f
-
-    return {name: setter(name) for name in (*MACHINE_WHATIFS, ACCEPTANCE_WHATIF)}
+    """name -> k -> (machine what-if, acceptance what-if)."""
+    out = {name: (lambda k, f=f: (f(k), None)) for name, f in MACHINE_WHATIFS.items()}
+    out[ACCEPTANCE_WHATIF] = lambda k: (None, scale_acceptance(k))
+    return out
 
 
-def sensitivity(req: Request, concurrency: int | None = None) -> list[dict]:
+def sensitivity(req: Request, concurrency: int | None = None, budget: int | None = None) -> list[dict]:
+    """At concurrency C (and the base point's budget, kept fixed), the tok/s change per input."""
     C = concurrency or req.concurrency[0]
-    base_pj = Projector(req)
-    base = base_pj.point(C)
-    if not base.fits_in_memory:
+    base = Projector(req).point(C)
+    if not base["fits_in_memory"]:
         return []
-    b0 = base.tokens_per_s_per_stream
+    b = base["budget"] if budget is None else budget
+    b0 = base["tokens_per_s_per_stream"]
     rows = []
-    for name in (*MACHINE_WHATIFS, ACCEPTANCE_WHATIF):
-        if name == ACCEPTANCE_WHATIF and req.spec == "none":
+    for name, make in _perturbations().items():
+        if name.startswith("acceptance") and (req.spec == "none" or b == 0):
             continue
-        out = {tag: variant(base_pj, name, k).point(C).tokens_per_s_per_stream / b0 - 1
-               for tag, k in (("minus", 1 - DELTA), ("plus", 1 + DELTA))}
+        out = {}
+        for tag, k in (("minus", 1 - DELTA), ("plus", 1 + DELTA)):
+            mfn, afn = make(k)
+            p = Projector(req, whatif=mfn, acceptance_fn=afn).point(C, b if req.spec != "none" else None)
+            out[tag] = p["tokens_per_s_per_stream"] / b0 - 1
         rows.append({"input": name, "concurrency": C, **out})
-    rows.sort(key=lambda r: -max(abs(r["minus"]), abs(r["plus"])))
+    rows.sort(key=lambda r: (-max(abs(r["minus"]), abs(r["plus"])), r["input"]))
     return rows

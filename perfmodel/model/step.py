@@ -4,8 +4,10 @@ Breakdown components (ms per step):
   moe, attention, dense, elementwise, lm_head   bandwidth/compute time of each kernel class
   latency_floor                                 Σ per-kernel floors t0 (does not scale with bw)
   collectives                                   all-reduce / all-to-all latency + size/bw
-  dispatch                                      graph: per-node cost; eager: launch time the
-                                                GPU waits for (host launches beyond GPU work)
+  dispatch                                      per-kernel graph-node cost (taken out of the
+                                                fitted floors once, see machine.py) + graph
+                                                launch; eager: + launch time the GPU waits for
+                                                (host launches beyond GPU work)
   host                                          per-step host work (scheduling, sampling, sync)
   draft, tree_build                             speculative decoding terms
   residual_overhead                             fitted from an observed end-to-end figure
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from perfmodel.collective_math import bus_factor
 from perfmodel.model.layers import Collective, Layout, decode_ops
 from perfmodel.model.machine import Machine
-from perfmodel.model.ops import KERNELS_PER_CALL, Op, OpEstimate, estimate
+from perfmodel.model.ops import Op, OpEstimate, estimate
 from perfmodel.specs.schema import GQASpec, ModelSpec
 
 Z90 = 1.645  # z of a two-sided 90% interval: a StepEstimate's step_us ± Z90 · sigma_us
@@ -61,33 +63,48 @@ class _Acc:
 
 
 def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | None = None) -> float:
-    """Kernel fits are measured graph-captured, so each call's floor t0 already holds the
-    graph-node gap of its kernels; that part is shown as "dispatch", the rest as the floor."""
+    """Work (bandwidth/compute) + floor t0 + graph nodes, each its own term.
+
+    The laws' t0 exclude the graph nodes the graph-captured fits held (`machine.py`), so the
+    node cost is added per kernel here, at the machine's node cost. Where the profile timed the
+    very op, its sample (less the nodes it held) sets the op's time, carried by the law ratio;
+    the floor stays the law's t0 and the rest of the sample is work, so the floor does not
+    move with how close a sample lies to its law."""
     gpu = 0.0
     node_us, node_unc = mach.overheads.graph_node_us, mach.overheads.rel_unc_node
+    src_node_us = mach.overheads.source_graph_node_us
+    o = mach.overheads
     for op in ops:
         law = mach.law(op)
         e = estimate(op, law, mach.flops_scale(op.compute_dtype))
         unc = law.rel_unc_bw if e.bound == "memory" else 0.15
         unc_t0 = law.rel_unc_t0
-        measured = mach.table.lookup(op.probe) if mach.table is not None else None
+        # Samples price ops on the profile's own GPU only: carried to another GPU by the law
+        # ratio, a sample's closeness to its law changes with the op's size and boundness (a
+        # memory-bound source and compute-bound target), and the step would stop growing with C.
+        table = mach.table if mach.same_gpu_as_profile else None
+        measured = table.lookup(op.probe) if table is not None else None
+        bound = table.lower_bound(op.probe) if table is not None and measured is None else None
+        if bound is not None and bound * op.count > e.total_us + law.graph_nodes * node_us * op.count:
+            measured = bound  # past the largest sampled C: at least that sample's time
         if measured is not None:
             # The profile timed this very op: use the sample, carried by the law ratio.
-            src = estimate(op, mach.source_law(op), mach.source_flops_scale(op.compute_dtype))
-            e = e.scaled(measured * op.count / src.total_us)
+            src_law = mach.source_law(op)
+            src = estimate(op, src_law, mach.source_flops_scale(op.compute_dtype))
+            kernel_us = max(measured - src_law.graph_nodes * src_node_us, 1e-3)
+            e = e.scaled(kernel_us * op.count / src.total_us)
             if mach.same_gpu_as_profile:
                 unc, unc_t0 = SAMPLE_UNC, SAMPLE_UNC
         acc.ops.append(e)
         acc.n_kernels += op.n_kernels
-        o = mach.overheads
         acc.eager_launch_us += op.n_kernels * (o.launch_eager_triton_us if law.launcher == "triton" else o.launch_eager_us)
-        work = e.total_us - e.overhead_us
-        node = min(e.overhead_us / op.count, node_us * KERNELS_PER_CALL[op.kernel_class]) * op.count
+        floor = min(law.t0_us * op.count, e.total_us)
+        node = law.graph_nodes * node_us * op.count
         comp = comp_override or op.component
-        acc.add(comp, work, f"{op.kernel_class}:{e.bound}", unc)
-        acc.add(comp_override or "latency_floor", e.overhead_us - node, f"{op.kernel_class}:t0", unc_t0)
+        acc.add(comp, e.total_us - floor, f"{op.kernel_class}:{e.bound}", unc)
+        acc.add(comp_override or "latency_floor", floor, f"{op.kernel_class}:t0", unc_t0)
         acc.add(comp_override or "dispatch", node, "graph_node", node_unc)
-        gpu += e.total_us
+        gpu += e.total_us + node
     return gpu
 
 

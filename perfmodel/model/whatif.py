@@ -1,68 +1,193 @@
-"""What-if variants: pure functions `Machine -> Machine` (and one for the acceptance source).
+"""What-if variants: pure functions Machine -> Machine (and acceptance -> acceptance), re-run
+through the same model by `Projector(req, whatif=..., acceptance_fn=...)`. Nothing is patched
+in place. Sensitivity (`sensitivity.py`) and the findings report's recommendations use them.
 
-Each returns a new frozen object built with `dataclasses.replace`; the input is left as it was.
-Re-run a variant through the same model with `Projector.variant(machine=...)`.
+A what-if that changes the request (parallel layout, speculation, tree building, CUDA graphs)
+is evaluated at the base point's budget at every concurrency unless it says it re-chooses the
+budget (`rechooses_budget`), so a change is never mixed with a silent budget change.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from importlib import resources
+
+import yaml
 
 from perfmodel.model.machine import Machine
+
+MachineFn = Callable[[Machine], Machine]
+
+
+def scale_laws(k: float, attr: str) -> MachineFn:
+    """Every kernel law's `attr` (bw_GBps, tflops, t0_us) times k."""
+    def f(m: Machine) -> Machine:
+        laws = {}
+        for c, law in m.laws.items():
+            upd = {attr: getattr(law, attr) * k}
+            if attr == "bw_GBps" and law.bw_l2_GBps is not None:
+                upd["bw_l2_GBps"] = law.bw_l2_GBps * k
+            laws[c] = replace(law, **upd)
+        return replace(m, laws=laws)
+    return f
+
+
+def scale_collectives(k: float, attr: str) -> MachineFn:
+    def f(m: Machine) -> Machine:
+        upd = {n: replace(getattr(m, n), **{attr: getattr(getattr(m, n), attr) * k})
+               for n in ("all_reduce", "all_to_all") if getattr(m, n) is not None}
+        return replace(m, **upd)
+    return f
+
+
+def scale_overheads(k: float, *attrs: str) -> MachineFn:
+    def f(m: Machine) -> Machine:
+        o = m.overheads
+        return replace(m, overheads=replace(o, **{a: getattr(o, a) * k for a in attrs}))
+    return f
+
+
+@lru_cache(maxsize=1)
+def production_floors() -> dict:
+    """perfmodel/data/production_floors.yaml: per kernel class, the cited batch-1 floor."""
+    return yaml.safe_load(resources.files("perfmodel").joinpath("data", "production_floors.yaml").read_text())
+
+
+def with_production_floors(m: Machine) -> Machine:
+    """Each class's floor t0 (graph nodes excluded, as in the laws) lowered to its cited
+    production anchor where that is lower; classes without an anchor keep theirs."""
+    floors = production_floors()
+    node = m.overheads.graph_node_us
+    laws = {}
+    for c, law in m.laws.items():
+        anchor = (floors.get(c.split(".")[0]) or {}).get("floor_us")
+        if anchor is not None:
+            law = replace(law, t0_us=min(law.t0_us, max(anchor - law.graph_nodes * node, 0.0)))
+        laws[c] = law
+    return replace(m, laws=laws)
+
+
+def scale_acceptance(k: float):
+    """tau - 1 times k at every budget (acceptance -> acceptance)."""
+    def f(acc):
+        return replace(acc, _tau=lambda b, t=acc.tau: 1 + (t(b) - 1) * k)
+    return f
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    key: str
+    change: str
+    request: dict = field(default_factory=dict)  # request fields changed
+    machine: MachineFn | None = None
+    acceptance: Callable | None = None
+    rechooses_budget: bool = False
+
+
+def variants(req, has_moe: bool, has_drafter: bool) -> list[WhatIf]:
+    """The one-change-at-a-time what-ifs of a report, each named by what it changes."""
+    v = []
+    if req.spec == "ddtree":
+        other = "cpu" if req.tree_build == "gpu" else "gpu"
+        v.append(WhatIf("tree_build", f"tree building on the {other.upper()} (now {req.tree_build.upper()})",
+                        {"tree_build": other}))
+    v.append(WhatIf("graphs", "CUDA graphs " + ("off (eager launches)" if req.graphs else "on"), {"graphs": not req.graphs}))
+    if has_moe:
+        for par in ("tp", "ep", "tp-attn-ep-moe"):
+            if par != req.parallel:
+                v.append(WhatIf(f"parallel_{par}", f"parallel {par} (now {req.parallel})", {"parallel": par}))
+    if has_drafter:
+        for spec in ("none", "chain", "ddtree"):
+            if spec != req.spec:
+                v.append(WhatIf(f"spec_{spec}", f"speculative decoding {spec} (now {req.spec}; budget re-chosen)",
+                                {"spec": spec, "budget": "auto"}, rechooses_budget=True))
+    v.append(WhatIf("production_floors", "production-class kernel floors (cited batch-1 latencies, "
+                    "perfmodel/data/production_floors.yaml)", machine=with_production_floors))
+    v.append(WhatIf("latency_floor_half", "per-kernel latency floors halved (fused / persistent kernels)",
+                    machine=scale_laws(0.5, "t0_us")))
+    if req.gpus > 1:
+        v.append(WhatIf("collective_latency_half", "collective latency −50% (e.g. one-shot / NVLS all-reduce)",
+                        machine=scale_collectives(0.5, "latency_us")))
+    v.append(WhatIf("host_half", "host overhead −50% (per step and per launch)",
+                    machine=scale_overheads(0.5, *HOST_FIELDS)))
+    v.append(WhatIf("graph_node_half", "CUDA-graph node cost −50%", machine=scale_overheads(0.5, "graph_node_us")))
+    return v
+
 
 HOST_FIELDS = ("host_step_us", "graph_launch_us", "launch_eager_us", "launch_eager_triton_us")
 
 
-def scale_laws(m: Machine, k: float, field: str) -> Machine:
-    """Every kernel law's `field` (bw_GBps | tflops | t0_us) times k."""
-    return replace(m, laws={c: replace(law, **{field: getattr(law, field) * k}) for c, law in m.laws.items()})
+def evaluate(req, w: WhatIf, base_points: list[dict]) -> dict:
+    """The what-if at every concurrency of `base_points` (same machine as the base)."""
+    from dataclasses import replace as dc_replace
+
+    from perfmodel.model.project import ProjectionError, Projector
+
+    Cs = [p["concurrency"] for p in base_points]
+    try:
+        pj = Projector(dc_replace(req, concurrency=Cs, **w.request), whatif=w.machine, acceptance_fn=w.acceptance)
+    except (ProjectionError, ValueError) as e:
+        return {"key": w.key, "change": w.change, "skipped": str(e).splitlines()[0]}
+    per_c = []
+    for b in base_points:
+        C = b["concurrency"]
+        fixed = None if (w.rechooses_budget or not b["fits_in_memory"]) else b["budget"]
+        if pj.req.spec == "none":
+            fixed = None
+        try:
+            p = pj.point(C, fixed)
+        except (ProjectionError, ValueError) as e:
+            per_c.append({"concurrency": C, "fits": False, "why": str(e).splitlines()[0]})
+            continue
+        if not b["fits_in_memory"]:
+            per_c.append({"concurrency": C, "fits": False, "why": "the base does not fit"})
+            continue
+        if not p["fits_in_memory"]:
+            per_c.append({"concurrency": C, "fits": False, "why": p.get("note", "does not fit")})
+            continue
+        comps = sorted(set(b["breakdown_ms"]) | set(p["breakdown_ms"]))
+        diff = {c: p["breakdown_ms"].get(c, 0.0) - b["breakdown_ms"].get(c, 0.0) for c in comps}
+        top = max(comps, key=lambda c: (abs(diff[c]), c))
+        per_c.append({"concurrency": C, "fits": True, "base": _summary(b), "new": _summary(p), "component": top,
+                      "component_base_ms": b["breakdown_ms"].get(top, 0.0),
+                      "component_new_ms": p["breakdown_ms"].get(top, 0.0),
+                      "gain": p["tokens_per_s_per_stream"] / b["tokens_per_s_per_stream"] - 1})
+    gains = [x["gain"] for x in per_c if x["fits"]]
+    return {"key": w.key, "change": w.change, "rechooses_budget": w.rechooses_budget, "per_concurrency": per_c,
+            "rank_gain": geo_mean_gain(gains), "n_evaluated": len(gains)}
 
 
-def scale_collectives(m: Machine, k: float, field: str) -> Machine:
-    """The all-reduce and all-to-all laws' `field` (latency_us | busbw_GBps) times k."""
-    upd = {name: replace(law, **{field: getattr(law, field) * k})
-           for name in ("all_reduce", "all_to_all") if (law := getattr(m, name)) is not None}
-    return replace(m, **upd)
+RANK_RULE = ("geometric mean over every reported concurrency where both fit of (new tok/s ÷ base tok/s), minus 1")
 
 
-def scale_overheads(m: Machine, k: float, *fields: str) -> Machine:
-    """The named overhead terms (see `machine.Overheads`) times k."""
-    o = m.overheads
-    return replace(m, overheads=replace(o, **{f: getattr(o, f) * k for f in fields}))
+def geo_mean_gain(gains: list[float]) -> float | None:
+    if not gains:
+        return None
+    return math.exp(sum(math.log1p(g) for g in gains) / len(gains)) - 1
 
 
-@dataclass(frozen=True)
-class ScaledAcceptance:
-    """An acceptance source whose gain over plain decode (τ − 1) is scaled by k."""
-
-    base: object
-    k: float
-
-    @property
-    def kind(self) -> str:
-        return self.base.kind
-
-    @property
-    def description(self) -> str:
-        return self.base.description
-
-    def tau(self, budget) -> float:
-        return 1 + (self.base.tau(budget) - 1) * self.k
+def _summary(p: dict) -> dict:
+    return {k: p[k] for k in ("concurrency", "step_ms", "tokens_per_s_per_stream", "tokens_per_s", "tau", "budget",
+                              "bottleneck") if k in p}
 
 
-def scale_acceptance(acc, k: float):
-    return None if acc is None else ScaledAcceptance(acc, k)
+def rank(rows: list[dict]) -> list[dict]:
+    """Best first by RANK_RULE; ties and unevaluated rows by key (stable, deterministic)."""
+    return sorted(rows, key=lambda r: (r.get("rank_gain") is None, -(r.get("rank_gain") or 0.0), r["key"]))
 
 
-# name -> (Machine, factor) -> Machine; the inputs `perfmodel project --sensitivity` perturbs.
-MACHINE_WHATIFS: dict[str, Callable[[Machine, float], Machine]] = {
-    "memory bandwidth (all kernels)": lambda m, k: scale_laws(m, k, "bw_GBps"),
-    "compute rate (all kernels)": lambda m, k: scale_laws(m, k, "tflops"),
-    "per-kernel latency floor": lambda m, k: scale_laws(m, k, "t0_us"),
-    "collective latency": lambda m, k: scale_collectives(m, k, "latency_us"),
-    "collective bandwidth": lambda m, k: scale_collectives(m, k, "busbw_GBps"),
-    "host overhead (per step, per launch)": lambda m, k: scale_overheads(m, k, *HOST_FIELDS),
-    "graph node cost": lambda m, k: scale_overheads(m, k, "graph_node_us"),
+# name -> k -> Machine -> Machine: the machine inputs `perfmodel project --sensitivity` perturbs.
+MACHINE_WHATIFS: dict[str, Callable[[float], MachineFn]] = {
+    "memory bandwidth (all kernels)": lambda k: scale_laws(k, "bw_GBps"),
+    "compute rate (all kernels)": lambda k: scale_laws(k, "tflops"),
+    "per-kernel latency floor": lambda k: scale_laws(k, "t0_us"),
+    "collective latency": lambda k: scale_collectives(k, "latency_us"),
+    "collective bandwidth": lambda k: scale_collectives(k, "busbw_GBps"),
+    "host overhead (per step, per launch)": lambda k: scale_overheads(k, *HOST_FIELDS),
+    "graph node cost": lambda k: scale_overheads(k, "graph_node_us"),
 }
 ACCEPTANCE_WHATIF = "acceptance (τ − 1)"
+
