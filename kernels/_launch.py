@@ -42,6 +42,16 @@ class FastLauncher:
         self.cache: dict = {}
         self.names = list(fn.arg_names)
         self.interpret = os.environ.get("TRITON_INTERPRET") == "1"
+        self.hits = 0  # launches that took the direct path (a check for the A/B script)
+        self._stream = None  # Triton's driver hooks, bound at the first launch (no driver without a GPU)
+
+    def _bind(self):
+        from triton import knobs
+        from triton.runtime.driver import driver
+
+        self._knobs = knobs.runtime
+        self._device = driver.active.get_current_device
+        self._stream = driver.active.get_current_stream
 
     def __getitem__(self, grid):
         return lambda *args, **kw: self.launch(grid, args, kw)
@@ -49,11 +59,12 @@ class FastLauncher:
     def launch(self, grid, args, kw):
         if self.interpret:
             return self.fn[grid](*args, **kw)
-        from triton import knobs
-
-        key = (torch.cuda.current_device(), tuple(_spec(a) for a in args), tuple(sorted(kw.items())))
+        if self._stream is None:
+            self._bind()
+        device = self._device()
+        key = (device, tuple(_spec(a) for a in args), tuple(kw.items()))
         hit = self.cache.get(key)
-        hook = knobs.runtime.launch_enter_hook  # an empty HookChain in Triton 3.6: no hook
+        hook = self._knobs.launch_enter_hook  # an empty HookChain in Triton 3.6: no hook
         if hit is None or (hook is not None and getattr(hook, "calls", True)):
             kernel = self.fn[grid](*args, **kw)  # compiles (once) and launches
             if hit is None and kernel is not None:
@@ -64,5 +75,6 @@ class FastLauncher:
             return
         kernel, tail = hit
         g = tuple(grid) + (1, 1)
-        kernel.run(g[0], g[1], g[2], torch.cuda.current_stream().cuda_stream, kernel.function,
+        self.hits += 1
+        kernel.run(g[0], g[1], g[2], self._stream(device), kernel.function,
                    kernel.packed_metadata, None, None, None, *args, *tail)

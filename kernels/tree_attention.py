@@ -91,8 +91,10 @@ def _get_kernel():
         G: tl.constexpr,
         DK: tl.constexpr, DPE: tl.constexpr, DV: tl.constexpr, V_IS_K: tl.constexpr,
         BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, DOT_F32: tl.constexpr,
-        RESCALE_LOG2: tl.constexpr = 8.0,
+        RESCALE_LOG2: tl.constexpr = 8.0, PDL: tl.constexpr = False,
     ):
+        if PDL:  # let the combine grid launch now; it waits (griddepcontrol.wait) for this grid's writes
+            tl.extra.cuda.gdc_launch_dependents()
         pid_ch = tl.program_id(0)
         pid_r = tl.program_id(1)
         pid_s = tl.program_id(2)
@@ -215,6 +217,8 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
     splits = max(1, min(max_splits, -(-per_sm * num_sms // base)))
     if base * splits < resident * num_sms:  # small C x L: fill one resident wave instead
         splits = max(splits, min(-(-S // block_s), -(-resident * num_sms // base)))
+        if dv <= 128:  # GQA: a third stage (96 KB, still 2 programs per SM): 17.6 -> 16.8 us at
+            stages = 3  # C=1, L=8192, Llama (runs/tuning/session6/ab_decode_eff193d.log)
     return dict(block_r=block_r, block_s=block_s, num_splits=splits, num_warps=4, num_stages=stages)
 
 
@@ -241,7 +245,10 @@ def _get_combine():
     def _combine_kernel(o_ptr, lse_ptr, out_ptr, P, R, HKV,
                         so_c, so_h, so_p, so_r, sl_c, sl_h, sl_p,
                         sout_c, sout_i, sout_h,
-                        G: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_P: tl.constexpr):
+                        G: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_P: tl.constexpr,
+                        PDL: tl.constexpr = False):
+        if PDL:  # launched early (programmatic dependent launch): wait for the partials
+            tl.extra.cuda.gdc_wait()
         pid_ch = tl.program_id(0)
         r = tl.program_id(1)
         d0 = tl.program_id(2) * BLOCK_D
@@ -275,6 +282,9 @@ def _get_combine():
     return _COMBINE
 
 
+PDL_DEFAULT = True  # programmatic dependent launch of the combine (sm_90+; off under the interpreter)
+
+
 def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     import triton
 
@@ -282,10 +292,17 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     S = k.shape[1]
     L = S - Q
     R = Q * G
+    interpret = os.environ.get("TRITON_INTERPRET") == "1"
     num_sms = _num_sms(q.device.index if q.device.index is not None else torch.cuda.current_device()) \
         if q.is_cuda else 132
-    d = default_config(C, Hkv, R, S, dv, num_sms=num_sms, block_r=(cfg or {}).get("block_r"))
-    d.update({kk: vv for kk, vv in (cfg or {}).items() if vv is not None})
+    cfg = dict(cfg or {})
+    pdl = cfg.pop("pdl", None)
+    pdl = (PDL_DEFAULT if pdl is None else pdl) and q.is_cuda and not interpret \
+        and torch.cuda.get_device_capability(q.device)[0] >= 9
+    d = default_config(C, Hkv, R, S, dv, num_sms=num_sms, block_r=cfg.get("block_r"))
+    if q.dtype == torch.float32 and dv > 128 and not interpret:
+        d["block_s"] = 32  # fp32 MLA tiles: 2 stages of 64 x 576 x 4 B exceed the shared memory
+    d.update({kk: vv for kk, vv in cfg.items() if vv is not None})
     split_len = triton.cdiv(triton.cdiv(S, d["num_splits"]), d["block_s"]) * d["block_s"]
     nsplit = triton.cdiv(S, split_len)
     o = torch.empty((C, Hkv, nsplit, R, dv), dtype=torch.float32, device=q.device)
@@ -310,42 +327,48 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
         G=G, DK=q.shape[-1], DPE=dpe, DV=dv, V_IS_K=v_is_k,
         BLOCK_R=d["block_r"], BLOCK_S=d["block_s"],
-        DOT_F32=os.environ.get("TRITON_INTERPRET") == "1",
+        DOT_F32=interpret, PDL=pdl,
         num_warps=d["num_warps"], num_stages=d["num_stages"],
     )
     # log-sum-exp merge of the splits (log2 domain), written straight into [C, Q, H, dv]
     out = torch.empty((C, Q, Hkv * G, dv), dtype=q.dtype, device=q.device)
-    block_d = min(dv, 128 if dv <= 128 else 64)
-    block_p = min(64, max(2, triton.next_power_of_2(nsplit)))
+    # columns per program: all of them when the rows alone give >= 4 programs per SM, else
+    # narrower (down to 32) so that small-C decode spreads the merge over the GPU
+    block_d = dv
+    while block_d > 32 and C * Hkv * R * (dv // block_d) < 4 * num_sms:
+        block_d //= 2
+    block_p = min(triton.next_power_of_2(nsplit), max(2, 8192 // block_d))  # <= 8192 fp32 per tile
+    tile = block_p * block_d
     _get_combine()[(C * Hkv, R, dv // block_d)](
         o, lse, out, nsplit, R, Hkv,
         o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
         out.stride(0), out.stride(1), out.stride(2),
-        G=G, BLOCK_D=block_d, BLOCK_P=block_p, num_warps=4 if block_p * block_d >= 4096 else 2,
+        G=G, BLOCK_D=block_d, BLOCK_P=max(2, block_p), PDL=pdl,
+        num_warps=8 if tile >= 8192 else 4 if tile >= 2048 else 2, launch_pdl=pdl,
     )
     return out
 
 
 def tree_attention_gqa(q, k, v, tree_mask, sm_scale=None, *, block_r=None, block_s=None,
-                       num_splits=None, num_warps=None, num_stages=None) -> torch.Tensor:
+                       num_splits=None, num_warps=None, num_stages=None, pdl=None) -> torch.Tensor:
     """q [C,Q,Hq,D], k/v [C,S,Hkv,D] (S = L + Q), tree_mask bool [C,Q,Q] -> [C,Q,Hq,D]."""
     C, Q, Hq, D = q.shape
     Hkv = k.shape[2]
     assert Hq % Hkv == 0 and D & (D - 1) == 0, f"{Hq=} {Hkv=} {D=} (D a power of two)"
     scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)
     cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
-               num_warps=num_warps, num_stages=num_stages)
+               num_warps=num_warps, num_stages=num_stages, pdl=pdl)
     return _run(q, None, k, None, v, tree_mask, scale, G=Hq // Hkv, Hkv=Hkv, dv=D,
                 v_is_k=False, cfg=cfg)
 
 
 def tree_attention_mla(q_latent, q_rope, ckv, kpe, tree_mask, sm_scale, *, block_r=None,
-                       block_s=None, num_splits=None, num_warps=None, num_stages=None) -> torch.Tensor:
+                       block_s=None, num_splits=None, num_warps=None, num_stages=None, pdl=None) -> torch.Tensor:
     """Absorbed MLA: q_latent [C,Q,H,512], q_rope [C,Q,H,64], ckv [C,S,512], kpe [C,S,64]
     -> [C,Q,H,512]; score = q_latent.ckv + q_rope.kpe, value = ckv (one latent head)."""
     C, Q, H, DL = q_latent.shape
     cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
-               num_warps=num_warps, num_stages=num_stages)
+               num_warps=num_warps, num_stages=num_stages, pdl=pdl)
     return _run(q_latent, q_rope, ckv, kpe, ckv, tree_mask, sm_scale, G=H, Hkv=1, dv=DL,
                 v_is_k=True, cfg=cfg)
 

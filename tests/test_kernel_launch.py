@@ -44,10 +44,10 @@ def test_fast_launcher_caches_per_specialisation(monkeypatch):
         pass
 
     fake = _FakeJit(kernel)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda: types.SimpleNamespace(cuda_stream=99))
     fl = _launch.FastLauncher(fake)
     fl.interpret = False
+    fl._knobs = types.SimpleNamespace(launch_enter_hook=None)
+    fl._device, fl._stream = (lambda: 0), (lambda dev: 99)
     x = torch.zeros(64)
     fl[(3,)](x, 32, 1e-6, BLOCK=64)
     assert fake.compiles == 1 and fake.runs == []
@@ -59,4 +59,7 @@ def test_fast_launcher_caches_per_specialisation(monkeypatch):
     fl[(3,)](x, 33, 1e-6, BLOCK=64)  # n no longer divisible by 16: compiles again
     fl[(3,)](x[1:], 32, 1e-6, BLOCK=64)  # misaligned pointer: compiles again
     fl[(3,)](x, 32, 1e-6, BLOCK=128)  # another constexpr: compiles again
-    assert fake.compiles == 4 and len(fake.runs) == 1
+    assert fake.compiles == 4 and len(fake.runs) == 1 and fl.hits == 1
+    fl._knobs.launch_enter_hook = types.SimpleNamespace(calls=[print])  # a profiler's hook: Triton's own path
+    fl[(3,)](x, 32, 1e-6, BLOCK=64)
+    assert fake.compiles == 5 and fl.hits == 1
