@@ -217,8 +217,8 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
     splits = max(1, min(max_splits, -(-per_sm * num_sms // base)))
     if base * splits < resident * num_sms:  # small C x L: fill one resident wave instead
         splits = max(splits, min(-(-S // block_s), -(-resident * num_sms // base)))
-        if dv <= 128:  # GQA: a third stage (96 KB, still 2 programs per SM): 17.6 -> 16.8 us at
-            stages = 3  # C=1, L=8192, Llama (runs/tuning/session6/ab_decode_eff193d.log)
+        if dv <= 128:  # GQA: a third stage (96 KB, still 2 programs per SM; runs/README.md,
+            stages = 3  # "Kernel defaults")
     return dict(block_r=block_r, block_s=block_s, num_splits=splits, num_warps=4, num_stages=stages)
 
 
@@ -282,7 +282,10 @@ def _get_combine():
     return _COMBINE
 
 
-PDL_DEFAULT = True  # programmatic dependent launch of the combine (sm_90+; off under the interpreter)
+# programmatic dependent launch of the combine (sm_90+; off under the interpreter): the combine
+# grid starts while the split kernel drains and waits in griddepcontrol.wait for its writes
+# (runs/README.md, "Kernel defaults")
+PDL_DEFAULT = True
 
 
 def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):

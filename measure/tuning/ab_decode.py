@@ -9,7 +9,7 @@
   * the floor probe (measure/floor.py).
 Correctness (against the torch references) is checked on the GPU before anything is timed.
 
-    python -m perfmodel.measure.ab_decode --before out/ab/tree_attention_before.py
+    python -m perfmodel.measure.tuning.ab_decode --before out/ab/tree_attention_before.py
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ class Case:
     def __init__(self, kind: str, H: int, C: int, q: int, L: int):
         import torch
 
-        from .attention import random_tree_mask
-        from .common import randn
-        from .shapes import LLAMA3_8B, QWEN3_30B
-        from .timing import rotation_copies
+        from ..attention import random_tree_mask
+        from ..common import randn
+        from ..shapes import LLAMA3_8B, QWEN3_30B
+        from ..timing import rotation_copies
 
         self.kind, self.C, self.q, self.L = kind, C, q, L
         S = L + q
@@ -87,7 +87,7 @@ class Case:
 
 
 def _time(fn, case):
-    from .timing import time_fn
+    from ..timing import time_fn
 
     t = time_fn(fn, args_list=case.kvs, calls_per_graph=len(case.kvs), graph=True, cold_l2="rotate",
                 max_samples=12, max_seconds=0.05)
@@ -99,7 +99,7 @@ def main(argv=None) -> None:
     ap.add_argument("--before", required=True, help="path of the previous tree_attention.py")
     ap.add_argument("--rounds", type=int, default=2)
     a = ap.parse_args(argv)
-    from .runner import exit_unless_cuda
+    from ..runner import exit_unless_cuda
 
     exit_unless_cuda("ab_decode")
     import torch
@@ -146,7 +146,7 @@ def main(argv=None) -> None:
     # ---- eager launch host cost
     from perfmodel.kernels import rmsnorm as rn
 
-    from .dispatch import _host_per_call
+    from ..dispatch import _host_per_call
 
     x = torch.randn(1, device="cuda")
     xr, wr = torch.randn(1, 64, device="cuda", dtype=torch.bfloat16), torch.ones(64, device="cuda", dtype=torch.bfloat16)
@@ -181,7 +181,7 @@ def main(argv=None) -> None:
     print(f"FastLauncher direct launches in this section: {fast.hits - h0}", flush=True)
 
     # ---- floor probe
-    from .floor import probe
+    from ..floor import probe
 
     for _ in range(2):
         print("\n## floor probe (us):", {k: round(v, 2) for k, v in probe().items()}, flush=True)
