@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from ._launch import FastLauncher
+
 __all__ = ["rmsnorm", "add_rmsnorm", "rmsnorm_reference", "add_rmsnorm_reference"]
 
 
@@ -52,7 +54,7 @@ def _kernel():
             w = tl.load(w_ptr + offs, mask=ok, other=0.0).to(tl.float32)
             tl.store(out_ptr + row * stride_o + offs, (xf * inv * w).to(out_ptr.dtype.element_ty), mask=ok)
 
-        _KERNEL = _rmsnorm_kernel
+        _KERNEL = FastLauncher(_rmsnorm_kernel)
     return _KERNEL
 
 

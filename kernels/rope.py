@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import torch
 
+from ._launch import FastLauncher
+
 __all__ = ["rope", "rope_reference"]
 
 
@@ -42,7 +44,7 @@ def _kernel():
             tl.store(o, (x1 * c - x2 * s).to(out_ptr.dtype.element_ty), mask=ok)
             tl.store(o + HALF, (x1 * s + x2 * c).to(out_ptr.dtype.element_ty), mask=ok)
 
-        _KERNEL = _rope_kernel
+        _KERNEL = FastLauncher(_rope_kernel)
     return _KERNEL
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import torch
 
+from ._launch import FastLauncher
+
 __all__ = ["router_topk", "router_topk_reference"]
 
 
@@ -45,7 +47,7 @@ def _kernel():
             tl.store(ids_ptr + t * K + kk, ids, mask=kk < K)
             tl.store(w_ptr + t * K + kk, w, mask=kk < K)
 
-        _KERNEL = _router_kernel
+        _KERNEL = FastLauncher(_router_kernel)
     return _KERNEL
 
 

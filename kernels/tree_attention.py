@@ -17,10 +17,13 @@ FLOPs (2/MAC; tree masking not subtracted, matches what the kernel computes):
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 
 import torch
+
+from ._launch import FastLauncher
 
 __all__ = [
     "tree_attention_gqa",
@@ -88,8 +91,10 @@ def _get_kernel():
         G: tl.constexpr,
         DK: tl.constexpr, DPE: tl.constexpr, DV: tl.constexpr, V_IS_K: tl.constexpr,
         BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, DOT_F32: tl.constexpr,
-        RESCALE_LOG2: tl.constexpr = 8.0,
+        RESCALE_LOG2: tl.constexpr = 8.0, PDL: tl.constexpr = False,
     ):
+        if PDL:  # let the combine grid launch now; it waits (griddepcontrol.wait) for this grid's writes
+            tl.extra.cuda.gdc_launch_dependents()
         pid_ch = tl.program_id(0)
         pid_r = tl.program_id(1)
         pid_s = tl.program_id(2)
@@ -171,7 +176,7 @@ def _get_kernel():
         tl.store(o_ptr + base + rows[:, None] * so_r + dv[None, :], o, mask=row_ok[:, None])
         tl.store(lse_ptr + c * sl_c + hkv * sl_h + pid_s * sl_p + rows, lse, mask=row_ok)
 
-    _KERNEL = _tree_attn_kernel
+    _KERNEL = FastLauncher(_tree_attn_kernel)
     return _KERNEL
 
 
@@ -189,8 +194,12 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
     positions per step, num_splits along S, num_warps, num_stages.
 
     Splits are chosen so that programs >= 2 per SM (GQA; 4-8 for MLA) while each split
-    keeps >= 8 tiles of block_s (below that the combine and the q reload dominate). A given
-    block_r (tuning) replaces the row-tile choice; the splits follow from it.
+    keeps >= 8 tiles of block_s (below that the combine and the q reload dominate). When
+    that rule leaves part of the GPU idle (small C x L: decode at C=1), the splits grow to
+    one resident wave (MLA 1 program per SM, its two 72 KB stages fill the shared memory;
+    GQA 2), down to one tile per split: a 1 MB cache is then read by ~100 programs at once
+    instead of streamed by 2-8 programs 8 tiles deep. A given block_r (tuning) replaces the
+    row-tile choice; the splits follow from it.
     """
     if block_r is None:
         block_r = 16
@@ -199,14 +208,23 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
     row_blocks = -(-rows // block_r)
     base = C * Hkv * row_blocks
     if dv <= 128:  # GQA: >= 2 programs per SM when the sequences alone don't fill the GPU
-        block_s, per_sm, stages = 64, 2, 2
+        block_s, per_sm, stages, resident = 64, 2, 2, 2
     else:  # MLA (dv 512): 64-position tiles, 2 stages, 4-8 programs per SM. H200 sweep
         # (runs/README.md, "Kernel defaults"): 98% of read at C=128, L=32768.
-        block_s, per_sm, stages = 64, (8 if base >= 64 else 4), 2
+        block_s, per_sm, stages, resident = 64, (8 if base >= 64 else 4), 2, 1
     # each split keeps >= 8 tiles so that each program still pipelines its loads
     max_splits = max(1, S // (8 * block_s))
     splits = max(1, min(max_splits, -(-per_sm * num_sms // base)))
+    if base * splits < resident * num_sms:  # small C x L: fill one resident wave instead
+        splits = max(splits, min(-(-S // block_s), -(-resident * num_sms // base)))
+        if dv <= 128:  # GQA: a third stage (96 KB, still 2 programs per SM; runs/README.md,
+            stages = 3  # "Kernel defaults")
     return dict(block_r=block_r, block_s=block_s, num_splits=splits, num_warps=4, num_stages=stages)
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(device_index: int) -> int:
+    return int(torch.cuda.get_device_properties(device_index).multi_processor_count)
 
 
 _COMBINE = None
@@ -214,7 +232,9 @@ _COMBINE = None
 
 def _get_combine():
     """One Triton launch for the log-sum-exp merge of the KV splits (instead of ~8 torch ops,
-    which dominated the latency floor at decode)."""
+    which dominated the latency floor at decode). One program per (sequence and KV head, row,
+    BLOCK_D columns), looping over the splits BLOCK_P at a time: a [P, 512] fp32 tile in one
+    program spilled at the many splits of small-C decode."""
     global _COMBINE
     if _COMBINE is not None:
         return _COMBINE
@@ -225,26 +245,47 @@ def _get_combine():
     def _combine_kernel(o_ptr, lse_ptr, out_ptr, P, R, HKV,
                         so_c, so_h, so_p, so_r, sl_c, sl_h, sl_p,
                         sout_c, sout_i, sout_h,
-                        G: tl.constexpr, DV: tl.constexpr, BLOCK_P: tl.constexpr):
+                        G: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_P: tl.constexpr,
+                        PDL: tl.constexpr = False):
+        if PDL:  # launched early (programmatic dependent launch): wait for the partials
+            tl.extra.cuda.gdc_wait()
         pid_ch = tl.program_id(0)
         r = tl.program_id(1)
+        d0 = tl.program_id(2) * BLOCK_D
         c = (pid_ch // HKV).to(tl.int64)
         hkv = pid_ch % HKV
-        offs_p = tl.arange(0, BLOCK_P)
-        p_ok = offs_p < P
-        lse = tl.load(lse_ptr + c * sl_c + hkv * sl_h + offs_p * sl_p + r, mask=p_ok, other=float("-inf"))
-        m = tl.max(lse, axis=0)
-        w = tl.where(p_ok, tl.exp2(lse - m), 0.0)
-        dv = tl.arange(0, DV)
-        o = tl.load(o_ptr + c * so_c + hkv * so_h + offs_p[:, None] * so_p + r * so_r + dv[None, :],
-                    mask=p_ok[:, None], other=0.0)
-        out = tl.sum(o * w[:, None], axis=0) / tl.sum(w, axis=0)
+        lse_base = lse_ptr + c * sl_c + hkv * sl_h + r
+        m = tl.full((BLOCK_P,), float("-inf"), dtype=tl.float32)
+        for p0 in range(0, P, BLOCK_P):
+            offs_p = p0 + tl.arange(0, BLOCK_P)
+            m = tl.maximum(m, tl.load(lse_base + offs_p * sl_p, mask=offs_p < P, other=float("-inf")))
+        m_all = tl.max(m, axis=0)
+        m_all = tl.where(m_all == float("-inf"), 0.0, m_all)
+        dv = d0 + tl.arange(0, BLOCK_D)
+        o_base = o_ptr + c * so_c + hkv * so_h + r * so_r
+        acc = tl.zeros((BLOCK_D,), dtype=tl.float32)
+        wsum = tl.zeros((BLOCK_P,), dtype=tl.float32)
+        for p0 in range(0, P, BLOCK_P):
+            offs_p = p0 + tl.arange(0, BLOCK_P)
+            p_ok = offs_p < P
+            lse = tl.load(lse_base + offs_p * sl_p, mask=p_ok, other=float("-inf"))
+            w = tl.where(p_ok, tl.exp2(lse - m_all), 0.0)
+            o = tl.load(o_base + offs_p[:, None] * so_p + dv[None, :], mask=p_ok[:, None], other=0.0)
+            acc += tl.sum(o * w[:, None], axis=0)
+            wsum += w
+        out = acc / tl.sum(wsum, axis=0)
         qi = r // G
         head = hkv * G + r % G
         tl.store(out_ptr + c * sout_c + qi * sout_i + head * sout_h + dv, out.to(out_ptr.dtype.element_ty))
 
-    _COMBINE = _combine_kernel
+    _COMBINE = FastLauncher(_combine_kernel)
     return _COMBINE
+
+
+# programmatic dependent launch of the combine (sm_90+; off under the interpreter): the combine
+# grid starts while the split kernel drains and waits in griddepcontrol.wait for its writes
+# (runs/README.md, "Kernel defaults")
+PDL_DEFAULT = True
 
 
 def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
@@ -254,13 +295,24 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     S = k.shape[1]
     L = S - Q
     R = Q * G
-    d = default_config(C, Hkv, R, S, dv)
-    d.update({kk: vv for kk, vv in (cfg or {}).items() if vv is not None})
+    interpret = os.environ.get("TRITON_INTERPRET") == "1"
+    num_sms = _num_sms(q.device.index if q.device.index is not None else torch.cuda.current_device()) \
+        if q.is_cuda else 132
+    cfg = dict(cfg or {})
+    pdl = cfg.pop("pdl", None)
+    pdl = (PDL_DEFAULT if pdl is None else pdl) and q.is_cuda and not interpret \
+        and torch.cuda.get_device_capability(q.device)[0] >= 9
+    d = default_config(C, Hkv, R, S, dv, num_sms=num_sms, block_r=cfg.get("block_r"))
+    if q.dtype == torch.float32 and dv > 128 and not interpret:
+        d["block_s"] = 32  # fp32 MLA tiles: 2 stages of 64 x 576 x 4 B exceed the shared memory
+    d.update({kk: vv for kk, vv in cfg.items() if vv is not None})
     split_len = triton.cdiv(triton.cdiv(S, d["num_splits"]), d["block_s"]) * d["block_s"]
     nsplit = triton.cdiv(S, split_len)
     o = torch.empty((C, Hkv, nsplit, R, dv), dtype=torch.float32, device=q.device)
     lse = torch.empty((C, Hkv, nsplit, R), dtype=torch.float32, device=q.device)
-    mask = tree_mask.to(torch.int8).contiguous()
+    # a bool mask is read in place as int8 (same bytes): no conversion kernel in the graph
+    mask = tree_mask.view(torch.int8) if tree_mask.dtype == torch.bool and tree_mask.is_contiguous() \
+        else tree_mask.to(torch.int8).contiguous()
     dpe = 0 if qpe is None else qpe.shape[-1]
     qpe_ = qpe if qpe is not None else q
     kpe_ = kpe if kpe is not None else k
@@ -278,40 +330,48 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
         G=G, DK=q.shape[-1], DPE=dpe, DV=dv, V_IS_K=v_is_k,
         BLOCK_R=d["block_r"], BLOCK_S=d["block_s"],
-        DOT_F32=os.environ.get("TRITON_INTERPRET") == "1",
+        DOT_F32=interpret, PDL=pdl,
         num_warps=d["num_warps"], num_stages=d["num_stages"],
     )
     # log-sum-exp merge of the splits (log2 domain), written straight into [C, Q, H, dv]
     out = torch.empty((C, Q, Hkv * G, dv), dtype=q.dtype, device=q.device)
-    _get_combine()[(C * Hkv, R)](
+    # columns per program: all of them when the rows alone give >= 4 programs per SM, else
+    # narrower (down to 32) so that small-C decode spreads the merge over the GPU
+    block_d = dv
+    while block_d > 32 and C * Hkv * R * (dv // block_d) < 4 * num_sms:
+        block_d //= 2
+    block_p = min(triton.next_power_of_2(nsplit), max(2, 8192 // block_d))  # <= 8192 fp32 per tile
+    tile = block_p * block_d
+    _get_combine()[(C * Hkv, R, dv // block_d)](
         o, lse, out, nsplit, R, Hkv,
         o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
         out.stride(0), out.stride(1), out.stride(2),
-        G=G, DV=dv, BLOCK_P=max(2, triton.next_power_of_2(nsplit)), num_warps=4 if dv <= 128 else 8,
+        G=G, BLOCK_D=block_d, BLOCK_P=max(2, block_p), PDL=pdl,
+        num_warps=8 if tile >= 8192 else 4 if tile >= 2048 else 2, launch_pdl=pdl,
     )
     return out
 
 
 def tree_attention_gqa(q, k, v, tree_mask, sm_scale=None, *, block_r=None, block_s=None,
-                       num_splits=None, num_warps=None, num_stages=None) -> torch.Tensor:
+                       num_splits=None, num_warps=None, num_stages=None, pdl=None) -> torch.Tensor:
     """q [C,Q,Hq,D], k/v [C,S,Hkv,D] (S = L + Q), tree_mask bool [C,Q,Q] -> [C,Q,Hq,D]."""
     C, Q, Hq, D = q.shape
     Hkv = k.shape[2]
     assert Hq % Hkv == 0 and D & (D - 1) == 0, f"{Hq=} {Hkv=} {D=} (D a power of two)"
     scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)
     cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
-               num_warps=num_warps, num_stages=num_stages)
+               num_warps=num_warps, num_stages=num_stages, pdl=pdl)
     return _run(q, None, k, None, v, tree_mask, scale, G=Hq // Hkv, Hkv=Hkv, dv=D,
                 v_is_k=False, cfg=cfg)
 
 
 def tree_attention_mla(q_latent, q_rope, ckv, kpe, tree_mask, sm_scale, *, block_r=None,
-                       block_s=None, num_splits=None, num_warps=None, num_stages=None) -> torch.Tensor:
+                       block_s=None, num_splits=None, num_warps=None, num_stages=None, pdl=None) -> torch.Tensor:
     """Absorbed MLA: q_latent [C,Q,H,512], q_rope [C,Q,H,64], ckv [C,S,512], kpe [C,S,64]
     -> [C,Q,H,512]; score = q_latent.ckv + q_rope.kpe, value = ckv (one latent head)."""
     C, Q, H, DL = q_latent.shape
     cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
-               num_warps=num_warps, num_stages=num_stages)
+               num_warps=num_warps, num_stages=num_stages, pdl=pdl)
     return _run(q_latent, q_rope, ckv, kpe, ckv, tree_mask, sm_scale, G=H, Hkv=1, dv=DL,
                 v_is_k=True, cfg=cfg)
 

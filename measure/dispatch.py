@@ -2,11 +2,15 @@
   * launch_eager_us: host wall time of N tiny eager launches / N (a 1-element add_).
   * launch_eager_triton_us: the same for one of the package's Triton kernels called eagerly
     through its wrapper (kernels.rmsnorm on one 64-wide row: output allocation, grid, and
-    Triton's Python launcher with 13 arguments).
+    the launch of the compiled kernel with 13 arguments).
   * graph_node_us: GPU time of a graph of N+1 tiny kernels minus a graph of 1, per node.
   * graph_launch_us: host wall time of replaying a 1-node graph, per replay.
   * host_step_us: one Python decode-loop step: argmax over a [1, V/8] logits row, .item()
-    (a device sync), and list/position bookkeeping; host wall time."""
+    (a device sync), and list/position bookkeeping; host wall time.
+  * floor_*_us: the floor probe (measure/floor.py): an empty kernel, one wave of DRAM reads
+    over 1 MB, and a split-K pair, each as CUDA-graph nodes.
+The Triton wrapper launches through kernels/_launch.py's FastLauncher (the compiled kernel's
+C launcher, cached per argument specialisation), as every small-op and attention kernel does."""
 
 from __future__ import annotations
 
@@ -80,17 +84,25 @@ def run(ctx: BenchContext) -> BenchOutput:
     t_step = host_time(step, repeats=200, min_seconds=0.05, max_seconds=0.5)
     samples.append(make_sample({"what": "host_decode_step", "V": KIMI["vocab"] // 8}, t_step, provider="python",
                                includes="argmax launch + .item() sync + bookkeeping"))
+    from .floor import probe
+
+    floors = probe(samples)
     ov = Overheads(
         launch_eager_us=max(t_launch.median_ms * 1e3, 1e-3),
         launch_eager_triton_us=max(t_triton.median_ms * 1e3, 1e-3),
         graph_node_us=node_us,
         graph_launch_us=t_glaunch.median_ms * 1e3,
         host_step_us=t_step.median_ms * 1e3,
+        floor_empty_node_us=floors["empty_node_us"],
+        floor_dram_wave_us=floors["dram_wave_us"],
+        floor_splitk_pair_us=floors["splitk_pair_us"],
         source=ctx.source,
     )
     del g1, gn
     note = (f"eager launch {ov.launch_eager_us:.2f} us (Triton {ov.launch_eager_triton_us:.2f} us); graph node {ov.graph_node_us:.2f} us; "
-            f"graph launch {ov.graph_launch_us:.2f} us; host step {ov.host_step_us:.1f} us")
+            f"graph launch {ov.graph_launch_us:.2f} us; host step {ov.host_step_us:.1f} us; floor probe: empty node "
+            f"{floors['empty_node_us']:.2f} us, 1 MB DRAM wave {floors['dram_wave_us']:.2f} us, split-K pair "
+            f"{floors['splitk_pair_us']:.2f} us")
     ctx.log("dispatch: " + note)
     return BenchOutput(BenchResult(status="ok", samples=samples, note=note), overheads=ov)
 

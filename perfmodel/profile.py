@@ -128,6 +128,12 @@ class Overheads(_M):
     graph_node_us: float = Field(ge=0, description="GPU-side cost per node inside a CUDA graph")
     graph_launch_us: float = Field(ge=0, description="host cost to replay one graph")
     host_step_us: float = Field(ge=0, description="per decode step host work: scheduling, sampling, sync")
+    # floor probe (measure/floor.py; None in older profiles): the physical floors of a small kernel
+    floor_empty_node_us: float | None = Field(None, gt=0, description="an empty kernel as a CUDA-graph node")
+    floor_dram_wave_us: float | None = Field(
+        None, gt=0, description="one wave of DRAM reads (one program per SM) over a cold 1 MB working set, as a graph node")
+    floor_splitk_pair_us: float | None = Field(
+        None, gt=0, description="that DRAM wave plus a 1-program reduce of its partials: two graph nodes")
     source: str = ""
 
 

@@ -120,3 +120,27 @@ def test_tree_attention_mla_gpu_large():
     mask = random_tree_mask(C, Q, torch.Generator().manual_seed(0))
     ref = ta.tree_attention_mla_reference(ql, qr, ckv, kpe, mask, 0.07)
     assert_close(ta.tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07), ref, torch.bfloat16, f"mla {C=} {Q=} {L=}")
+
+
+def test_many_splits_combine_loops_over_split_chunks():
+    """More than 64 KV splits: the combine kernel loops over the splits in chunks."""
+    gen = torch.Generator().manual_seed(5)
+    C, Q, L, Hq, Hkv, D = 1, 1, 1100, 2, 1, 16
+    S = L + Q
+    q = torch.randn(C, Q, Hq, D, generator=gen).to(DEV)
+    k = torch.randn(C, S, Hkv, D, generator=gen).to(DEV)
+    v = torch.randn(C, S, Hkv, D, generator=gen).to(DEV)
+    mask = torch.ones(C, Q, Q, dtype=torch.bool, device=DEV)
+    ref = ta.tree_attention_gqa_reference(q, k, v, mask)
+    out = ta.tree_attention_gqa(q, k, v, mask, block_s=16, num_splits=69)  # 69 splits of one 16-position tile
+    assert_close(out, ref, torch.float32, "gqa 69 splits")
+
+
+def test_default_config_fills_one_wave_at_small_c_and_keeps_large_shapes():
+    # C=1 decode: the old rule gave 2 (MLA, L=1024) / 16 (MLA, L=8192) programs; now one resident wave
+    assert ta.default_config(1, 1, 8, 1025, 512)["num_splits"] == 17  # one 64-position tile per split
+    assert ta.default_config(1, 1, 8, 8193, 512)["num_splits"] == 129  # every tile, 129 <= 132 SMs
+    assert ta.default_config(1, 8, 4, 8193, 128)["num_splits"] == 33  # GQA: 2 programs per SM
+    # enough sequences to fill the GPU: unchanged (each split keeps >= 8 tiles)
+    assert ta.default_config(128, 1, 8, 32769, 512)["num_splits"] == 9
+    assert ta.default_config(32, 4, 8, 32769, 128)["num_splits"] == 3

@@ -1,0 +1,65 @@
+"""kernels/_launch.py FastLauncher: compiles through the JIT once per specialisation, then
+calls the compiled kernel's launcher directly with every parameter in signature order."""
+import inspect
+import types
+
+import torch
+
+from perfmodel.kernels import _launch
+
+
+class _Param:
+    def __init__(self, p):
+        self.name, self._p = p.name, p
+
+    @property
+    def default(self):
+        return self._p.default
+
+    @property
+    def has_default(self):
+        return self._p.default is not inspect.Parameter.empty
+
+
+class _FakeJit:
+    """Stands in for a triton JITFunction: fn[grid](*args, **kw) 'compiles' and returns a kernel."""
+
+    def __init__(self, f):
+        ps = list(inspect.signature(f).parameters.values())
+        self.arg_names = [p.name for p in ps]
+        self.params = [_Param(p) for p in ps]
+        self.compiles, self.runs = 0, []
+
+    def __getitem__(self, grid):
+        def call(*args, **kw):
+            self.compiles += 1
+            kern = types.SimpleNamespace(function="f", packed_metadata="m")
+            kern.run = lambda *a: self.runs.append(a)
+            return kern
+        return call
+
+
+def test_fast_launcher_caches_per_specialisation(monkeypatch):
+    def kernel(x_ptr, n, eps, BLOCK, FLAG=7):
+        pass
+
+    fake = _FakeJit(kernel)
+    fl = _launch.FastLauncher(fake)
+    fl.interpret = False
+    fl._knobs = types.SimpleNamespace(launch_enter_hook=None)
+    fl._device, fl._stream = (lambda: 0), (lambda dev: 99)
+    x = torch.zeros(64)
+    fl[(3,)](x, 32, 1e-6, BLOCK=64)
+    assert fake.compiles == 1 and fake.runs == []
+    fl[(3, 2)](x, 48, 2e-6, BLOCK=64)  # same specialisation (ints divisible by 16): direct launch
+    assert fake.compiles == 1
+    (g0, g1, g2, stream, fn, meta, lm, h0, h1, *args), = fake.runs
+    assert (g0, g1, g2, stream, fn, meta) == (3, 2, 1, 99, "f", "m")
+    assert args == [x, 48, 2e-6, 64, 7]  # runtime args, then constexprs, then defaults, in order
+    fl[(3,)](x, 33, 1e-6, BLOCK=64)  # n no longer divisible by 16: compiles again
+    fl[(3,)](x[1:], 32, 1e-6, BLOCK=64)  # misaligned pointer: compiles again
+    fl[(3,)](x, 32, 1e-6, BLOCK=128)  # another constexpr: compiles again
+    assert fake.compiles == 4 and len(fake.runs) == 1 and fl.hits == 1
+    fl._knobs.launch_enter_hook = types.SimpleNamespace(calls=[print])  # a profiler's hook: Triton's own path
+    fl[(3,)](x, 32, 1e-6, BLOCK=64)
+    assert fake.compiles == 5 and fl.hits == 1
