@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 
+from rich.markup import escape
+
 from rich.console import Console
 from rich.table import Table
 
@@ -51,9 +53,21 @@ def projection_table(res: dict) -> None:
         console.print("model error on the measured GPU: not available (profile has no end-to-end steps)")
     if res.get("acceptance"):
         console.print(f"acceptance τ: {res['acceptance']['description']}")
+    console.print(f"describes: {escape(res['describes'])}")
     if res.get("observed"):
         o = res["observed"]
-        console.print(f"calibrated from observed {o['tokens_per_s']:g} tok/s: residual overhead {o['residual_ms']:.2f} ms/step carried to target")
+        console.print(f"one-point calibration from {escape(o['point'])}: observed {o['observed_tokens_per_s_per_stream']:g} "
+                      f"tok/s per stream, the model said {o['uncalibrated_tokens_per_s_per_stream']:.1f} before and "
+                      f"{o['calibrated_tokens_per_s_per_stream']:.1f} after calibrating")
+    if res.get("calibration"):
+        c = res["calibration"]
+        moved = ", ".join(f"{k} x{v['value']:.2f}" if k != "engine_host_us" else f"engine host {v['value']:.0f} us"
+                          for k, v in c["factors"].items() if v["determined"])
+        loo = c["loo_median_abs_err"]
+        console.print(f"calibration: {c['n_points']} point(s); factors the data moved: {moved or 'none'}; "
+                      f"leave-one-out median error {'n/a (one point)' if loo is None else f'{loo:.1%}'}")
+        for w in c["warnings"]:
+            console.print(f"warning: {escape(w)}")
     console.print(f"largest concurrency that fits in memory: {res['max_concurrency_that_fits']}")
     for p in res["points"]:
         if p.get("budget_note"):

@@ -43,7 +43,7 @@ COMPONENT_COLORS = {
     "host": "#7f7f7f",
     "draft": "#bcbd22",
     "tree_build": "#17becf",
-    "residual_overhead": "#c5b0d5",
+    "engine_host": "#c5b0d5",
 }
 MACHINE_COLORS = {"source": "#4c72b0", "target": "#dd8452"}
 # Kernel classes and benches drawn in the colour of the component they price.

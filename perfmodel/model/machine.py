@@ -47,6 +47,11 @@ class Overheads:
     rel_unc_host: float
     rel_unc_node: float
     rule: str
+    # the profile GPU's graph-node cost, which its measured kernel floors already contain
+    # (step.py carves it out of them; graph_node_us is what the target pays)
+    graph_node_src_us: float | None = None
+    engine_host_us: float = 0.0  # a serving engine's own host work per step (calibrated; 0 otherwise)
+    engine_host_sigma_us: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,7 @@ class Machine:
     # measured fraction of peak of each dtype's GEMM relative to bf16's on the profile GPU
     # (e.g. fp8 0.93 if its GEMM reaches 73% of the fp8 peak where bf16 reaches 79%)
     dtype_efficiency: dict[str, float] = field(default_factory=dict)
+    roof_GBps: float | None = None  # datasheet bandwidth x streaming fraction: no DRAM stream beats it
 
     def source_law(self, op) -> KernelLaw:
         return self.source_laws.get(f"{op.kernel_class}.{op.variant}") or self.source_laws[op.kernel_class]
@@ -180,7 +186,7 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
     ov = Overheads(
         launch_eager_us=o.launch_eager_us * host_cpu_factor,
         launch_eager_triton_us=(o.launch_eager_triton_us or o.launch_eager_us) * host_cpu_factor,
-        graph_node_us=o.graph_node_us,
+        graph_node_us=o.graph_node_us, graph_node_src_us=o.graph_node_us,
         graph_launch_us=o.graph_launch_us * host_cpu_factor, host_step_us=o.host_step_us * host_cpu_factor,
         rel_unc_host=0.1 if (same and host_cpu_factor == 1.0) else 0.25, rel_unc_node=0.1 if same else 0.3,
         rule=f"host terms × host-CPU factor {host_cpu_factor:g}; graph node {o.graph_node_us:.2f} us carried ({o.source})",
@@ -200,4 +206,5 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
     return Machine(gpu=gpu, n_gpus=n_gpus, link=link if n_gpus > 1 else None, laws=laws,
                    all_reduce=coll["all_reduce"], all_to_all=coll["all_to_all"], overheads=ov,
                    treebuild=tb, host_cpu_factor=host_cpu_factor, same_gpu_as_profile=same,
-                   source_gpu=source_gpu, source_laws=source_laws, table=table, dtype_efficiency=dtype_eff)
+                   source_gpu=source_gpu, source_laws=source_laws, table=table, dtype_efficiency=dtype_eff,
+                   roof_GBps=gpu.memory.bandwidth_GBps.value * gpu.memory.streaming_fraction(memory_kinds))

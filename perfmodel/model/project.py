@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
+from perfmodel.model.calibration import Factors, calibrated, scaled_tau
 from perfmodel.model.layers import Layout, Parallel
 from perfmodel.model.machine import Machine, build_machine
 from perfmodel.model.memory import memory_use
@@ -45,6 +46,7 @@ class Request:
     link: str | None = None
     host_cpu_factor: float = 1.0
     observed: str | None = None
+    calibration: str | None = None  # calib.json from `perfmodel calibrate`
     hw_file: str | None = None
     model_file: str | None = None
     dtype_overrides: dict | None = None  # e.g. {"routed_experts": "nvfp4"} (validation rows)
@@ -141,15 +143,45 @@ def self_check(profile: Profile, model_cache: dict | None = None) -> dict:
             "points": rows}
 
 
-_OBS = re.compile(r"^(?:(?P<gpu>[\w.\-]+),)?(?P<par>tp|ep)(?P<n>\d+),c=(?P<c>\d+),(?P<tps>[\d.]+)\s*tok/s(?:,ctx=(?P<ctx>\d+))?$")
+_OBS_PAR = re.compile(r"^(?P<par>tp-attn-ep-moe|tp|ep)(?P<n>\d+)$")
 
 
 def parse_observed(s: str) -> dict:
-    m = _OBS.match(s.strip().replace(" ", ""))
-    if not m:
-        raise ProjectionError(f"--observed '{s}': expected like 'rtx-pro-6000,tp8,c=1,98tok/s[,ctx=8192]'")
-    return {"gpu": m["gpu"], "parallel": m["par"], "gpus": int(m["n"]), "concurrency": int(m["c"]),
-            "tokens_per_s": float(m["tps"]), "context": int(m["ctx"]) if m["ctx"] else None}
+    """'[gpu,]tpN|epN|tp-attn-ep-moeN,c=C,X tok/s[,ctx=L][,spec=chain|ddtree][,b=B]' -> fields.
+    X is tokens/s per stream."""
+    usage = (f"--observed '{s}': expected like 'rtx-pro-6000,tp8,c=1,98tok/s[,ctx=8192][,spec=ddtree,b=16]'")
+    parts = [x.strip() for x in s.replace(" ", "").split(",") if x.strip()]
+    out: dict = {"gpu": None, "context": None, "spec": "none", "budget": None}
+    for i, part in enumerate(parts):
+        low = part.lower()
+        m = _OBS_PAR.match(low)
+        try:
+            if m:
+                out["parallel"], out["gpus"] = m["par"], int(m["n"])
+            elif low.startswith("c="):
+                out["concurrency"] = int(low[2:])
+            elif low.startswith("ctx="):
+                out["context"] = int(low[4:])
+            elif low.startswith("spec="):
+                out["spec"] = low[5:]
+            elif low.startswith("b="):
+                out["budget"] = int(low[2:])
+            elif low.endswith("tok/s"):
+                out["tokens_per_s"] = float(low[:-5])
+            elif i == 0:
+                out["gpu"] = part
+            else:
+                raise ValueError(part)
+        except ValueError:
+            raise ProjectionError(f"{usage}; cannot read '{part}'") from None
+    missing = [k for k in ("parallel", "concurrency", "tokens_per_s") if k not in out]
+    if missing:
+        raise ProjectionError(f"{usage}; missing {', '.join(missing)}")
+    if out["gpus"] < 1 or out["concurrency"] < 1 or not (0 < out["tokens_per_s"] < float("inf")):
+        raise ProjectionError(f"{usage}; GPUs, concurrency and tok/s must be positive")
+    if out["spec"] not in ("none", "chain", "ddtree"):
+        raise ProjectionError(f"{usage}; spec must be none, chain or ddtree")
+    return out
 
 
 class Projector:
@@ -178,49 +210,72 @@ class Projector:
             except ValueError as e:
                 raise ProjectionError(str(e).splitlines()[0]) from None
         self.check = self_check(self.profile)
-        self.residual_us = 0.0
         self.observed = None
-        if req.observed:
-            self.residual_us, self.observed = self._calibrate(req.observed)
+        self.calibration = None  # perfmodel.calibrate.CalibrationResult
+        if req.calibration or req.observed:
+            self.calibration = self._calibrate()
+            self.factors = self.calibration.to_factors()
+            self.machine = calibrated(self.machine, self.factors)
+        else:
+            self.factors = Factors()
 
     # --------------------------------------------------------------- calibration
-    def _calibrate(self, s: str) -> tuple[float, dict]:
-        o = parse_observed(s)
+    def _calibrate(self):
+        """`--calibration calib.json`, or `--observed` as a one-point calibration (same fit)."""
+        from perfmodel.calibrate import CalibrationError, CalibrationInput, ObservedPoint, fit, load_result
+
+        r = self.req
         try:
-            g = registry.load_gpu(o["gpu"]) if o["gpu"] else self.source_gpu
-            link = registry.load_link(g.default_interconnect) if o["gpus"] > 1 else None
-        except registry.SpecError as e:
+            if r.calibration:
+                return load_result(r.calibration)
+            o = parse_observed(r.observed)
+            pt = ObservedPoint(
+                target=o["gpu"] or self.source_gpu.name, gpus=o["gpus"], model_file=r.model_file,
+                model=None if r.model_file else r.model, parallel=o["parallel"], concurrency=o["concurrency"],
+                context=o["context"] or r.context, spec=o["spec"], budget=o["budget"],
+                acceptance=r.acceptance if o["spec"] != "none" else None, graphs=r.graphs,
+                tokens_per_s_per_stream=o["tokens_per_s"], label=f"--observed {r.observed}")
+            cal = fit(CalibrationInput(engine="the engine behind --observed", points=[pt]), self.profile,
+                      self.profile.label)
+            self.observed = {"point": pt.describe(), "observed_tokens_per_s_per_stream": o["tokens_per_s"],
+                             "uncalibrated_tokens_per_s_per_stream": cal.points[0].uncalibrated,
+                             "calibrated_tokens_per_s_per_stream": cal.points[0].predicted}
+            return cal
+        except CalibrationError as e:
             raise ProjectionError(str(e)) from None
-        mach = build_machine(g, o["gpus"], link, self.profile, self.source_gpu, self.mk, 1.0, self.req.graphs)
-        lay = Layout(o["parallel"], o["gpus"])
-        ctx = o["context"] if o["context"] is not None else self.req.context
-        est = step_estimate(self.model, mach, lay, o["concurrency"], 1, ctx, graph=self.req.graphs)
-        obs_step_us = 1e6 / o["tokens_per_s"]  # the figure is tokens/s per stream
-        resid = obs_step_us - est.step_us
-        o.update({"predicted_step_ms": est.step_us / 1e3, "observed_step_ms": obs_step_us / 1e3,
-                  "residual_ms": max(resid, 0.0) / 1e3})
-        if resid < 0:
-            # The engine beats the model (e.g. better kernels than the profiled ones): carry no
-            # negative overhead, but say by how much the model is pessimistic there.
-            o["note"] = f"observed is {-resid / est.step_us:.0%} faster than the model: no residual term added"
-        return max(resid, 0.0), o
+        except ValueError as e:  # pydantic: a field of the observed point
+            raise ProjectionError(f"--observed '{r.observed}': {str(e).splitlines()[0]}") from None
 
     # --------------------------------------------------------------- one point
     def _estimate(self, C: int, budget: int) -> tuple[StepEstimate, float]:
         """(step, tau) at concurrency C; budget 0 = no speculation."""
         r = self.req
         if budget == 0:
-            est = step_estimate(self.model, self.machine, self.layout, C, 1, r.context, graph=r.graphs,
-                                residual_us=self.residual_us)
+            est = step_estimate(self.model, self.machine, self.layout, C, 1, r.context, graph=r.graphs)
             return est, 1.0
         tree = r.spec == "ddtree"
         est = step_estimate(self.model, self.machine, self.layout, C, budget + 1, r.context, graph=r.graphs,
-                            draft=True, tree_budget=budget if tree else 0, tree_impl=r.tree_build,
-                            residual_us=self.residual_us)
-        return est, float(self.acc.tau(budget))
+                            draft=True, tree_budget=budget if tree else 0, tree_impl=r.tree_build)
+        tau = float(self.acc.tau(budget))
+        if self.calibration is not None:
+            tau = scaled_tau(tau, self.factors, min(budget + 1, self.model.drafter.block_size))
+        return est, tau
+
+    def model_error(self) -> float:
+        """The model's own error on points like these: the calibration's leave-one-out median
+        (its in-sample median with one point), else the self-check's median."""
+        c = self.calibration
+        if c is not None:
+            return c.loo_median_abs_err if c.loo_median_abs_err is not None else c.median_abs_err
+        return self.check["median_abs_err"] or 0.0
+
+    def describes(self) -> str:
+        from perfmodel.calibrate import uncalibrated_description
+
+        return self.calibration.describes if self.calibration else uncalibrated_description(self.profile)
 
     def _interval(self, est: StepEstimate, tau: float) -> dict:
-        err = self.check["median_abs_err"] or 0.0
+        err = self.model_error()
         sigma = math.hypot(est.sigma_us, err * est.step_us)
         lo, hi = max(est.step_us - Z90 * sigma, 1e-3), est.step_us + Z90 * sigma
         return {"step_ms": [lo / 1e3, hi / 1e3], "tokens_per_s_per_stream": [tau / hi * 1e6, tau / lo * 1e6]}
@@ -305,6 +360,14 @@ class Projector:
                         "label": self.profile.label},
             "self_check": {k: v for k, v in self.check.items() if k != "points"},
             "observed": self.observed,
+            "describes": self.describes(),
+            "calibration": None if self.calibration is None else {
+                "engine": self.calibration.engine, "profile": self.calibration.profile,
+                "machines": self.calibration.machines, "n_points": len(self.calibration.points),
+                "loo_median_abs_err": self.calibration.loo_median_abs_err,
+                "factors": {f.name: {"value": f.value, "sigma_post": f.sigma_post, "determined": f.determined}
+                            for f in self.calibration.factors},
+                "warnings": self.calibration.warnings},
             "max_concurrency_that_fits": mem0.max_concurrency,
             "rules": {cls: law.rule for cls, law in self.machine.laws.items()} | {
                 "all_reduce": self.machine.all_reduce.rule if self.machine.all_reduce else None,

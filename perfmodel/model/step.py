@@ -7,8 +7,9 @@ Breakdown components (ms per step):
   dispatch                                      graph: per-node cost; eager: launch time the
                                                 GPU waits for (host launches beyond GPU work)
   host                                          per-step host work (scheduling, sampling, sync)
+  engine_host                                   a serving engine's own host work per step
+                                                (fitted by `perfmodel calibrate`; 0 otherwise)
   draft, tree_build                             speculative decoding terms
-  residual_overhead                             fitted from an observed end-to-end figure
 """
 
 from __future__ import annotations
@@ -61,7 +62,10 @@ def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | Non
     """Kernel fits are measured graph-captured, so each call's floor t0 already holds the
     graph-node gap of its kernels; that part is shown as "dispatch", the rest as the floor."""
     gpu = 0.0
-    node_us, node_unc = mach.overheads.graph_node_us, mach.overheads.rel_unc_node
+    o = mach.overheads
+    node_src = o.graph_node_src_us if o.graph_node_src_us is not None else o.graph_node_us
+    node_scale = o.graph_node_us / node_src if node_src > 0 else 1.0  # a calibrated launch factor
+    node_unc = o.rel_unc_node
     for op in ops:
         law = mach.law(op)
         e = estimate(op, law, mach.flops_scale(op.compute_dtype))
@@ -76,15 +80,15 @@ def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | Non
                 unc, unc_t0 = SAMPLE_UNC, SAMPLE_UNC
         acc.ops.append(e)
         acc.n_kernels += op.n_kernels
-        o = mach.overheads
         acc.eager_launch_us += op.n_kernels * (o.launch_eager_triton_us if law.launcher == "triton" else o.launch_eager_us)
         work = e.total_us - e.overhead_us
-        node = min(e.overhead_us / op.count, node_us * KERNELS_PER_CALL[op.kernel_class]) * op.count
+        # the profile GPU's graph nodes, part of its measured floors, priced at the target's node cost
+        node = min(e.overhead_us / op.count, node_src * KERNELS_PER_CALL[op.kernel_class]) * op.count
         comp = comp_override or op.component
         acc.add(comp, work, f"{op.kernel_class}:{e.bound}", unc)
         acc.add(comp_override or "latency_floor", e.overhead_us - node, f"{op.kernel_class}:t0", unc_t0)
-        acc.add(comp_override or "dispatch", node, "graph_node", node_unc)
-        gpu += e.total_us
+        acc.add(comp_override or "dispatch", node * node_scale, "graph_node", node_unc)
+        gpu += e.total_us - node + node * node_scale
     return gpu
 
 
@@ -133,7 +137,7 @@ def draft_ops(m: ModelSpec, lay: Layout, C: int, L: int) -> list[Op]:
 def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: int, *, graph: bool = True,
                   lm_head: bool = True, n_layers: int | None = None, n_dense: int | None = None,
                   draft: bool = False, tree_budget: int = 0, tree_impl: str = "gpu",
-                  residual_us: float = 0.0, host: bool = True) -> StepEstimate:
+                  host: bool = True) -> StepEstimate:
     acc = _Acc()
     ops, colls = decode_ops(m, lay, C, q, L, n_layers=n_layers, n_dense=n_dense, lm_head=lm_head)
     gpu_us = _price_ops(acc, mach, ops)
@@ -160,8 +164,9 @@ def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: i
         acc.add("dispatch", max(0.0, acc.eager_launch_us - gpu_us), "eager_launch", o.rel_unc_host)
     if host:
         acc.add("host", o.host_step_us, "host", o.rel_unc_host)
-    if residual_us:
-        acc.add("residual_overhead", residual_us, "residual", 0.2)
+        if o.engine_host_us > 0:
+            acc.add("engine_host", o.engine_host_us, "engine_host",
+                    o.engine_host_sigma_us / o.engine_host_us)
     bd = {k: v for k, v in acc.by_comp.items() if v > 0}
     return StepEstimate(step_us=sum(bd.values()), breakdown_us=bd, sigma_us=acc.sigma(),
                         n_kernels=acc.n_kernels, ops=acc.ops)
