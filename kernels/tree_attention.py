@@ -222,7 +222,7 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
     return dict(block_r=block_r, block_s=block_s, num_splits=splits, num_warps=4, num_stages=stages)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _num_sms(device_index: int) -> int:
     return int(torch.cuda.get_device_properties(device_index).multi_processor_count)
 

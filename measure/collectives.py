@@ -120,19 +120,14 @@ def _worker(rank: int, world: int, port: int, quick: bool, out_path: str, do_e2e
         dist.destroy_process_group()
 
 
-def run(ctx: BenchContext) -> BenchOutput:
-    import torch
+def collect(ctx: BenchContext, world: int, link: str, do_e2e: bool) -> BenchOutput:
+    """Spawn one worker per GPU, then fit each (op, graph) law from the samples."""
     import torch.multiprocessing as mp
 
-    world = torch.cuda.device_count()
-    if world < 2:
-        return BenchOutput(BenchResult(status="skipped", note=f"needs >= 2 GPUs (found {world})"))
-    _set_env()
-    link = link_name()
     with tempfile.TemporaryDirectory() as d:
         out_path = os.path.join(d, "collectives.json")
         try:
-            mp.spawn(_worker, args=(world, _free_port(), ctx.quick, out_path, True), nprocs=world, join=True)
+            mp.spawn(_worker, args=(world, _free_port(), ctx.quick, out_path, do_e2e), nprocs=world, join=True)
         except Exception as e:
             # ProcessRaisedException carries the child's traceback: keep its last line
             lines = [ln for ln in str(e).splitlines() if ln.strip()]
@@ -145,9 +140,9 @@ def run(ctx: BenchContext) -> BenchOutput:
         algbw = r["bytes"] / t_s / 1e9
         factor = bus_factor(r["op"], world)
         samples.append(Sample(
-            shape={"op": r["op"], "bytes": r["bytes"], "n_gpus": world, "graph": r["graph"]}, bytes=float(r["bytes"]),
-            times_ms=r["times_ms"], median_ms=r["median_ms"], p10_ms=r["p10_ms"], p90_ms=r["p90_ms"],
-            achieved_GBps=algbw, provider="nccl", busbw_GBps=algbw * factor, mode=r["mode"],
+            shape={"op": r["op"], "bytes": r["bytes"], "n_gpus": world, "graph": r["graph"], "link": link},
+            bytes=float(r["bytes"]), times_ms=r["times_ms"], median_ms=r["median_ms"], p10_ms=r["p10_ms"],
+            p90_ms=r["p90_ms"], achieved_GBps=algbw, provider="nccl", busbw_GBps=algbw * factor, mode=r["mode"],
         ))
     for op in ("all_reduce", "all_to_all"):
         for graph in (False, True):
@@ -163,6 +158,19 @@ def run(ctx: BenchContext) -> BenchOutput:
                 notes.append(f"{op}{' graph' if graph else ''} busbw {big.busbw_GBps:.0f} GB/s at {big.bytes / 2**20:.0f} MiB")
     e2e = [E2EPoint.model_validate(p) for p in res.get("e2e", [])]
     samples += [Sample.model_validate(s) for s in res.get("e2e_samples", [])]
-    n_ep = sum(p.parallel != "tp" for p in e2e)
-    notes.append(f"{world} GPUs over {link}; e2e points: TP{world} {len(e2e) - n_ep}, TP-attn + EP{world} {n_ep}")
+    if do_e2e:
+        n_ep = sum(p.parallel != "tp" for p in e2e)
+        notes.append(f"{world} GPUs over {link}; e2e points: TP{world} {len(e2e) - n_ep}, TP-attn + EP{world} {n_ep}")
+    else:
+        notes.append(f"{world} GPUs over {link}")
     return BenchOutput(BenchResult(status="ok", samples=samples, note="; ".join(notes)), collectives=fits, e2e=e2e)
+
+
+def run(ctx: BenchContext) -> BenchOutput:
+    import torch
+
+    world = torch.cuda.device_count()
+    if world < 2:
+        return BenchOutput(BenchResult(status="skipped", note=f"needs >= 2 GPUs (found {world})"))
+    _set_env()
+    return collect(ctx, world, link_name(), do_e2e=True)

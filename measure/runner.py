@@ -21,7 +21,8 @@ from perfmodel.profile import BenchResult, Profile, Provenance, load_profile, sa
 
 from .common import BenchContext, BenchOutput, pct
 
-BENCH_ORDER = ("ceilings", "dispatch", "elementwise", "gemm", "moe", "attention", "treebuild", "collectives", "e2e")
+BENCH_ORDER = ("ceilings", "dispatch", "elementwise", "gemm", "moe", "attention", "treebuild", "collectives", "e2e",
+               "pcie", "foreign")
 
 # Soft wall-clock budget per bench in seconds (full, quick): sweeps stop adding points past
 # it; compile time of first Triton calls counts. Most benches finish under budget: the full
@@ -36,6 +37,8 @@ BUDGET_S = {
     "treebuild": (50, 25),  # compiles per budget B (about 7 s each on the H200 host); uses 28-37 s on a 2x H200
     "collectives": (22, 8),
     "e2e": (18, 10),
+    "pcie": (20, 8),  # collectives with NCCL peer-to-peer off (through host memory)
+    "foreign": (90, 20),  # torch-only decode stacks on 1 GPU, TP over NVLink and over PCIe
 }
 
 BenchFn = Callable[[BenchContext], BenchOutput]
@@ -175,7 +178,8 @@ def _merge(profile: Profile, name: str, out: BenchOutput) -> Profile:
         d.ceilings = out.ceilings
     d.fits.update(out.fits)
     if out.collectives:
-        keep = [c for c in d.collectives if (c.op, c.n_gpus, c.graph) not in {(x.op, x.n_gpus, x.graph) for x in out.collectives}]
+        new = {(x.op, x.n_gpus, x.graph, x.link) for x in out.collectives}
+        keep = [c for c in d.collectives if (c.op, c.n_gpus, c.graph, c.link) not in new]
         d.collectives = keep + out.collectives
     if out.overheads is not None:
         d.overheads = out.overheads

@@ -11,6 +11,7 @@ import os
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 PIPE_WIDTH = 10_000  # "as wide as needed": rich tables are only as wide as their content
@@ -94,10 +95,20 @@ def projection_table(res) -> None:
         out.append("model error on the measured GPU: not available (profile has no end-to-end steps)")
     if res.acceptance:
         out.append(f"acceptance τ: {res.acceptance.description}")
+    out.append(f"describes: {escape(res.describes)}")
     if res.observed:
         o = res.observed
-        out.append(f"calibrated from observed {o['tokens_per_s']:g} tok/s: residual overhead "
-                   f"{o['residual_ms']:.2f} ms/step carried to target")
+        out.append(f"one-point calibration from {escape(o['point'])}: observed {o['observed_tokens_per_s_per_stream']:g} "
+                   f"tok/s per stream; the model said {o['uncalibrated_tokens_per_s_per_stream']:.1f} before calibrating "
+                   f"and {o['calibrated_tokens_per_s_per_stream']:.1f} after")
+    if res.calibration:
+        c = res.calibration
+        moved = ", ".join(f"{k} x{v['value']:.2f}" if k != "engine_host_us" else f"engine host {v['value']:.0f} us"
+                          for k, v in c["factors"].items() if v["determined"])
+        loo = c["loo_median_abs_err"]
+        out.append(f"calibration: {c['n_points']} point(s); factors the data moved: {moved or 'none'}; leave-one-out "
+                   f"median error {'n/a (one point)' if loo is None else f'{loo:.1%}'}")
+        out += [f"warning: {escape(w)}" for w in c["warnings"]]
     out.append(f"largest concurrency that fits in memory: {res.max_concurrency_that_fits}")
     out += [f"C={p.concurrency}: {p.budget_note}" for p in res.points if p.budget_note]
     if res.sensitivity:

@@ -21,14 +21,12 @@ COMPONENT_COLORS = {
     "moe": "#1f77b4", "attention": "#ff7f0e", "dense": "#2ca02c", "elementwise": "#98df8a",
     "lm_head": "#8c564b", "latency_floor": "#d62728", "collectives": "#9467bd", "dispatch": "#e377c2",
     "host": "#7f7f7f", "engine_host": "#525252", "draft": "#bcbd22", "tree_build": "#17becf",
-    "residual_overhead": "#c5b0d5",
 }
 COMPONENT_LABELS = {
     "moe": "routed + shared experts (MoE)", "attention": "attention", "dense": "dense GEMMs",
     "elementwise": "norms / activations", "lm_head": "LM head", "latency_floor": "per-kernel latency floors",
     "collectives": "collectives", "dispatch": "graph nodes / launch", "host": "host loop (argmax + sync)",
     "engine_host": "engine host work", "draft": "drafter forward", "tree_build": "tree building",
-    "residual_overhead": "residual (from --observed)",
 }
 MACHINE_COLORS = {"source": "#4c72b0", "target": "#dd8452"}
 # Kernel classes and benches drawn in the colour of the component they price.

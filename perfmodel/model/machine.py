@@ -58,6 +58,8 @@ class Overheads:
     rel_unc_node: float
     rule: str
     source_graph_node_us: float = 0.0  # the profile GPU's node cost, held in its fitted floors
+    engine_host_us: float = 0.0  # a serving engine's own host work per step (calibrated; 0 otherwise)
+    engine_host_sigma_us: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class Machine:
     # measured fraction of peak of each dtype's GEMM relative to bf16's on the profile GPU
     # (e.g. fp8 0.93 if its GEMM reaches 73% of the fp8 peak where bf16 reaches 79%)
     dtype_efficiency: dict[str, float] = field(default_factory=dict)
+    roof_GBps: float | None = None  # datasheet bandwidth x streaming fraction: no DRAM stream beats it
 
     def source_law(self, op) -> KernelLaw:
         return self.source_laws.get(f"{op.kernel_class}.{op.variant}") or self.source_laws[op.kernel_class]
@@ -231,4 +234,5 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
     return Machine(gpu=gpu, n_gpus=n_gpus, link=link if n_gpus > 1 else None, laws=laws,
                    all_reduce=coll["all_reduce"], all_to_all=coll["all_to_all"], overheads=ov,
                    treebuild=tb, host_cpu_factor=host_cpu_factor, same_gpu_as_profile=same,
-                   source_gpu=source_gpu, source_laws=source_laws, table=table, dtype_efficiency=dtype_eff)
+                   source_gpu=source_gpu, source_laws=source_laws, table=table, dtype_efficiency=dtype_eff,
+                   roof_GBps=gpu.memory.bandwidth_GBps.value * gpu.memory.streaming_fraction(memory_kinds))

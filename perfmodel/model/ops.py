@@ -20,7 +20,7 @@ from typing import Literal
 
 Component = Literal[
     "moe", "attention", "dense", "elementwise", "lm_head", "latency_floor", "collectives",
-    "dispatch", "host", "draft", "tree_build", "residual_overhead",
+    "dispatch", "host", "engine_host", "draft", "tree_build",
 ]
 
 # Kernel launches per call of each class (a fused MoE call = align + gate_up + down + reduce).

@@ -10,6 +10,7 @@ import math
 import statistics
 from collections.abc import Callable
 
+from perfmodel.model.calibration import Factors, calibrated, scaled_tau
 from perfmodel.model.e2e import predict_e2e
 from perfmodel.model.layers import Layout
 from perfmodel.model.machine import Machine, build_machine
@@ -50,6 +51,7 @@ def self_check(profile: Profile, model_cache: dict | None = None) -> dict:
 
 
 _CHECKS: dict[int, tuple[Profile, dict]] = {}
+_CALIBRATIONS: dict[tuple, tuple] = {}  # one fit per --observed / --calibration, shared by what-if variants
 
 
 def cached_self_check(profile: Profile) -> dict:
@@ -83,52 +85,89 @@ class Projector:
                                                              self.source_gpu, self.mk, r.host_cpu_factor, r.graphs)
         except ValueError as e:
             raise ProjectionError(str(e)) from None
-        if whatif is not None:
-            self.machine = whatif(self.machine)
         self.layout = Layout(r.parallel, r.gpus)
         self.check = cached_self_check(self.profile)
-        self.residual_us, self.observed = self._calibrate(rs.observed) if rs.observed else (0.0, None)
+        self.observed = None
+        self.calibration = None  # perfmodel.calibrate.CalibrationResult
+        self.factors = Factors()
+        if r.calibration or r.observed:
+            key = (r.calibration, r.observed, r.model, r.model_file, r.context, r.graphs, r.acceptance, id(self.profile))
+            if key not in _CALIBRATIONS:
+                _CALIBRATIONS[key] = (self._calibrate(), self.observed)
+            self.calibration, self.observed = _CALIBRATIONS[key]
+            self.factors = self.calibration.to_factors()
+            if machine is None:  # a variant's machine is calibrated already
+                self.machine = calibrated(self.machine, self.factors)
+        if whatif is not None:
+            self.machine = whatif(self.machine)
 
     def variant(self, machine: Machine | None = None, acc=None) -> Projector:
         """A new projector on the same request with another machine and/or acceptance source."""
         return Projector(self.resolved, machine=machine or self.machine, acc=acc or self.acc)
 
     # --------------------------------------------------------------- calibration
-    def _calibrate(self, obs) -> tuple[float, dict]:
-        o = dict(obs.figure)
-        mach = build_machine(obs.gpu, o["gpus"], obs.link, self.profile, self.source_gpu, self.mk, 1.0, self.req.graphs)
-        lay = Layout(o["parallel"], o["gpus"])
-        ctx = o["context"] if o["context"] is not None else self.req.context
-        est = step_estimate(self.model, mach, lay, o["concurrency"], 1, ctx, graph=self.req.graphs)
-        obs_step_us = 1e6 / o["tokens_per_s"]  # the figure is tokens/s per stream
-        resid = obs_step_us - est.step_us
-        o.update({"predicted_step_ms": est.step_us / 1e3, "observed_step_ms": obs_step_us / 1e3,
-                  "residual_ms": max(resid, 0.0) / 1e3})
-        if resid < 0:
-            # The engine beats the model (e.g. better kernels than the profiled ones): carry no
-            # negative overhead, but say by how much the model is pessimistic there.
-            o["note"] = f"observed is {-resid / est.step_us:.0%} faster than the model: no residual term added"
-        return max(resid, 0.0), o
+    def _calibrate(self):
+        """`--calibration calib.json`, or `--observed` as a one-point calibration (the same fit)."""
+        from perfmodel.calibrate import CalibrationError, CalibrationInput, ObservedPoint, fit, load_result
+
+        r = self.req
+        try:
+            if r.calibration:
+                return load_result(r.calibration)
+            obs = self.resolved.observed
+            o = dict(obs.figure)
+            pt = ObservedPoint(
+                target=obs.gpu.name, gpus=o["gpus"], link=obs.link.name if obs.link else None,
+                model=self.model.name if not r.model_file else None, model_file=r.model_file or None,
+                parallel=o["parallel"], concurrency=o["concurrency"], context=o["context"] or r.context,
+                spec=o.get("spec") or "none", budget=o.get("budget"),
+                acceptance=r.acceptance if (o.get("spec") or "none") != "none" else None, graphs=r.graphs,
+                tokens_per_s_per_stream=o["tokens_per_s"], label=f"--observed {r.observed}")
+            cal = fit(CalibrationInput(engine="the engine behind --observed", points=[pt]), self.profile,
+                      self.profile.label)
+            self.observed = {"point": pt.describe(), "observed_tokens_per_s_per_stream": o["tokens_per_s"],
+                             "uncalibrated_tokens_per_s_per_stream": cal.points[0].uncalibrated,
+                             "calibrated_tokens_per_s_per_stream": cal.points[0].predicted}
+            return cal
+        except CalibrationError as e:
+            raise ProjectionError(str(e)) from None
+        except ValueError as e:  # pydantic: a field of the observed point
+            raise ProjectionError(f"--observed '{r.observed}': {str(e).splitlines()[0]}") from None
+
+    def model_error(self) -> float:
+        """The model's own error on points like these: the calibration's leave-one-out median
+        (its in-sample median with one point), else the self-check's median."""
+        c = self.calibration
+        if c is not None:
+            return c.loo_median_abs_err if c.loo_median_abs_err is not None else c.median_abs_err
+        return self.check["median_abs_err"] or 0.0
+
+    def describes(self) -> str:
+        from perfmodel.calibrate import uncalibrated_description
+
+        return self.calibration.describes if self.calibration else uncalibrated_description(self.profile)
+
 
     # --------------------------------------------------------------- one point
     def _estimate(self, C: int, budget: int) -> tuple[StepEstimate, float]:
         """(step, tau) at concurrency C; budget 0 = no speculation."""
         r = self.req
         if budget == 0:
-            est = step_estimate(self.model, self.machine, self.layout, C, 1, r.context, graph=r.graphs,
-                                residual_us=self.residual_us)
+            est = step_estimate(self.model, self.machine, self.layout, C, 1, r.context, graph=r.graphs)
             return est, 1.0
         tree = r.spec == "ddtree"
         est = step_estimate(self.model, self.machine, self.layout, C, budget + 1, r.context, graph=r.graphs,
-                            draft=True, tree_budget=budget if tree else 0, tree_impl=r.tree_build,
-                            residual_us=self.residual_us)
-        return est, float(self.acc.tau(budget))
+                            draft=True, tree_budget=budget if tree else 0, tree_impl=r.tree_build)
+        tau = float(self.acc.tau(budget))
+        if self.calibration is not None:
+            tau = scaled_tau(tau, self.factors, min(budget + 1, self.model.drafter.block_size))
+        return est, tau
 
     def _interval(self, est: StepEstimate, tau: float, tau_sigma: float = 0.0) -> dict:
         """90% intervals: the step's (term σ and self-check error), and tok/s combining the
         step's and τ's relative errors in quadrature (in log space, so that with a known τ it
         is exactly τ over the step interval)."""
-        err = self.check["median_abs_err"] or 0.0
+        err = self.model_error()
         sigma = math.hypot(est.sigma_us, err * est.step_us)
         lo, hi = max(est.step_us - Z90 * sigma, 1e-3), est.step_us + Z90 * sigma
         t_lo, t_hi = max(tau - Z90 * tau_sigma, 1.0), tau + Z90 * tau_sigma
@@ -232,6 +271,14 @@ class Projector:
                                 label=self.profile.label),
             self_check=SelfCheck(**{k: v for k, v in self.check.items() if k != "points"}),
             observed=self.observed,
+            describes=self.describes(),
+            calibration=None if self.calibration is None else {
+                "engine": self.calibration.engine, "profile": self.calibration.profile,
+                "machines": self.calibration.machines, "n_points": len(self.calibration.points),
+                "loo_median_abs_err": self.calibration.loo_median_abs_err,
+                "factors": {f.name: {"value": f.value, "sigma_post": f.sigma_post, "determined": f.determined}
+                            for f in self.calibration.factors},
+                "warnings": self.calibration.warnings},
             max_concurrency_that_fits=mem0.max_concurrency,
             rules={cls: law.rule for cls, law in m.laws.items()} | {
                 "all_reduce": m.all_reduce.rule if m.all_reduce else None,

@@ -9,8 +9,9 @@ Breakdown components (ms per step):
                                                 launch; eager: + launch time the GPU waits for
                                                 (host launches beyond GPU work)
   host                                          per-step host work (scheduling, sampling, sync)
+  engine_host                                   a serving engine's own host work per step
+                                                (fitted by `perfmodel calibrate`; 0 otherwise)
   draft, tree_build                             speculative decoding terms
-  residual_overhead                             fitted from an observed end-to-end figure
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def draft_ops(m: ModelSpec, lay: Layout, C: int, L: int) -> list[Op]:
 def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: int, *, graph: bool = True,
                   lm_head: bool = True, n_layers: int | None = None, n_dense: int | None = None,
                   draft: bool = False, tree_budget: int = 0, tree_impl: str = "gpu",
-                  residual_us: float = 0.0, host: bool = True) -> StepEstimate:
+                  host: bool = True) -> StepEstimate:
     acc = _Acc()
     ops, colls = decode_ops(m, lay, C, q, L, n_layers=n_layers, n_dense=n_dense, lm_head=lm_head)
     gpu_us = _price_ops(acc, mach, ops)
@@ -180,8 +181,9 @@ def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: i
         acc.add("dispatch", max(0.0, acc.eager_launch_us - gpu_us), "eager_launch", o.rel_unc_host)
     if host:
         acc.add("host", o.host_step_us, "host", o.rel_unc_host)
-    if residual_us:
-        acc.add("residual_overhead", residual_us, "residual", 0.2)
+        if o.engine_host_us > 0:
+            acc.add("engine_host", o.engine_host_us, "engine_host",
+                    o.engine_host_sigma_us / o.engine_host_us)
     bd = {k: v for k, v in acc.by_comp.items() if v > 0}
     return StepEstimate(step_us=sum(bd.values()), breakdown_us=bd, sigma_us=acc.sigma(),
                         n_kernels=acc.n_kernels, ops=acc.ops)

@@ -1,0 +1,486 @@
+"""`perfmodel calibrate`: fit the model to figures from a serving engine.
+
+Input: a YAML of observed points (`CalibrationInput`; `perfmodel schema calibration-input`),
+or a benchmark file of vLLM's `vllm bench serve --save-result` or SGLang's `bench_serving`.
+Output: `calib.json` (`CalibrationResult`; `perfmodel schema calibration`), which `project`,
+`report` and `validate` take with `--calibration`.
+
+The fit (shared/design notes: BLIS, aiconfigurator, Vidur, KernelSight all keep a physical
+skeleton and learn a few multipliers): one factor per group of terms
+(`perfmodel.model.calibration`), fitted in log space with `scipy.optimize.least_squares`.
+Each log-factor has a Gaussian prior centred on 0 (factor 1) whose σ is the transfer-rule
+uncertainty the model already carries for that term on the points' machines; the engine host
+term (µs, ≥ 0) has a prior centred on 0 with σ `HOST_PRIOR_US`. Each observation enters as
+log(predicted / observed) / `rel_sigma` (default 3%, the spread of repeated serving
+benchmarks). The posterior σ comes from the Jacobian at the optimum; a factor whose posterior
+σ is not below `DETERMINED` × its prior σ is reported as staying at its prior.
+
+Points from different machines share the factors: that is what lets a TP and an EP point on
+one link separate collectives from floors, or C=1 and large C separate floors from bandwidth.
+Each point's leave-one-out error (fit on the others, predict it) says how far to trust the
+result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from perfmodel.model.calibration import FAMILIES, GROUPS, HOST, OUTSIDE, Factors, calibrated, group_of, link_family
+from perfmodel.model.layers import Layout, decode_ops
+from perfmodel.model.machine import Machine, build_machine
+from perfmodel.model.memory import memory_use
+from perfmodel.model.step import step_estimate
+from perfmodel.profile import Profile
+
+FIGURES = ("tokens_per_s_per_stream", "tokens_per_s", "step_ms", "tpot_ms")
+REL_SIGMA = 0.03
+HOST_PRIOR_US = 1000.0
+DETERMINED = 0.7  # posterior σ below this fraction of the prior σ: the data moved the factor
+TAU_PRIOR = 0.15  # acceptance models' spread against published τ (model/acceptance.py)
+MAX_INPUT_BYTES = 10 * 2**20
+
+
+class CalibrationError(ValueError):
+    """Bad calibration input; the CLI prints it as one line and exits 2."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+class ObservedPoint(_Strict):
+    """One figure observed on a machine, with the setup it was observed under."""
+
+    label: str | None = Field(None, description="free text shown in the output")
+    target: str | None = Field(None, description="GPU name or alias (perfmodel hw list)")
+    hw_file: str | None = Field(None, description="your own GPU YAML instead of target")
+    gpus: int = Field(1, ge=1, le=1024, strict=True)
+    link: str | None = Field(None, description="interconnect (default: the GPU's own)")
+    model: str | None = Field(None, description="model preset (perfmodel models list)")
+    model_file: str | None = Field(None, description="your own model YAML instead of model")
+    parallel: Literal["tp", "ep", "tp-attn-ep-moe"] = "tp"
+    concurrency: int = Field(ge=1, le=1_000_000, strict=True)
+    context: int = Field(8192, ge=1, le=10_000_000, strict=True)
+    spec: Literal["none", "chain", "ddtree"] = "none"
+    budget: int | None = Field(None, ge=1, le=4096, strict=True, description="tree budget B (ddtree); chain: draft length")
+    acceptance: str | None = Field(None, description="acceptance as in --acceptance (default dflash_default)")
+    graphs: bool = Field(True, strict=True)
+    tree_build: Literal["cpu", "gpu"] = "gpu"
+    q: int | None = Field(None, ge=1, le=4096, strict=True,
+                          description="tokens per sequence in a plain (non-drafting) step, e.g. a verify-width sweep")
+    n_layers: int | None = Field(None, ge=1, strict=True, description="layers, if the stack ran fewer than the model")
+    lm_head: bool = Field(True, strict=True)
+    host: bool = Field(True, strict=True, description="the figure includes the host loop (false: GPU replay time only)")
+    rel_sigma: float = Field(REL_SIGMA, gt=0, le=1, description="relative 1σ of the figure")
+    tokens_per_s_per_stream: float | None = Field(None, gt=0)
+    tokens_per_s: float | None = Field(None, gt=0, description="aggregate over the concurrency")
+    step_ms: float | None = Field(None, gt=0)
+    tpot_ms: float | None = Field(None, gt=0, description="time per output token per stream (= step / tau)")
+
+    @model_validator(mode="after")
+    def _one_of(self):
+        given = [f for f in FIGURES if getattr(self, f) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of {', '.join(FIGURES)} (got {', '.join(given) or 'none'})")
+        if (self.target is None) == (self.hw_file is None):
+            raise ValueError("give exactly one of target, hw_file")
+        if (self.model is None) == (self.model_file is None):
+            raise ValueError("give exactly one of model, model_file")
+        if self.spec == "ddtree" and self.budget is None:
+            raise ValueError("spec ddtree needs budget")
+        if self.spec != "none" and self.q is not None:
+            raise ValueError("q is for plain steps; a speculative step verifies budget+1 tokens")
+        return self
+
+    @property
+    def figure(self) -> tuple[str, float]:
+        f = next(f for f in FIGURES if getattr(self, f) is not None)
+        return f, getattr(self, f)
+
+    def describe(self) -> str:
+        gpu = self.target or Path(self.hw_file).name
+        extra = f" q={self.q}" if self.q else (f" {self.spec} B={self.budget}" if self.spec != "none" else "")
+        return (self.label or f"{self.model or Path(self.model_file).name} {self.gpus}x {gpu} {self.parallel} "
+                f"C={self.concurrency} L={self.context}{extra}")
+
+
+class CalibrationInput(_Strict):
+    engine: str = Field(min_length=1, description="the engine and its kernels, free text carried into every output")
+    points: list[ObservedPoint] = Field(min_length=1)
+
+
+class FactorResult(_Strict):
+    name: str
+    value: float
+    sigma_post: float = Field(description="posterior 1σ: relative (log) for factors, µs for engine_host_us")
+    sigma_prior: float
+    determined: bool = Field(description="the data moved it: posterior σ < 0.7 × prior σ")
+    outside_range: bool = Field(False, description="outside [0.33, 3]: the model misses a mechanism here")
+
+
+class PointResult(_Strict):
+    index: int
+    label: str
+    figure: str
+    observed: float
+    uncalibrated: float
+    predicted: float
+    err: float = Field(description="fitted: predicted / observed - 1")
+    loo_err: float | None = Field(None, description="leave-one-out: fit on the others, predict this one")
+
+
+class CalibrationResult(_Strict):
+    schema_version: int = 1
+    engine: str
+    profile: str = Field(description="the profile the factors were fitted against")
+    machines: list[str]
+    gpus: list[str]
+    describes: str
+    factors: list[FactorResult]
+    points: list[PointResult]
+    median_abs_err: float
+    loo_median_abs_err: float | None
+    warnings: list[str] = []
+
+    def to_factors(self) -> Factors:
+        return Factors(values={f.name: f.value for f in self.factors},
+                       sigma={f.name: f.sigma_post for f in self.factors}, gpus=tuple(self.gpus))
+
+
+# ---------------------------------------------------------------- points → predictions
+@dataclass
+class Prepared:
+    """One observed point resolved against specs and profile: everything the fit re-prices."""
+
+    index: int
+    point: ObservedPoint
+    model: object
+    machine: Machine
+    layout: Layout
+    q: int
+    tau: float
+    tau_cap: float
+    draft: bool
+    tree_budget: int
+    keys: tuple[str, ...]  # factors this point depends on
+    prior: dict[str, float]  # prior σ (log) of each of its factors
+
+    def step_us(self, f: Factors) -> float:
+        p = self.point
+        est = step_estimate(self.model, calibrated(self.machine, f), self.layout, p.concurrency, self.q, p.context,
+                            graph=p.graphs, lm_head=p.lm_head, n_layers=p.n_layers, draft=self.draft,
+                            tree_budget=self.tree_budget, tree_impl=p.tree_build, host=p.host)
+        return est.step_us
+
+    def predict(self, f: Factors) -> float:
+        """The point's figure, in its own unit."""
+        step = self.step_us(f)
+        tau = min(self.tau * f.get("tau"), self.tau_cap) if self.draft else 1.0
+        name, _ = self.point.figure
+        return {"step_ms": step / 1e3, "tpot_ms": step / tau / 1e3,
+                "tokens_per_s_per_stream": tau / step * 1e6,
+                "tokens_per_s": tau / step * 1e6 * self.point.concurrency}[name]
+
+
+def _where(i: int, p: ObservedPoint) -> str:
+    return f"point {i} ({p.describe()})"
+
+
+def prepare(i: int, p: ObservedPoint, profile: Profile) -> Prepared:
+    from perfmodel.model.project import profile_source_gpu
+    from perfmodel.specs import registry
+
+    where = _where(i, p)
+    try:
+        gpu = registry.load_gpu_file(p.hw_file) if p.hw_file else registry.load_gpu(p.target)
+        model = registry.load_model_file(p.model_file) if p.model_file else registry.load_model(p.model)
+        link = registry.load_link(p.link or gpu.default_interconnect) if p.gpus > 1 else None
+        src = profile_source_gpu(profile)
+        mach = build_machine(gpu, p.gpus, link, profile, src, registry.load_memory_kinds(), 1.0, p.graphs)
+    except (registry.SpecError, ValueError) as e:
+        raise CalibrationError(f"{where}: {str(e).splitlines()[0]}") from None
+    if p.parallel != "tp" and model.moe is None:
+        raise CalibrationError(f"{where}: parallel {p.parallel} needs an MoE model; {model.name} is dense")
+    if p.spec != "none" and model.drafter is None:
+        raise CalibrationError(f"{where}: spec {p.spec} needs a drafter; {model.name} has none")
+    lay = Layout(p.parallel, p.gpus)
+    draft = p.spec != "none"
+    budget = (p.budget or model.drafter.block_size - 1) if draft else 0
+    q = budget + 1 if draft else (p.q or 1)
+    mem = memory_use(model, gpu, lay, p.context, spec_tokens=q if draft else 0, drafter=draft)
+    if not mem.fits(p.concurrency):
+        raise CalibrationError(f"{where}: does not fit in memory: weights {mem.weights_GB:.1f} GB + KV "
+                               f"{mem.kv_GB(p.concurrency):.1f} GB > usable {mem.usable_GB:.1f} GB per GPU")
+    tau, cap = 1.0, 1.0
+    if draft:
+        from perfmodel.model.acceptance import acceptance_from_cli
+
+        depth = model.drafter.block_size - 1
+        try:
+            acc = acceptance_from_cli(p.acceptance or "dflash_default", depth,
+                                      structure="chain" if p.spec == "chain" else "ddtree")
+        except ValueError as e:
+            raise CalibrationError(f"{where}: acceptance: {str(e).splitlines()[0]}") from None
+        tau, cap = float(acc.tau(budget)), float(min(budget + 1, model.drafter.block_size))
+    keys, prior = _keys(model, mach, draft)
+    prep = Prepared(i, p, model, mach, lay, q, tau, cap, draft, budget if p.spec == "ddtree" else 0, keys, prior)
+    _check_physics(prep, gpu)
+    return prep
+
+
+# How far an engine's kernels may sit from perfmodel's own on the same GPU (log-space 1σ),
+# combined in quadrature with the transfer rules' uncertainty. Floors: production decode
+# kernels' batch-1 latencies are 2-4x below perfmodel's (issue #19's anchors: FlashInfer MLA
+# ~12 us, FlashMLA ~22 us, ours 30-45 us), and an engine's MoE path can be slower still
+# (torch._grouped_mm: see runs/foreign-*). Bandwidth: streaming kernels of mature engines
+# reach 60-100% of read bandwidth where ours reach 85-100%. Collectives are NCCL on both
+# sides: the link's own uncertainty alone. Graph nodes and launches: the same driver.
+ENGINE_UNC = {"floor": 0.7, "bw": 0.3, "coll_lat": 0.0, "coll_bw": 0.0, "launch": 0.0}
+
+
+def _prior(kind: str, transfer_rel: float) -> float:
+    return math.hypot(math.log1p(transfer_rel), ENGINE_UNC[kind])
+
+
+def _keys(model, mach: Machine, draft: bool) -> tuple[tuple[str, ...], dict[str, float]]:
+    """The factors a point depends on, each with its prior σ in log space: the transfer
+    rules' own uncertainty on this machine, combined with ENGINE_UNC."""
+    prior: dict[str, float] = {}
+    for cls, law in mach.laws.items():
+        g = group_of(cls)
+        if g == "moe" and model.moe is None:
+            continue
+        prior[f"floor.{g}"] = max(prior.get(f"floor.{g}", 0.0), _prior("floor", law.rel_unc_t0))
+        prior[f"bw.{g}"] = max(prior.get(f"bw.{g}", 0.0), _prior("bw", law.rel_unc_bw))
+    fam = link_family(mach.link.kind if mach.link else None)
+    if fam and mach.all_reduce is not None:
+        prior[f"coll_lat.{fam}"] = _prior("coll_lat", mach.all_reduce.rel_unc_lat)
+        prior[f"coll_bw.{fam}"] = _prior("coll_bw", mach.all_reduce.rel_unc_bw)
+    prior["launch"] = _prior("launch", mach.overheads.rel_unc_node)
+    if draft:
+        prior["tau"] = math.log1p(TAU_PRIOR)
+    prior[HOST] = HOST_PRIOR_US
+    return tuple(sorted(prior)), prior
+
+
+def _check_physics(prep: Prepared, gpu) -> None:
+    """An observation faster than the bytes the model must move allow at the GPU's datasheet
+    bandwidth (no floors, no overheads) is impossible: say so rather than fit it."""
+    p = prep.point
+    ops, _ = decode_ops(prep.model, prep.layout, p.concurrency, prep.q, p.context, n_layers=p.n_layers,
+                        lm_head=p.lm_head)
+    min_step_us = sum(op.bytes * op.count for op in ops) / (gpu.memory.bandwidth_GBps.value * 1e3)
+    tau_max = prep.tau_cap if prep.draft else 1.0
+    name, obs = p.figure
+    limit = {"step_ms": min_step_us / 1e3, "tpot_ms": min_step_us / tau_max / 1e3,
+             "tokens_per_s_per_stream": tau_max / min_step_us * 1e6,
+             "tokens_per_s": tau_max / min_step_us * 1e6 * p.concurrency}[name]
+    faster = obs > limit if name.startswith("tokens") else obs < limit
+    if faster:
+        raise CalibrationError(
+            f"{_where(prep.index, p)}: {name} {obs:g} is faster than physics allows ({limit:.4g} at "
+            f"{gpu.memory.bandwidth_GBps.value:g} GB/s for the {min_step_us * gpu.memory.bandwidth_GBps.value / 1e3:.3g} MB "
+            f"the step must read per GPU)")
+
+
+# ---------------------------------------------------------------- the fit
+def _to_factors(keys: list[str], x, sigma: dict[str, float] | None = None, gpus=()) -> Factors:
+    vals = {k: (float(v) if k == HOST else math.exp(float(v))) for k, v in zip(keys, x)}
+    return Factors(values=vals, sigma=sigma or {}, gpus=tuple(gpus))
+
+
+def _fit(preps: list[Prepared], keys: list[str], prior: dict[str, float], x0=None):
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    obs = [math.log(p.point.figure[1]) for p in preps]
+    sig = [p.point.rel_sigma for p in preps]
+    psig = np.array([prior[k] for k in keys])
+
+    def resid(x):
+        f = _to_factors(keys, x)
+        r = [(math.log(max(p.predict(f), 1e-12)) - o) / s for p, o, s in zip(preps, obs, sig)]
+        return np.concatenate([np.array(r), x / psig])
+
+    lo = np.array([0.0 if k == HOST else -math.log(50) for k in keys])
+    hi = np.array([1e6 if k == HOST else math.log(50) for k in keys])
+    x0 = np.zeros(len(keys)) if x0 is None else np.clip(x0, lo, hi)
+    sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=np.maximum(psig, 1e-3), diff_step=1e-4,
+                        xtol=1e-8, ftol=1e-8, max_nfev=400)
+    return sol
+
+
+def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> CalibrationResult:
+    import numpy as np
+
+    preps = [prepare(i, p, profile) for i, p in enumerate(inp.points)]
+    warnings = _duplicates(inp.points)
+    prior: dict[str, float] = {}
+    for p in preps:
+        for k, s in p.prior.items():
+            prior[k] = max(prior.get(k, 0.0), s)
+    keys = sorted(prior)
+    sol = _fit(preps, keys, prior)
+    J = sol.jac
+    try:
+        cov = np.linalg.pinv(J.T @ J)
+        post = np.sqrt(np.clip(np.diag(cov), 0, None))
+    except np.linalg.LinAlgError:  # pragma: no cover - pinv does not raise on finite input
+        post = np.array([prior[k] for k in keys])
+    gpus = sorted({p.machine.gpu.name for p in preps})
+    f = _to_factors(keys, sol.x, {k: float(s) for k, s in zip(keys, post)}, gpus)
+    f1 = Factors()
+    loo: list[float | None] = [None] * len(preps)
+    if len(preps) > 1:
+        for i in range(len(preps)):
+            rest = preps[:i] + preps[i + 1:]
+            s_i = _fit(rest, keys, prior, x0=sol.x)
+            loo[i] = preps[i].predict(_to_factors(keys, s_i.x)) / preps[i].point.figure[1] - 1
+    factors = []
+    for k, v, sp in zip(keys, sol.x, post):
+        value = (float(v) if v >= 0.05 else 0.0) if k == HOST else math.exp(float(v))  # < 0.05 us: the bound
+        factors.append(FactorResult(name=k, value=value, sigma_post=float(sp), sigma_prior=prior[k],
+                                    determined=bool(sp < DETERMINED * prior[k]),
+                                    outside_range=k != HOST and not (OUTSIDE[0] <= value <= OUTSIDE[1])))
+    points = []
+    for p, l1 in zip(preps, loo):
+        name, obs = p.point.figure
+        pred = p.predict(f)
+        points.append(PointResult(index=p.index, label=p.point.describe(), figure=name, observed=obs,
+                                  uncalibrated=p.predict(f1), predicted=pred, err=pred / obs - 1, loo_err=l1))
+    for fr in factors:
+        if fr.outside_range:
+            warnings.append(f"factor {fr.name} = {fr.value:.3g} is outside [{OUTSIDE[0]:.2f}, {OUTSIDE[1]:g}]: "
+                            f"the model misses a mechanism there")
+    machines = sorted({f"{p.point.gpus}x {p.machine.gpu.name}" + (f" over {p.machine.link.name}" if p.machine.link else "")
+                       for p in preps})
+    loos = [abs(x) for x in loo if x is not None]
+    return CalibrationResult(
+        engine=inp.engine, profile=profile_label, machines=machines, gpus=gpus,
+        describes=f"calibrated to {inp.engine} from {len(preps)} point{'s' if len(preps) != 1 else ''} on "
+                  f"{', '.join(machines)}",
+        factors=factors, points=points, median_abs_err=statistics.median(abs(p.err) for p in points),
+        loo_median_abs_err=statistics.median(loos) if loos else None, warnings=warnings)
+
+
+def _duplicates(points: list[ObservedPoint]) -> list[str]:
+    seen: dict[str, tuple[int, float]] = {}
+    out = []
+    for i, p in enumerate(points):
+        key = p.model_dump_json(exclude={"label", "rel_sigma", *FIGURES})
+        name, v = p.figure
+        if key in seen:
+            j, w = seen[key]
+            out.append(f"points {j} and {i} describe the same setup with different figures; both are kept")
+        else:
+            seen[key] = (i, v)
+    return out
+
+
+# ---------------------------------------------------------------- files
+def _read_text(path: str, what: str) -> str:
+    p = Path(path)
+    if not p.is_file():
+        raise CalibrationError(f"{what} '{path}': no such file")
+    if p.stat().st_size > MAX_INPUT_BYTES:
+        raise CalibrationError(f"{what} '{path}': larger than {MAX_INPUT_BYTES // 2**20} MB")
+    try:
+        return p.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError) as e:
+        raise CalibrationError(f"{what} '{path}': cannot read it as text ({type(e).__name__})") from None
+
+
+def _invalid(path: str, e) -> CalibrationError:
+    err = e.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"])
+    return CalibrationError(f"{path}: {loc or 'top level'}: {err['msg']}")
+
+
+def load_input(path: str) -> CalibrationInput:
+    import yaml
+    from pydantic import ValidationError
+
+    try:
+        data = yaml.safe_load(_read_text(path, "calibration input"))
+    except yaml.YAMLError as e:
+        raise CalibrationError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    try:
+        return CalibrationInput.model_validate(data)
+    except ValidationError as e:
+        raise _invalid(path, e) from None
+
+
+def load_result(path: str) -> CalibrationResult:
+    from pydantic import ValidationError
+
+    try:
+        data = json.loads(_read_text(path, "--calibration"))
+    except json.JSONDecodeError as e:
+        raise CalibrationError(f"--calibration '{path}': not JSON ({e.msg})") from None
+    try:
+        return CalibrationResult.model_validate(data)
+    except ValidationError as e:
+        raise _invalid(path, e) from None
+
+
+def from_bench_file(path: str, kind: Literal["vllm", "sglang"], setup: dict) -> CalibrationInput:
+    """A point from `vllm bench serve --save-result` JSON or SGLang `bench_serving` output
+    (JSON or JSON lines: the last record): median TPOT (time per output token after the first,
+    per request) at the run's max concurrency. `setup` supplies what the file lacks (target,
+    gpus, model, parallel, ...); the file's own concurrency and mean context win over
+    defaults, `setup` wins over both."""
+    text = _read_text(path, f"--from-{kind}")
+    rec = None
+    try:
+        rec = json.loads(text)
+    except json.JSONDecodeError:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        try:
+            rec = json.loads(lines[-1]) if lines else None
+        except json.JSONDecodeError:
+            rec = None
+    if not isinstance(rec, dict):
+        raise CalibrationError(f"--from-{kind} '{path}': expected a JSON object (or JSON lines of them)")
+    tpot = rec.get("median_tpot_ms")
+    if not isinstance(tpot, (int, float)) or not tpot > 0 or not math.isfinite(tpot):
+        raise CalibrationError(f"--from-{kind} '{path}': median_tpot_ms missing or not a positive number")
+    conc = rec.get("max_concurrency")
+    pt: dict = {"tpot_ms": float(tpot)}
+    if isinstance(conc, int) and conc >= 1:
+        pt["concurrency"] = conc
+    done = rec.get("completed")
+    tin, tout = rec.get("total_input_tokens"), rec.get("total_output_tokens")
+    if isinstance(done, int) and done > 0 and isinstance(tin, int) and isinstance(tout, int):
+        pt["context"] = max(1, round((tin + tout / 2) / done))  # mean decode context
+    elif isinstance(rec.get("random_input_len"), int) and isinstance(rec.get("random_output_len"), int):
+        pt["context"] = rec["random_input_len"] + rec["random_output_len"] // 2
+    pt.update({k: v for k, v in setup.items() if v is not None})
+    if "concurrency" not in pt:
+        raise CalibrationError(f"--from-{kind} '{path}': the file has no max_concurrency; give --concurrency")
+    engine = setup.pop("engine", None) or f"{kind} ({rec.get('backend', kind)}, {Path(path).name})"
+    pt.pop("engine", None)
+    from pydantic import ValidationError
+
+    try:
+        return CalibrationInput(engine=engine, points=[ObservedPoint(**pt)])
+    except ValidationError as e:
+        raise _invalid(path, e) from None
+
+
+def uncalibrated_description(profile: Profile) -> str:
+    p = profile.provenance
+    if p.kind != "measured":
+        return f"spec-derived laws for {p.gpu_spec or p.gpu_name} (no kernels measured)"
+    return (f"perfmodel kernels measured on {p.gpu_name} ({p.timestamp[:10] if p.timestamp else 'undated'}, "
+            f"git {p.git_sha[:7] if p.git_sha else 'unknown'})")
+
+
+__all__ = ["CalibrationInput", "CalibrationResult", "ObservedPoint", "fit", "load_input", "load_result",
+           "from_bench_file", "CalibrationError", "GROUPS", "FAMILIES"]

@@ -1,0 +1,127 @@
+"""Calibration factors: what `perfmodel calibrate` fits, and how a machine carries them.
+
+An engine's kernels are not perfmodel's. A calibration is one multiplicative factor per
+group of terms (fitted in log space, so faster and slower than the model are symmetric),
+plus an additive per-step engine host term:
+
+  floor.<group>      latency floor t0 of the group's kernel classes
+  bw.<group>         achievable bandwidth of the group's kernel classes (capped at the
+                     GPU's streaming roof)
+  coll_lat.<family>  collective latency on links of one family (pcie, nvlink, xgmi)
+  coll_bw.<family>   collective bus bandwidth on links of that family
+  launch             CUDA-graph node, graph launch and eager launch cost
+  tau                acceptance (scale on τ) — speculative points only
+  engine_host_us     the engine's own host work per step (scheduler, sampling, Python), µs,
+                     additive and ≥ 0, kept apart from perfmodel's measured host loop
+
+groups: attention (MLA, GQA), moe (W4A16, bf16), gemm (dense GEMMs, lm_head), elementwise.
+
+Carrying to a target (`calibrated`): a floor factor multiplies the target's floors; a
+bandwidth factor multiplies the target's achievable bandwidth, capped at its streaming roof;
+collective factors apply to links of the same family, and onto other families they carry
+no factor but widen the uncertainty by the size of the calibrated move. Uncertainties become
+the posterior σ (on a GPU the calibration saw), or the posterior σ combined with the
+transfer rule's own (elsewhere).
+
+Pure python: no scipy (the fit lives in `perfmodel.calibrate`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from perfmodel.model.machine import CollectiveLaw, Machine
+
+GROUPS = ("attention", "moe", "gemm", "elementwise")
+FAMILIES = ("pcie", "nvlink", "xgmi")
+HOST = "engine_host_us"
+OUTSIDE = (1 / 3, 3.0)  # a factor outside this range: the model misses a mechanism there
+
+
+def group_of(kernel_class: str) -> str:
+    base = kernel_class.split(".")[0]
+    if base.startswith("attention"):
+        return "attention"
+    if base.startswith("moe"):
+        return "moe"
+    if base.startswith("gemm"):
+        return "gemm"
+    return "elementwise"
+
+
+def link_family(kind: str | None) -> str | None:
+    if not kind:
+        return None
+    for fam in FAMILIES:
+        if kind.startswith(fam):
+            return fam
+    return None
+
+
+@dataclass(frozen=True)
+class Factors:
+    """Fitted values (multiplicative factors; `engine_host_us` in µs) and their posterior
+    1σ (relative for factors, µs for the host term). Missing keys mean 1 (or 0 µs)."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    sigma: dict[str, float] = field(default_factory=dict)
+    gpus: tuple[str, ...] = ()  # GPUs the calibration points ran on
+
+    def get(self, key: str) -> float:
+        return self.values.get(key, 0.0 if key == HOST else 1.0)
+
+
+def _hyp(*xs: float) -> float:
+    return math.sqrt(sum(x * x for x in xs))
+
+
+def calibrated(mach: Machine, f: Factors) -> Machine:
+    """The machine with the factors applied (a new Machine; the input is not changed)."""
+    seen = mach.gpu.name in f.gpus
+    laws = {}
+    for cls, law in mach.laws.items():
+        g = group_of(cls)
+        kf, kb = f"floor.{g}", f"bw.{g}"
+        fb = f.get(kb)
+        bw = law.bw_GBps * fb
+        if fb > 1.0:  # a faster engine cannot stream past the GPU's roof
+            bw = min(bw, max(law.bw_GBps, mach.roof_GBps or bw))
+        unc_t0 = law.rel_unc_t0 if kf not in f.sigma else (f.sigma[kf] if seen else _hyp(f.sigma[kf], law.rel_unc_t0))
+        unc_bw = law.rel_unc_bw if kb not in f.sigma else (f.sigma[kb] if seen else _hyp(f.sigma[kb], law.rel_unc_bw))
+        laws[cls] = replace(law, t0_us=law.t0_us * f.get(kf), bw_GBps=bw, rel_unc_t0=unc_t0, rel_unc_bw=unc_bw,
+                            rule=law.rule + f"; calibrated: t0 x {f.get(kf):.3g}, bw x {fb:.3g}")
+    fam = link_family(mach.link.kind if mach.link else None)
+    coll = {op: _coll(getattr(mach, op), fam, f) for op in ("all_reduce", "all_to_all")}
+    o = mach.overheads
+    fl = f.get("launch")
+    unc_node = o.rel_unc_node if "launch" not in f.sigma else (f.sigma["launch"] if seen else _hyp(f.sigma["launch"], o.rel_unc_node))
+    ov = replace(o, graph_node_us=o.graph_node_us * fl, graph_launch_us=o.graph_launch_us * fl,
+                 launch_eager_us=o.launch_eager_us * fl, launch_eager_triton_us=o.launch_eager_triton_us * fl,
+                 rel_unc_node=unc_node, engine_host_us=f.get(HOST),
+                 engine_host_sigma_us=f.sigma.get(HOST, 0.0),
+                 rule=o.rule + f"; calibrated: launch x {fl:.3g}, engine host {f.get(HOST):.0f} us/step")
+    return replace(mach, laws=laws, overheads=ov, **coll)
+
+
+def _coll(law: CollectiveLaw | None, fam: str | None, f: Factors) -> CollectiveLaw | None:
+    if law is None:
+        return None
+    kl, kb = f"coll_lat.{fam}", f"coll_bw.{fam}"
+    if fam and (kl in f.values or kb in f.values):
+        return replace(law, latency_us=law.latency_us * f.get(kl), busbw_GBps=law.busbw_GBps * f.get(kb),
+                       rel_unc_lat=_hyp(f.sigma.get(kl, 0.0), law.rel_unc_lat) if kl in f.sigma else law.rel_unc_lat,
+                       rel_unc_bw=_hyp(f.sigma.get(kb, 0.0), law.rel_unc_bw) if kb in f.sigma else law.rel_unc_bw,
+                       rule=law.rule + f"; calibrated on {fam}: latency x {f.get(kl):.3g}, busbw x {f.get(kb):.3g}")
+    # another link family: no factor, but the calibrated moves widen the uncertainty
+    moves = [abs(math.log(v)) for k, v in f.values.items() if k.startswith("coll_") and v > 0]
+    if not moves:
+        return law
+    w = max(moves)
+    return replace(law, rel_unc_lat=_hyp(law.rel_unc_lat, w), rel_unc_bw=_hyp(law.rel_unc_bw, w),
+                   rule=law.rule + f"; other link families calibrated: uncertainty widened by {w:.0%}")
+
+
+def scaled_tau(tau: float, f: Factors, cap: float) -> float:
+    """τ with the acceptance factor, never above what the tree can accept (cap = B+1 or the
+    drafter's block)."""
+    return min(tau * f.get("tau"), cap)
