@@ -2,8 +2,9 @@
 
 Every kernel is torch's own: cuBLAS GEMMs through `F.linear`, `F.rms_norm`, rope as plain
 tensor arithmetic, a KV-cache write by slice assignment, `F.scaled_dot_product_attention`
-(GQA via `enable_gqa`; a bottom-right causal mask when a step verifies q > 1 tokens per
-sequence), `torch._grouped_mm` for routed experts (router GEMM, softmax, `torch.topk`, sort,
+(each KV head's query group folded into the query rows, as decode engines do, so no
+backend expands the KV heads; a bottom-right causal mask when a step verifies q > 1 tokens
+per sequence), `torch._grouped_mm` for routed experts (router GEMM, softmax, `torch.topk`, sort,
 grouped GEMMs, weighted `index_add_`), the lm_head GEMM and a local argmax, and NCCL
 all-reduces under TP (after attention, after the MLP, and for the sampled (value, index)
 pairs). One CUDA graph per step.
@@ -109,6 +110,19 @@ class TorchStack:
         rot = __import__("torch").cat((-t[..., half:], t[..., :half]), dim=-1)
         return t * cos + rot * sin
 
+    def _attend(self, qh, k, v, mask):
+        """GQA as decode engines run it: each KV head's query group folded into the query rows
+        ([C, hkv, q*g, D] against [C, hkv, S, D]), so no backend expands the KV heads; the verify
+        mask repeats per group row. qh is [C, q, hq, D]; returns [C*q, hq*D]."""
+        import torch.nn.functional as F
+
+        C, q, hq, D = qh.shape
+        g = hq // self.hkv
+        qf = qh.view(C, q, self.hkv, g, D).permute(0, 2, 1, 3, 4).reshape(C, self.hkv, q * g, D)
+        m = mask.repeat_interleave(g, dim=0) if mask is not None else None
+        a = F.scaled_dot_product_attention(qf, k, v, attn_mask=m)
+        return a.view(C, self.hkv, q, g, D).permute(0, 2, 1, 3, 4).reshape(C * q, hq * D)
+
     def _all_reduce(self, t):
         if self.group is not None:
             import torch.distributed as dist
@@ -138,13 +152,12 @@ class TorchStack:
             h = F.rms_norm(x, (H,), W["ln1"], eps)
             qkv = F.linear(h, W["qkv"]).view(C, q, self.hq + 2 * self.hkv, D)
             qh, kh, vh = qkv.split((self.hq, self.hkv, self.hkv), dim=2)
-            qh = self._rope(qh, st["cos"][None, :, None], st["sin"][None, :, None]).transpose(1, 2)
+            qh = self._rope(qh, st["cos"][None, :, None], st["sin"][None, :, None])
             kh = self._rope(kh, st["cos"][None, :, None], st["sin"][None, :, None]).transpose(1, 2)
             st["k"][li][:, :, L:L + q] = kh  # KV-cache write
             st["v"][li][:, :, L:L + q] = vh.transpose(1, 2)
-            a = F.scaled_dot_product_attention(qh, st["k"][li], st["v"][li], attn_mask=st["mask"],
-                                               enable_gqa=self.hq != self.hkv)
-            o = self._all_reduce(F.linear(a.transpose(1, 2).reshape(C * q, self.hq * D), W["o"]))
+            a = self._attend(qh, st["k"][li], st["v"][li], st["mask"])
+            o = self._all_reduce(F.linear(a, W["o"]))
             x = x + o
             h = F.rms_norm(x, (H,), W["ln2"], eps)
             if self.moe:

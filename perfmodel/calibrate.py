@@ -32,7 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from perfmodel.model.calibration import FAMILIES, GROUPS, HOST, OUTSIDE, Factors, calibrated, group_of, link_family
+from perfmodel.model.calibration import FAMILIES, GROUPS, HOST, OUTSIDE, VERIFY, Factors, calibrated, group_of, link_family
 from perfmodel.model.layers import Layout, decode_ops
 from perfmodel.model.machine import Machine, build_machine
 from perfmodel.model.memory import memory_use
@@ -78,6 +78,10 @@ class ObservedPoint(_Strict):
     n_layers: int | None = Field(None, ge=1, strict=True, description="layers, if the stack ran fewer than the model")
     lm_head: bool = Field(True, strict=True)
     host: bool = Field(True, strict=True, description="the figure includes the host loop (false: GPU replay time only)")
+    dtypes: dict[str, str] | None = Field(None, description="weight/KV dtypes that differ from the model preset, "
+                                                              "e.g. {routed_experts: nvfp4, kv_cache: fp8}")
+    isl: int | None = Field(None, ge=1, strict=True, description="with tokens_per_s: whole requests of isl prompt tokens ...")
+    osl: int | None = Field(None, ge=1, strict=True, description="... and osl output tokens, so the figure includes prefill")
     rel_sigma: float = Field(REL_SIGMA, gt=0, le=1, description="relative 1σ of the figure")
     tokens_per_s_per_stream: float | None = Field(None, gt=0)
     tokens_per_s: float | None = Field(None, gt=0, description="aggregate over the concurrency")
@@ -97,6 +101,8 @@ class ObservedPoint(_Strict):
             raise ValueError("spec ddtree needs budget")
         if self.spec != "none" and self.q is not None:
             raise ValueError("q is for plain steps; a speculative step verifies budget+1 tokens")
+        if (self.isl is None) != (self.osl is None) or (self.isl is not None and self.tokens_per_s is None):
+            raise ValueError("isl and osl go together, with a tokens_per_s figure over whole requests")
         return self
 
     @property
@@ -172,21 +178,25 @@ class Prepared:
     keys: tuple[str, ...]  # factors this point depends on
     prior: dict[str, float]  # prior σ (log) of each of its factors
 
-    def step_us(self, f: Factors) -> float:
+    def estimate(self, f: Factors, mach: Machine | None = None):
         p = self.point
-        est = step_estimate(self.model, calibrated(self.machine, f), self.layout, p.concurrency, self.q, p.context,
-                            graph=p.graphs, lm_head=p.lm_head, n_layers=p.n_layers, draft=self.draft,
-                            tree_budget=self.tree_budget, tree_impl=p.tree_build, host=p.host)
-        return est.step_us
+        return step_estimate(self.model, mach or calibrated(self.machine, f), self.layout, p.concurrency, self.q,
+                             p.context, graph=p.graphs, lm_head=p.lm_head, n_layers=p.n_layers, draft=self.draft,
+                             tree_budget=self.tree_budget, tree_impl=p.tree_build, host=p.host)
 
     def predict(self, f: Factors) -> float:
         """The point's figure, in its own unit."""
-        step = self.step_us(f)
+        mach = calibrated(self.machine, f)
+        step = self.estimate(f, mach).step_us
         tau = min(self.tau * f.get("tau"), self.tau_cap) if self.draft else 1.0
-        name, _ = self.point.figure
+        p = self.point
+        name, _ = p.figure
+        if p.isl is not None:  # whole requests: one prefill forward of C x isl tokens, then osl steps
+            pre = step_estimate(self.model, mach, self.layout, p.concurrency, p.isl, 0, graph=p.graphs).step_us
+            return p.concurrency * p.osl / ((pre + p.osl * step / tau) / 1e6)
         return {"step_ms": step / 1e3, "tpot_ms": step / tau / 1e3,
                 "tokens_per_s_per_stream": tau / step * 1e6,
-                "tokens_per_s": tau / step * 1e6 * self.point.concurrency}[name]
+                "tokens_per_s": tau / step * 1e6 * p.concurrency}[name]
 
 
 def _where(i: int, p: ObservedPoint) -> str:
@@ -204,6 +214,8 @@ def prepare(i: int, p: ObservedPoint, profile: Profile) -> Prepared:
         link = registry.load_link(p.link or gpu.default_interconnect) if p.gpus > 1 else None
         src = profile_source_gpu(profile)
         mach = build_machine(gpu, p.gpus, link, profile, src, registry.load_memory_kinds(), 1.0, p.graphs)
+        if p.dtypes:
+            model = model.model_copy(update={"dtypes": model.dtypes.model_validate(model.dtypes.model_dump() | p.dtypes)})
     except (registry.SpecError, ValueError) as e:
         raise CalibrationError(f"{where}: {str(e).splitlines()[0]}") from None
     if p.parallel != "tp" and model.moe is None:
@@ -229,7 +241,7 @@ def prepare(i: int, p: ObservedPoint, profile: Profile) -> Prepared:
         except ValueError as e:
             raise CalibrationError(f"{where}: acceptance: {str(e).splitlines()[0]}") from None
         tau, cap = float(acc.tau(budget)), float(min(budget + 1, model.drafter.block_size))
-    keys, prior = _keys(model, mach, draft)
+    keys, prior = _keys(model, mach, draft, q)
     prep = Prepared(i, p, model, mach, lay, q, tau, cap, draft, budget if p.spec == "ddtree" else 0, keys, prior)
     _check_physics(prep, gpu)
     return prep
@@ -249,11 +261,14 @@ def _prior(kind: str, transfer_rel: float) -> float:
     return math.hypot(math.log1p(transfer_rel), ENGINE_UNC[kind])
 
 
-def _keys(model, mach: Machine, draft: bool) -> tuple[tuple[str, ...], dict[str, float]]:
+def _keys(model, mach: Machine, draft: bool, q: int) -> tuple[tuple[str, ...], dict[str, float]]:
     """The factors a point depends on, each with its prior σ in log space: the transfer
     rules' own uncertainty on this machine, combined with ENGINE_UNC."""
     prior: dict[str, float] = {}
-    for cls, law in mach.laws.items():
+    laws = dict(mach.laws)
+    if q > 1:  # verification attention: its own factors
+        laws |= {f"{c}.{VERIFY}": law for c, law in mach.laws.items() if c.startswith("attention") and "." not in c}
+    for cls, law in laws.items():
         g = group_of(cls)
         if g == "moe" and model.moe is None:
             continue
@@ -472,6 +487,70 @@ def from_bench_file(path: str, kind: Literal["vllm", "sglang"], setup: dict) -> 
         return CalibrationInput(engine=engine, points=[ObservedPoint(**pt)])
     except ValidationError as e:
         raise _invalid(path, e) from None
+
+
+def write_result(res: CalibrationResult, out: Path) -> None:
+    """calib.json, atomically (a temporary file beside it, then renamed), never NaN."""
+    import os
+    import tempfile
+
+    out = Path(out)
+    if out.is_dir():
+        raise CalibrationError(f"--out '{out}' is a directory")
+    text = json.dumps(res.model_dump(mode="json"), indent=1, allow_nan=False) + "\n"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, out)
+    except OSError as e:
+        raise CalibrationError(f"cannot write --out '{out}': {e.strerror or e}") from None
+
+
+def model_error(res: CalibrationResult) -> float:
+    """How far to trust predictions from this calibration: its leave-one-out median |error|
+    (the in-sample median with one point)."""
+    return res.loo_median_abs_err if res.loo_median_abs_err is not None else res.median_abs_err
+
+
+def predict_interval(prep: Prepared, res: CalibrationResult, z: float) -> tuple[float, float, float]:
+    """(predicted, low, high) of a step-time point (step_ms) under a calibration: the
+    calibrated machine's term σ (posterior σ of the factors) and the calibration's own error."""
+    f = res.to_factors()
+    est = prep.estimate(f)
+    sigma = math.hypot(est.sigma_us, model_error(res) * est.step_us) / 1e3
+    pred = est.step_us / 1e3
+    return pred, max(pred - z * sigma, 1e-6), pred + z * sigma
+
+
+FOREIGN_BENCH = "foreign"
+
+
+def points_from_foreign(profile: Profile, gpu: str) -> list[ObservedPoint]:
+    """The step points of the torch-only decode stack (`perfmodel measure --only foreign`) as
+    observed points: GPU replay time of full-depth steps with lm_head, no host loop."""
+    res = profile.benches.get(FOREIGN_BENCH)
+    if res is None or res.status != "ok":
+        return []
+    out = []
+    for smp in res.samples:
+        sh = smp.shape
+        n = int(sh["n_gpus"])
+        link = None if n == 1 else ("pcie5-host" if str(sh.get("link", "")).startswith("pcie") else None)
+        out.append(ObservedPoint(
+            target=gpu, gpus=n, link=link, model=sh["model"], concurrency=int(sh["C"]), q=int(sh["q"]),
+            context=int(sh["L"]), host=False, lm_head=True, step_ms=smp.median_ms,
+            label=f"{sh['model']} {n}x{' ' + sh['link'] if n > 1 else ''} C={sh['C']} q={sh['q']} L={sh['L']}"))
+    return out
+
+
+def calibration_pair(points: list[ObservedPoint]) -> list[int]:
+    """The two points `validate` calibrates the foreign stack on, by a fixed rule: the 1-GPU
+    points with the smallest and the largest measured step (the floor-bound and the
+    bandwidth-bound end)."""
+    one = [i for i, p in enumerate(points) if p.gpus == 1] or list(range(len(points)))
+    return [min(one, key=lambda i: points[i].step_ms), max(one, key=lambda i: points[i].step_ms)]
 
 
 def uncalibrated_description(profile: Profile) -> str:

@@ -216,11 +216,69 @@ def _schemas() -> dict:
     return {"gpu": GpuSpec.model_json_schema, "link": InterconnectSpec.model_json_schema,
             "model": ModelSpec.model_json_schema, "profile": Profile.model_json_schema,
             "memory-kinds": MemoryKinds.model_json_schema, "request": request_schema,
-            "projection": Projection.model_json_schema}
+            "projection": Projection.model_json_schema,
+            "calibration-input": _calibrate_schema("CalibrationInput"), "calibration": _calibrate_schema("CalibrationResult")}
+
+
+def _calibrate_schema(name: str):
+    def schema():
+        from perfmodel import calibrate
+
+        return getattr(calibrate, name).model_json_schema()
+    return schema
 
 
 @app.command()
-def schema(kind: str = typer.Argument("gpu", help="gpu | link | model | profile | memory-kinds | request | projection")):
+def calibrate(observed: str | None = typer.Argument(None, help="OBSERVED.yaml: the figures your engine reached "
+                                                                 "(`perfmodel schema calibration-input`)."),
+              out: Path = typer.Option(Path("calib.json"), "--out", "-o", help="Calibration JSON to write "
+                                       "(`perfmodel schema calibration`); `project/report/validate --calibration` read it."),
+              profile: str | None = typer.Option(None, "--profile", help="Profile to fit against (default: the embedded one)."),
+              from_vllm: str | None = typer.Option(None, "--from-vllm", help="A `vllm bench serve --save-result` JSON."),
+              from_sglang: str | None = typer.Option(None, "--from-sglang", help="An SGLang `bench_serving` output (JSON / JSON lines)."),
+              engine: str | None = typer.Option(None, "--engine", help="With --from-*: the engine and its kernels, free text."),
+              target: str | None = typer.Option(None, "--target", help="With --from-*: the GPU the benchmark ran on."),
+              gpus: int | None = typer.Option(None, "--gpus", help="With --from-*: GPUs it ran on."),
+              model: str | None = typer.Option(None, "--model", help="With --from-*: model preset."),
+              parallel: str | None = typer.Option(None, "--parallel", help="With --from-*: tp | ep | tp-attn-ep-moe."),
+              concurrency: int | None = typer.Option(None, "--concurrency", help="With --from-*: if the file lacks max_concurrency."),
+              context: int | None = typer.Option(None, "--context", help="With --from-*: mean context, if the file lacks token counts."),
+              spec: str | None = typer.Option(None, "--spec", help="With --from-*: none | chain | ddtree."),
+              budget: int | None = typer.Option(None, "--budget", help="With --from-*: tree budget of a ddtree run."),
+              graphs: bool = typer.Option(True, "--graphs/--no-graphs", help="With --from-*: CUDA graphs on or off."),
+              fmt: Fmt = typer.Option(Fmt.table, "--format", "-f")):
+    """Fit the model to figures from your serving engine (both directions), with leave-one-out errors."""
+    from perfmodel.calibrate import CalibrationError, fit, from_bench_file, load_input, write_result
+    from perfmodel.request import ProjectionError, resolve_profile
+
+    sources = [x for x in (observed, from_vllm, from_sglang) if x]
+    if len(sources) != 1:
+        fail("give exactly one of OBSERVED.yaml, --from-vllm, --from-sglang")
+    try:
+        if observed:
+            inp = load_input(observed)
+        else:
+            setup = dict(engine=engine, target=target, gpus=gpus, model=model, parallel=parallel, concurrency=concurrency,
+                         context=context, spec=spec, budget=budget, graphs=graphs)
+            kind, path = ("vllm", from_vllm) if from_vllm else ("sglang", from_sglang)
+            missing = [f"--{k}" for k in ("target", "model") if setup[k] is None]
+            if missing:
+                fail(f"--from-{kind} needs {', '.join(missing)} (the file does not say which machine and model)")
+            inp = from_bench_file(path, kind, setup)
+        prof = resolve_profile(profile)
+        res = fit(inp, prof, profile or prof.label)
+        write_result(res, out)
+    except (CalibrationError, ProjectionError) as e:
+        fail(str(e))
+    from perfmodel import render
+
+    _emit(res, fmt, render.calibration_csv, render.calibration_table)
+    typer.echo(f"calibration written to {out}", err=True)
+
+
+@app.command()
+def schema(kind: str = typer.Argument("gpu", help="gpu | link | model | profile | memory-kinds | request | projection | "
+                                                                 "calibration-input | calibration")):
     """Print the JSON Schema for writing your own YAML, reading profiles, or reading projections."""
     kinds = _schemas()
     if kind not in kinds:

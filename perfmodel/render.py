@@ -95,10 +95,10 @@ def projection_table(res) -> None:
         out.append("model error on the measured GPU: not available (profile has no end-to-end steps)")
     if res.acceptance:
         out.append(f"acceptance τ: {res.acceptance.description}")
-    out.append(f"describes: {escape(res.describes)}")
+    out.append(f"describes: {res.describes}")
     if res.observed:
         o = res.observed
-        out.append(f"one-point calibration from {escape(o['point'])}: observed {o['observed_tokens_per_s_per_stream']:g} "
+        out.append(f"one-point calibration from {o['point']}: observed {o['observed_tokens_per_s_per_stream']:g} "
                    f"tok/s per stream; the model said {o['uncalibrated_tokens_per_s_per_stream']:.1f} before calibrating "
                    f"and {o['calibrated_tokens_per_s_per_stream']:.1f} after")
     if res.calibration:
@@ -108,7 +108,7 @@ def projection_table(res) -> None:
         loo = c["loo_median_abs_err"]
         out.append(f"calibration: {c['n_points']} point(s); factors the data moved: {moved or 'none'}; leave-one-out "
                    f"median error {'n/a (one point)' if loo is None else f'{loo:.1%}'}")
-        out += [f"warning: {escape(w)}" for w in c["warnings"]]
+        out += [f"warning: {w}" for w in c["warnings"]]
     out.append(f"largest concurrency that fits in memory: {res.max_concurrency_that_fits}")
     out += [f"C={p.concurrency}: {p.budget_note}" for p in res.points if p.budget_note]
     if res.sensitivity:
@@ -286,3 +286,38 @@ def model_show(m) -> None:
         pt.add_row(k, f"{v / 1e9:.2f}")
     pt.add_row("total", f"{sum(pc.values()) / 1e9:.1f}")
     _print(_rows_table(m.name, ("field", "value", "source"), spec_rows(m)), pt)
+
+
+# ------------------------------------------------------------------------------ calibration
+def calibration_table(res) -> None:
+    ft = table(f"calibration to {escape(res.engine)} (profile {escape(res.profile)})",
+               ("factor", "value", "σ posterior", "σ prior", "moved by the data", "note"),
+               right={"value", "σ posterior", "σ prior"})
+    for f in res.factors:
+        host = f.name == "engine_host_us"
+        ft.add_row(f.name, f"{f.value:.0f} µs" if host else f"{f.value:.3f}",
+                   f"{f.sigma_post:.0f} µs" if host else f"{f.sigma_post:.2f}",
+                   f"{f.sigma_prior:.0f} µs" if host else f"{f.sigma_prior:.2f}",
+                   "yes" if f.determined else "no (stays at its prior)",
+                   "outside [0.33, 3]: a mechanism the model lacks" if f.outside_range else "")
+    pt = table("points", ("#", "point", "figure", "observed", "uncalibrated", "fitted", "error", "leave-one-out"),
+               right={"#", "observed", "uncalibrated", "fitted", "error", "leave-one-out"})
+    for p in res.points:
+        pt.add_row(str(p.index), escape(p.label), p.figure, f"{p.observed:.4g}", f"{p.uncalibrated:.4g}",
+                   f"{p.predicted:.4g}", f"{p.err:+.1%}", "n/a" if p.loo_err is None else f"{p.loo_err:+.1%}")
+    loo = res.loo_median_abs_err
+    lines = [f"describes: {res.describes}",
+             f"fitted median |error| {res.median_abs_err:.1%}; leave-one-out median |error| "
+             + ("n/a (one point: calibrate on more to learn how far to trust it)" if loo is None else f"{loo:.1%}")]
+    lines += [f"warning: {w}" for w in res.warnings]
+    _print(ft, pt, *lines)
+
+
+def calibration_csv(res) -> str:
+    head = ["kind", "name", "value", "sigma_post", "sigma_prior", "determined", "outside_range",
+            "figure", "observed", "uncalibrated", "predicted", "err", "loo_err"]
+    rows = [["factor", f.name, f.value, f.sigma_post, f.sigma_prior, f.determined, f.outside_range] + [""] * 6
+            for f in res.factors]
+    rows += [["point", p.label] + [""] * 5 + [p.figure, p.observed, p.uncalibrated, p.predicted, p.err,
+                                              "" if p.loo_err is None else p.loo_err] for p in res.points]
+    return _csv(head, rows)

@@ -141,17 +141,49 @@ def profile_source_gpu(profile: Profile) -> GpuSpec:
 
 
 # ------------------------------------------------------------------------------ --observed
-_OBS = re.compile(r"^(?:(?P<gpu>[\w.\-]+),)?(?P<par>tp|ep)(?P<n>\d+),c=(?P<c>\d+),(?P<tps>[\d.]+)\s*tok/s"
-                  r"(?:,ctx=(?P<ctx>\d+))?$")
+_OBS_PAR = re.compile(r"^(?P<par>tp-attn-ep-moe|tp|ep)(?P<n>\d+)$")
 
 
 def parse_observed(s: str) -> dict:
-    m = _OBS.match(s.strip().replace(" ", ""))
-    bad = m is None or int(m["n"]) < 1 or int(m["c"]) < 1 or not (math.isfinite(float(m["tps"])) and float(m["tps"]) > 0)
-    if bad:
-        raise ProjectionError(f"--observed '{s}': expected like 'rtx-pro-6000,tp8,c=1,98tok/s[,ctx=8192]'")
-    return {"gpu": m["gpu"], "parallel": m["par"], "gpus": int(m["n"]), "concurrency": int(m["c"]),
-            "tokens_per_s": float(m["tps"]), "context": int(m["ctx"]) if m["ctx"] else None}
+    """'[gpu,]tpN|epN|tp-attn-ep-moeN,c=C,X tok/s[,ctx=L][,spec=chain|ddtree][,b=B]' -> fields.
+    X is tokens/s per stream; a speculative figure names its spec (and budget for ddtree)."""
+    usage = f"--observed '{s}': expected like 'rtx-pro-6000,tp8,c=1,98tok/s[,ctx=8192][,spec=ddtree,b=16]'"
+    parts = [x.strip() for x in s.replace(" ", "").split(",") if x.strip()]
+    out: dict = {"gpu": None, "context": None, "spec": "none", "budget": None}
+    for i, part in enumerate(parts):
+        low = part.lower()
+        m = _OBS_PAR.match(low)
+        try:
+            if m:
+                out["parallel"], out["gpus"] = m["par"], int(m["n"])
+            elif low.startswith("c="):
+                out["concurrency"] = int(low[2:])
+            elif low.startswith("ctx="):
+                out["context"] = int(low[4:])
+            elif low.startswith("spec="):
+                out["spec"] = low[5:]
+            elif low.startswith("b="):
+                out["budget"] = int(low[2:])
+            elif low.endswith("tok/s"):
+                out["tokens_per_s"] = float(low[:-5])
+            elif i == 0:
+                out["gpu"] = part
+            else:
+                raise ValueError(part)
+        except ValueError:
+            raise ProjectionError(f"{usage}; cannot read '{part}'") from None
+    missing = [k for k in ("parallel", "concurrency", "tokens_per_s") if k not in out]
+    if missing:
+        raise ProjectionError(f"{usage}; missing {', '.join(missing)}")
+    if out["gpus"] < 1 or out["concurrency"] < 1 or not (0 < out["tokens_per_s"] < math.inf):
+        raise ProjectionError(f"{usage}; GPUs, concurrency and tok/s must be positive and finite")
+    if out["context"] is not None and out["context"] < 1:
+        raise ProjectionError(f"{usage}; ctx must be >= 1")
+    if out["spec"] not in ("none", "chain", "ddtree"):
+        raise ProjectionError(f"{usage}; spec must be none, chain or ddtree")
+    if out["spec"] == "ddtree" and not out["budget"]:
+        raise ProjectionError(f"{usage}; spec=ddtree needs b=<tree budget>")
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

@@ -99,6 +99,86 @@ def _summary(rows: list[dict]) -> dict:
     return {"by_kind": by, "median_abs_err": statistics.median(allerr) if allerr else None}
 
 
+def _foreign_rows(prof: Profile, base: Profile, path: str) -> list[dict]:
+    """The torch-only stack (kernels perfmodel did not write): calibrate on two of its points
+    (`calibrate.calibration_pair`), predict the rest (`foreign-calibrated`), beside the same
+    points predicted uncalibrated (`foreign-uncalibrated`)."""
+    from perfmodel.calibrate import CalibrationInput, calibration_pair, fit, points_from_foreign, predict_interval, prepare
+
+    gpu = prof.provenance.gpu_spec or profile_source_gpu(base).name
+    pts = points_from_foreign(prof, gpu)
+    if len(pts) < 3:
+        return []
+    pair = calibration_pair(pts)
+    cal = fit(CalibrationInput(engine="torch-only decode stack (cuBLAS, SDPA, torch._grouped_mm, NCCL)",
+                               points=[pts[i] for i in pair]), base, base.label)
+    src = f"{Path(path).name} ({prof.provenance.gpu_name}); calibrated on " + " and ".join(pts[i].describe() for i in pair)
+    rows = []
+    for i, p in enumerate(pts):
+        if i in pair:
+            continue
+        prep = prepare(i, p, base)
+        pred, lo, hi = predict_interval(prep, cal, Z90)
+        unc = prep.estimate(prep_factors_none()).step_us / 1e3
+        for kind, v, inside in (("foreign-calibrated", pred, lo <= p.step_ms <= hi), ("foreign-uncalibrated", unc, None)):
+            rows.append({"kind": kind, "point": p.describe(), "measured": p.step_ms, "unit": "ms/step", "predicted": v,
+                         "err": v / p.step_ms - 1, "in_interval": inside, "source": src})
+    return rows
+
+
+def prep_factors_none():
+    from perfmodel.model.calibration import Factors
+
+    return Factors()
+
+
+def _published_logo(base_path: str | None) -> list[dict]:
+    """Leave one GPU out: for each engine with published points on several GPUs, calibrate on
+    one GPU's points and predict the others' (kind `published-logo`)."""
+    from perfmodel.calibrate import CalibrationError, CalibrationInput, fit, prepare
+
+    base = resolve_profile(base_path)
+    rows_in = published_rows()
+    by_engine: dict[str, dict[str, list[dict]]] = {}
+    for r in rows_in:
+        by_engine.setdefault(r["engine"], {}).setdefault(r["gpu"], []).append(r)
+    out = []
+    for engine, by_gpu in sorted(by_engine.items()):
+        if len(by_gpu) < 2:
+            continue
+        pts = {r["id"]: _observed(r) for rs in by_gpu.values() for r in rs}
+        for gpu, cal_rows in sorted(by_gpu.items()):
+            try:
+                cal = fit(CalibrationInput(engine=engine, points=[pts[r["id"]] for r in cal_rows]), base, base.label)
+            except CalibrationError:
+                continue  # a calibration point the model cannot price (e.g. projected not to fit)
+            f = cal.to_factors()
+            for other, rs in sorted(by_gpu.items()):
+                if other == gpu:
+                    continue
+                for r in rs:
+                    try:
+                        pred = prepare(0, pts[r["id"]], base).predict(f)
+                    except CalibrationError:
+                        continue
+                    out.append({"kind": "published-logo", "point": f"{r['id']} ({engine}) from {gpu}",
+                                "measured": r["figure"], "unit": r["unit"], "predicted": pred,
+                                "err": pred / r["figure"] - 1, "in_interval": None,
+                                "source": f"calibrated on {engine}'s {gpu} points: " + ", ".join(x["id"] for x in cal_rows)})
+    return out
+
+
+def _observed(r: dict):
+    from perfmodel.calibrate import ObservedPoint
+
+    total = r["unit"] == "tok/s total"
+    return ObservedPoint(target=r["gpu"], gpus=r["gpus"], model=r["model"], parallel=r["parallel"],
+                         concurrency=r["concurrency"], context=r["context"], dtypes=r.get("dtypes"),
+                         isl=r.get("isl") if total else None, osl=r.get("osl") if total else None,
+                         **({"tokens_per_s": float(r["figure"])} if total else {"tokens_per_s_per_stream": float(r["figure"])}),
+                         label=r["id"])
+
+
 def run_validation(profiles: list[str] | None = None, published: bool = True, base: str | None = None) -> dict:
     """Each profile's e2e points are predicted from that same profile's 1-GPU benches (plus the
     link spec for multi-GPU points), unless `base` names the profile to predict from or the
@@ -114,7 +194,9 @@ def run_validation(profiles: list[str] | None = None, published: bool = True, ba
             raise ProjectionError(str(e)) from None
         own = base is None and not missing_fits(prof)  # a partial run (--only) cannot predict itself
         rows += _e2e_rows(prof, prof if own else base_prof, path)
+        rows += _foreign_rows(prof, prof if own else base_prof, path)
     if published:
         rows += _published(base)
+        rows += _published_logo(base)
     return {"base_profile": base_prof.label, "rows": rows, "summary": _summary(rows),
             "self_check": {k: v for k, v in self_check(base_prof).items() if k != "points"}}

@@ -14,7 +14,8 @@ plus an additive per-step engine host term:
   engine_host_us     the engine's own host work per step (scheduler, sampling, Python), µs,
                      additive and ≥ 0, kept apart from perfmodel's measured host loop
 
-groups: attention (MLA, GQA), moe (W4A16, bf16), gemm (dense GEMMs, lm_head), elementwise.
+groups: attention (MLA, GQA decode, q = 1), attention_verify (q > 1: tree / chain verification,
+often another kernel in an engine), moe (W4A16, bf16), gemm (dense GEMMs, lm_head), elementwise.
 
 Carrying to a target (`calibrated`): a floor factor multiplies the target's floors; a
 bandwidth factor multiplies the target's achievable bandwidth, capped at its streaming roof;
@@ -32,16 +33,18 @@ from dataclasses import dataclass, field, replace
 
 from perfmodel.model.machine import CollectiveLaw, Machine
 
-GROUPS = ("attention", "moe", "gemm", "elementwise")
+GROUPS = ("attention", "attention_verify", "moe", "gemm", "elementwise")
+VERIFY = "verify"  # the attention variant of q > 1 steps (layers._attn_variant)
 FAMILIES = ("pcie", "nvlink", "xgmi")
 HOST = "engine_host_us"
 OUTSIDE = (1 / 3, 3.0)  # a factor outside this range: the model misses a mechanism there
 
 
 def group_of(kernel_class: str) -> str:
-    base = kernel_class.split(".")[0]
+    """The factor group of a law key (`class` or `class.variant`)."""
+    base, _, variant = kernel_class.partition(".")
     if base.startswith("attention"):
-        return "attention"
+        return "attention_verify" if variant == VERIFY else "attention"
     if base.startswith("moe"):
         return "moe"
     if base.startswith("gemm"):
@@ -79,7 +82,12 @@ def calibrated(mach: Machine, f: Factors) -> Machine:
     """The machine with the factors applied (a new Machine; the input is not changed)."""
     seen = mach.gpu.name in f.gpus
     laws = {}
-    for cls, law in mach.laws.items():
+    base = dict(mach.laws)
+    if any(k.startswith("floor.attention_verify") or k.startswith("bw.attention_verify") for k in f.values):
+        # verification attention gets its own law (a copy of its class's) for its own factors
+        for cls in [c for c in base if c.startswith("attention") and "." not in c]:
+            base.setdefault(f"{cls}.{VERIFY}", base[cls])
+    for cls, law in base.items():
         g = group_of(cls)
         kf, kb = f"floor.{g}", f"bw.{g}"
         fb = f.get(kb)

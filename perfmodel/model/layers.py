@@ -154,6 +154,15 @@ def _elt(name, tokens, width, count, variant: str, component="elementwise") -> O
               bytes=passes * tokens * width * ACT, flops=tokens * width * fpe, count=count, probe=probe)
 
 
+def _attn_variant(q: int) -> str:
+    """Attention over q > 1 new tokens per sequence (tree / chain verification) is its own
+    variant: engines often run another kernel there than for q = 1 decode (FlashInfer's prefill
+    vs decode kernels, SDPA's masked vs unmasked backends). The profile fits one law for both
+    (perfmodel's tree attention is one kernel), so uncalibrated both use the class law; a
+    calibration can price them apart (`calibration.py`, groups attention and attention_verify)."""
+    return "verify" if q > 1 else ""
+
+
 def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int) -> list[Op]:
     a = m.attention
     H = m.hidden_size
@@ -189,7 +198,7 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
             Op("attention_core", "attention", "attention_mla",
                bytes=Cg * S * lat * kvb + 2 * T * h * a.kv_lora_rank * ACT + T * h * lat * ACT,
                flops=2.0 * T * h * S * (lat + a.kv_lora_rank), count=count,
-               compute_dtype="fp8" if m.dtypes.kv_cache == "fp8" else "bf16",
+               compute_dtype="fp8" if m.dtypes.kv_cache == "fp8" else "bf16", variant=_attn_variant(q),
                probe=Probe("attention", (("H", h), ("kind", "mla"), ("q", q)), "L", L, "triton", "C", Cg)
                if kvb == 2.0 and L > 0 else None),
             Op("w_uv", "dense", "gemm_bf16",
@@ -213,7 +222,7 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
             if n:
                 ops.append(Op(f"attention_core_{tag}", "attention", "attention_gqa",
                               bytes=Cg * span * 2 * hkv * D * kvb + 2 * T * hq * D * ACT,
-                              flops=4.0 * T * hq * span * D, count=n,
+                              flops=4.0 * T * hq * span * D, count=n, variant=_attn_variant(q),
                               probe=Probe("attention", (("D", D), ("Hkv", hkv), ("Hq", hq), ("kind", "gqa"), ("q", q)),
                                                   "L", span - q, "triton", "C", Cg)
                               if kvb == 2.0 and span > q else None))

@@ -138,9 +138,11 @@ class Projector:
         """The model's own error on points like these: the calibration's leave-one-out median
         (its in-sample median with one point), else the self-check's median."""
         c = self.calibration
+        own = self.check["median_abs_err"] or 0.0
         if c is not None:
-            return c.loo_median_abs_err if c.loo_median_abs_err is not None else c.median_abs_err
-        return self.check["median_abs_err"] or 0.0
+            # one point has no leave-one-out error and fits itself: keep the self-check's
+            return c.loo_median_abs_err if c.loo_median_abs_err is not None else max(c.median_abs_err, own)
+        return own
 
     def describes(self) -> str:
         from perfmodel.calibrate import uncalibrated_description
