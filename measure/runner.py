@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from perfmodel.profile import BenchResult, Profile, Provenance, load_profile, save_profile
+from perfmodel.profile import BenchResult, Profile, Provenance, load_profile, save_profile, stale_temp_files
 
 from .common import BenchContext, BenchOutput, pct
 
@@ -218,6 +218,7 @@ def run_measure(
     quick: bool = False,
     resume: bool = False,
     progress: bool = True,
+    force: bool = False,
     *,
     registry: dict[str, BenchFn] | None = None,
     require_cuda: bool = True,
@@ -226,30 +227,102 @@ def run_measure(
     """Run the benches and write the profile to `out`. Returns an exit code:
     0 all ok (skipped counts as ok), 1 some bench failed (error/oom), 2 no CUDA / bad input,
     130 interrupted (the file holds every bench finished before the interrupt).
-    `registry` and `require_cuda=False` exist for tests (fake benches on a CPU)."""
+    `registry` and `require_cuda=False` exist for tests (fake benches on a CPU).
+
+    An existing `out` is never lost: without `resume` or `force` it is an error; with `force`
+    it is replaced only once the first bench has finished; every write is atomic (profile.
+    save_profile) and keeps the file's mode. SIGTERM is handled like Ctrl-C, so no temp file
+    stays behind; temp files of killed runs are removed."""
     out = Path(out)
-    if require_cuda:
-        problem = _cuda_problem()
-        if problem:
-            print(problem)
-            return 2
     registry = registry if registry is not None else default_registry()
     names = list(registry)
     if only:
         bad = [n for n in only if n not in registry]
         if bad:
-            print(f"perfmodel measure: unknown bench {', '.join(bad)} (choose from {', '.join(names)})")
+            print(f"perfmodel measure: --only: unknown bench {', '.join(bad)} (choose from {', '.join(names)})", file=sys.stderr)
             return 2
         names = [n for n in names if n in only]
+    problem = out_problem(out, resume, force)
+    if problem:
+        print(f"perfmodel measure: {problem}", file=sys.stderr)
+        return 2
+    if require_cuda:
+        problem = _cuda_problem()
+        if problem:
+            print(problem, file=sys.stderr)
+            return 2
+    for stale in stale_temp_files(out):
+        stale.unlink(missing_ok=True)
 
-    log = _Log(log_path(out))
     try:
-        return _run(out, names, registry, quick, resume, progress, log, command)
+        log = _Log(log_path(out))
+    except OSError as e:
+        print(f"perfmodel measure: --out {out}: cannot write beside it ({e.strerror or e})", file=sys.stderr)
+        return 2
+    old_term = _sigterm_as_interrupt()
+    try:
+        return _run(out, names, registry, quick, resume, progress, log, command, force)
+    except KeyboardInterrupt:
+        print(f"perfmodel measure: interrupted; {out} holds the benches finished before it (rerun with --resume)",
+              file=sys.stderr)
+        return 130
+    except OSError as e:
+        print(f"perfmodel measure: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+        return 2
     finally:
         log.close()
+        _restore_sigterm(old_term)
 
 
-def _run(out, names, registry, quick, resume, progress, log, command) -> int:
+def out_problem(out: Path, resume: bool, force: bool) -> str | None:
+    """Why `out` cannot take the profile, or None."""
+    if out.is_dir():
+        return f"--out {out}: is a directory; name the profile file, e.g. {out / 'profile.json'}"
+    if out.exists() and not out.is_file():
+        return f"--out {out}: not a regular file"
+    if out.exists() and not (resume or force):
+        return (f"--out {out} already exists; pass --resume to complete it, or --force to replace it "
+                f"(it is kept until the first bench finishes)")
+    parent = out.parent if str(out.parent) else Path(".")
+    if parent.exists() and not parent.is_dir():
+        return f"--out {out}: {parent} is not a directory"
+    return None
+
+
+def _sigterm_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt, so the interrupted write removes its temp file and the
+    profile keeps every bench finished before it. Returns the previous handler."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        return None
+
+
+def _restore_sigterm(old) -> None:
+    import signal
+
+    if old is not None:
+        signal.signal(signal.SIGTERM, old)
+
+
+PROVENANCE_KEYS = ("gpu_name", "driver", "torch")
+
+
+def resume_mismatch(old: Provenance, new: Provenance) -> str | None:
+    """The first of GPU, driver, torch in which `new` (this machine) differs from `old`."""
+    for k in PROVENANCE_KEYS:
+        a, b = getattr(old, k), getattr(new, k)
+        if a != b:
+            return f"{k} {a!r} in the profile, {b!r} here"
+    return None
+
+
+def _run(out, names, registry, quick, resume, progress, log, command, force=False) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     profile = None
@@ -257,7 +330,13 @@ def _run(out, names, registry, quick, resume, progress, log, command) -> int:
         try:
             profile = load_profile(out)
         except Exception as e:
-            log(f"perfmodel measure: cannot resume from {out}: {e}")
+            print(f"perfmodel measure: cannot resume from {out}: {e}", file=sys.stderr)
+            return 2
+        here = make_provenance(command)
+        diff = resume_mismatch(profile.provenance, here)
+        if diff and not force:
+            print(f"perfmodel measure: --resume {out}: taken on another setup ({diff}); its benches would mix "
+                  f"with these under the old provenance. Use a new --out, or --force to resume anyway", file=sys.stderr)
             return 2
         done = [n for n in names if n in profile.benches and profile.benches[n].status in ("ok", "skipped")]
         if done:
@@ -270,7 +349,8 @@ def _run(out, names, registry, quick, resume, progress, log, command) -> int:
     p = profile.provenance
     log(f"perfmodel measure -> {out}  ({p.gpu_name}, {p.n_gpus} GPU(s), torch {p.torch}, triton {p.triton}, cuda {p.cuda}, "
         f"driver {p.driver}){'  [quick]' if quick else ''}")
-    save_profile(profile, out)
+    if not out.exists():
+        save_profile(profile, out)  # an existing profile is replaced only by one with a finished bench
 
     source = f"measured: {profile.provenance.timestamp}"
     rc = 0

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import typer
 
+from perfmodel.cli_errors import OneLineErrors  # parse errors: one line naming the option and value
 from perfmodel.options import ProjectionOptions, projection_options
 
-app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(cls=OneLineErrors, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Measure decode kernels here, project LLM decode throughput there, and explain the bottleneck.")
 hw_app = typer.Typer(no_args_is_help=True, help="Hardware specs (hwspecs/).")
 models_app = typer.Typer(no_args_is_help=True, help="Model presets, and import from a HuggingFace config.json.")
@@ -32,6 +33,15 @@ def fail(msg: str) -> None:
     """One clear line on stderr, exit code 2."""
     typer.echo(f"perfmodel: {msg}", err=True)
     raise typer.Exit(2)
+
+
+def _guard(fn, *a, where: str = "", **kw):
+    """fn(*a, **kw), with any input error (ValueError: InputError, SpecError, ProjectionError)
+    as one line on stderr and exit 2."""
+    try:
+        return fn(*a, **kw)
+    except ValueError as e:
+        fail(f"{where}: {e}" if where else str(e))
 
 
 def _version(value: bool) -> None:
@@ -75,7 +85,7 @@ def _emit(res, fmt: Fmt, to_csv, to_table) -> None:
     """A result as JSON, as CSV text from `to_csv`, or as the rich table `to_table` prints."""
     with _stdout_may_close():
         if fmt == Fmt.json:
-            typer.echo(json.dumps(_jsonable(res), indent=1))
+            typer.echo(json.dumps(_jsonable(res), indent=1, allow_nan=False))  # NaN never reaches JSON
         elif fmt == Fmt.csv:
             typer.echo(to_csv(res), nl=False)
         else:
@@ -148,14 +158,16 @@ def measure(out: Path = typer.Option(Path("profile.json"), "--out", "-o", help="
                                                                   "treebuild,dispatch,collectives,e2e,pcie,foreign)."),
             quick: bool = typer.Option(False, "--quick", help="Fewer sizes and samples."),
             resume: bool = typer.Option(False, "--resume", help="Complete an interrupted profile."),
-            progress: bool = typer.Option(True, "--progress/--no-progress", help="Per-bench progress bars (each bench has a time budget).")):
+            progress: bool = typer.Option(True, "--progress/--no-progress", help="Per-bench progress bars (each bench has a time budget)."),
+            force: bool = typer.Option(False, "--force", help="Replace an existing --out (kept until the first bench finishes), "
+                                                             "or --resume one taken on another GPU/driver/torch.")):
     """Run microbenchmarks on the local GPU and write a profile (needs CUDA)."""
     try:
         from perfmodel.measure.runner import run_measure
     except ImportError as e:
         fail(f"measure needs torch and triton ({e.name or e} is missing)")
     names = [x.strip() for x in only.split(",") if x.strip()] if only else None
-    raise typer.Exit(run_measure(out, only=names, quick=quick, resume=resume, progress=progress))
+    raise typer.Exit(run_measure(out, only=names, quick=quick, resume=resume, progress=progress, force=force))
 
 
 @app.command()
@@ -168,6 +180,9 @@ def report(opts: ProjectionOptions,
     from perfmodel.model.project import ProjectionError
 
     req = _request(opts)
+    from perfmodel.specs import registry
+
+    _guard(registry.load_gpu, source, where="--source")
     try:
         from perfmodel.reports.findings import ReportError, write_report
     except ImportError as e:
@@ -191,9 +206,11 @@ def validate(profile: list[str] | None = typer.Option(None, "--profile", help="P
                                                                    "the published figures use the embedded profile)."),
              fmt: Fmt = typer.Option(Fmt.table, "--format", "-f")):
     """Compare projections with measured end-to-end steps and published decode figures."""
+    from perfmodel.inputs import finite_number
     from perfmodel.model.project import ProjectionError
     from perfmodel.validate import run_validation
 
+    _guard(finite_number, tolerance, "--tolerance", lo=0)
     try:
         res = run_validation(profile, published=published, base=base)
     except ProjectionError as e:

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from perfmodel.inputs import InputError, read_text
 
 SCHEMA_VERSION = 1
 
@@ -35,14 +38,18 @@ KERNEL_CLASSES = (
 
 
 class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Every number finite: a NaN or Infinity in a profile would silently drop or blow up a term.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+NonNeg = Annotated[float, Field(ge=0)]
 
 
 class Provenance(_M):
     kind: Literal["measured", "spec-derived"]
     gpu_name: str
     gpu_spec: str | None = Field(None, description="hwspecs GPU name this profile was taken on")
-    n_gpus: int = 1
+    n_gpus: int = Field(1, ge=1)
     driver: str | None = None
     cuda: str | None = None
     torch: str | None = None
@@ -58,16 +65,16 @@ class Provenance(_M):
 class Sample(BaseModel):
     """One timed configuration. `shape` holds the bench's own parameters (T, C, q, L, ...)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     shape: dict[str, int | float | str | bool]
-    bytes: float | None = None
-    flops: float | None = None
-    times_ms: list[float] = []
-    median_ms: float
-    p10_ms: float | None = None
-    p90_ms: float | None = None
-    achieved_GBps: float | None = None
-    achieved_TFLOPS: float | None = None
+    bytes: float | None = Field(None, ge=0)
+    flops: float | None = Field(None, ge=0)
+    times_ms: list[NonNeg] = []
+    median_ms: float = Field(gt=0)
+    p10_ms: float | None = Field(None, ge=0)
+    p90_ms: float | None = Field(None, ge=0)
+    achieved_GBps: float | None = Field(None, ge=0)
+    achieved_TFLOPS: float | None = Field(None, ge=0)
     provider: str = "triton"
 
 
@@ -76,15 +83,15 @@ class BenchResult(_M):
     note: str = ""
     started: str | None = None
     finished: str | None = None
-    wall_s: float | None = None
+    wall_s: float | None = Field(None, ge=0)
     samples: list[Sample] = []
 
 
 class Ceilings(_M):
-    copy_GBps: float | None = Field(None, description="device copy, bytes read + written")
-    read_GBps: float | None = Field(None, description="streaming read (reduction)")
-    bf16_TFLOPS: float | None = None
-    fp8_TFLOPS: float | None = None
+    copy_GBps: float | None = Field(None, gt=0, description="device copy, bytes read + written")
+    read_GBps: float | None = Field(None, gt=0, description="streaming read (reduction)")
+    bf16_TFLOPS: float | None = Field(None, gt=0)
+    fp8_TFLOPS: float | None = Field(None, gt=0)
     source: str = ""
 
 
@@ -93,9 +100,9 @@ class KernelFit(_M):
     t0_us: float = Field(ge=0)
     bw_GBps: float = Field(gt=0)
     tflops: float = Field(gt=0)
-    n_points: int = 0
+    n_points: int = Field(0, ge=0)
     residuals_rel: list[float] = []
-    rmse_rel: float = 0.0
+    rmse_rel: float = Field(0.0, ge=0)
     bench: str = ""
     launcher: Literal["torch", "triton"] = Field(
         "torch", description="what launches the kernel eagerly: a torch op, or a Triton kernel's Python launcher "
@@ -113,9 +120,9 @@ class CollectiveFit(_M):
     graph: bool = False
     latency_us: float = Field(ge=0)
     bw_GBps: float = Field(gt=0, description="bytes per GPU / (t - latency)")
-    n_points: int = 0
+    n_points: int = Field(0, ge=0)
     residuals_rel: list[float] = []
-    rmse_rel: float = 0.0
+    rmse_rel: float = Field(0.0, ge=0)
     link: str = Field("", description="what joined the GPUs, e.g. nvlink4")
     source: str = ""
 
@@ -141,9 +148,9 @@ class TreeBuildFit(_M):
     impl: Literal["cpu", "gpu"]
     t0_us: float = Field(ge=0)
     per_node_us: float = Field(ge=0, description="per tree node per sequence (C * B)")
-    n_points: int = 0
+    n_points: int = Field(0, ge=0)
     residuals_rel: list[float] = []
-    rmse_rel: float = 0.0
+    rmse_rel: float = Field(0.0, ge=0)
     source: str = ""
 
 
@@ -153,9 +160,9 @@ class E2EPoint(_M):
     name: str
     model: str
     n_layers: int = Field(gt=0, description="layers in the synthetic stack")
-    n_dense_layers: int = 0
-    tp_shape: int = Field(1, description="per-GPU shard shapes of this TP degree")
-    n_gpus: int = 1
+    n_dense_layers: int = Field(0, ge=0)
+    tp_shape: int = Field(1, ge=1, description="per-GPU shard shapes of this TP degree")
+    n_gpus: int = Field(1, ge=1)
     parallel: Literal["tp", "ep", "tp-attn-ep-moe"] = "tp"
     concurrency: int = Field(gt=0)
     q: int = Field(gt=0, description="tokens per sequence in the step")
@@ -163,8 +170,8 @@ class E2EPoint(_M):
     lm_head: bool = False
     graph: bool = True
     step_ms: float = Field(gt=0)
-    p10_ms: float | None = None
-    p90_ms: float | None = None
+    p10_ms: float | None = Field(None, gt=0)
+    p90_ms: float | None = Field(None, gt=0)
     note: str = ""
 
 
@@ -189,39 +196,106 @@ class ProfileError(ValueError):
     pass
 
 
+def _first_error(path, e: ValidationError) -> ProfileError:
+    """One line: the file, the field path and what is wrong, with the bad value."""
+    err = e.errors(include_url=False)[0]
+    loc = ".".join(str(x) for x in err["loc"]) or "<root>"
+    got = err.get("input")
+    shown = "" if isinstance(got, (dict, list)) or got is None else f", got {got!r}"
+    more = f" (+{e.error_count() - 1} more)" if e.error_count() > 1 else ""
+    return ProfileError(f"profile {path}: {loc}: {err['msg']}{shown}{more}")
+
+
 def load_profile(path: str | os.PathLike) -> Profile:
+    """Read and validate a profile: a JSON object, every number finite and in range, strict
+    types (no bool or string where a number belongs). Errors are one line naming the file."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ProfileError(f"profile {path}: no such file") from None
+        text = read_text(path, "profile")
+    except InputError as e:
+        raise ProfileError(str(e)) from None
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ProfileError(f"profile {path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(data, dict):
+        raise ProfileError(f"profile {path}: expected a JSON object, got {_json_kind(data)}")
     if data.get("schema_version") != SCHEMA_VERSION:
         raise ProfileError(f"profile {path}: schema_version {data.get('schema_version')!r}, expected {SCHEMA_VERSION}")
     try:
-        return Profile.model_validate(data)
-    except Exception as e:  # pydantic.ValidationError: report the first problem on one line
-        errs = getattr(e, "errors", lambda: [])()
-        if errs:
-            loc = ".".join(str(x) for x in errs[0]["loc"])
-            raise ProfileError(f"profile {path}: {loc}: {errs[0]['msg']}") from None
-        raise ProfileError(f"profile {path}: {e}") from None
+        # strict: JSON true is not 1, "3" is not 3; JSON mode reads arrays into tuples
+        return Profile.model_validate_json(text, strict=True)
+    except ValidationError as e:
+        raise _first_error(path, e) from None
+
+
+def _json_kind(x) -> str:
+    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(x), "a number")
 
 
 def save_profile(profile: Profile | dict, path: str | os.PathLike) -> None:
-    """Write atomically: a temp file in the same folder, fsync, then rename over the target."""
+    """Write atomically: a temp file in the same folder (named after the target and this
+    process), fsync, then rename over the target, keeping an existing file's mode. A reader
+    sees the old profile or the new one, never a part; no NaN or Infinity is written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = profile.model_dump(mode="json") if isinstance(profile, Profile) else profile
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    text = json.dumps(data, indent=1, allow_nan=False)
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{TMP_TAG}{os.getpid()}-", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
+            f.write(text)
             f.flush()
+            os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        fsync_path(path.parent)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+TMP_TAG = "perfmodel-partial-"
+
+
+def stale_temp_files(path: str | os.PathLike) -> list[Path]:
+    """Temp files `save_profile` left beside `path` when its process was killed (SIGKILL):
+    those whose writer process no longer runs."""
+    path = Path(path)
+    out = []
+    for p in path.parent.glob(f".{path.name}.{TMP_TAG}*.tmp"):
+        pid = p.name[len(f".{path.name}.{TMP_TAG}"):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            out.append(p)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def fsync_path(d: Path) -> None:
+    """fsync a file or a folder (a folder: so that a rename in it is durable); best effort."""
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

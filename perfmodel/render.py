@@ -43,7 +43,7 @@ def _print(*items) -> None:
 
 def table(title: str | None, cols, right=()) -> Table:
     """A table whose cells fold instead of being cut with an ellipsis."""
-    tab = Table(title=title, title_justify="left")
+    tab = Table(title=escape(title) if title else title, title_justify="left")  # titles name user files/models
     for col in cols:
         tab.add_column(col, justify="right" if col in right else "left", overflow="fold")
     return tab
@@ -110,6 +110,7 @@ def projection_table(res) -> None:
                    f"median error {'n/a (one point)' if loo is None else f'{loo:.1%}'}")
         out += [f"warning: {w}" for w in c["warnings"]]
     out.append(f"largest concurrency that fits in memory: {res.max_concurrency_that_fits}")
+    out += res.layout_notes or []
     out += [f"C={p.concurrency}: {p.budget_note}" for p in res.points if p.budget_note]
     if res.sensitivity:
         st = table("sensitivity: tok/s change for ±20% in each input (C = first concurrency)",
@@ -146,10 +147,10 @@ def compare_table(cmp) -> None:
                 COMPARE_COLS, right=set(COMPARE_COLS) - {"configuration", "bottleneck"})
     for r in cmp.rows:
         if r.error:
-            tab.add_row(r.config, "" if r.concurrency is None else str(r.concurrency), "—", "", "", "", "",
-                        f"[red]{r.error}[/]")
+            tab.add_row(escape(r.config), "" if r.concurrency is None else str(r.concurrency), "—", "", "", "", "",
+                        f"[red]{escape(r.error)}[/]")
             continue
-        tab.add_row(r.config, str(r.concurrency), f"{r.tokens_per_s_per_stream:.1f}", f"{r.tokens_per_s_per_gpu:.0f}",
+        tab.add_row(escape(r.config), str(r.concurrency), f"{r.tokens_per_s_per_stream:.1f}", f"{r.tokens_per_s_per_gpu:.0f}",
                     f"{r.tokens_per_s:.0f}", _fmt_iv([r.tokens_per_s_per_stream_lo, r.tokens_per_s_per_stream_hi]),
                     f"{r.step_ms:.2f}", r.bottleneck)
     _print(tab)
@@ -165,11 +166,15 @@ def validation_table(res: dict) -> None:
     cols = ("kind", "point", "unit", "measured", "predicted", "error", "in 90% interval")
     tab = table("perfmodel validate: projection vs measurement", cols, right={"measured", "predicted", "error"})
     for r in res["rows"]:
-        tab.add_row(r["kind"], r["point"], r["unit"], f"{r['measured']:.4g}", f"{r['predicted']:.4g}",
-                    f"{r['err']:+.1%}", {True: "yes", False: "no", None: "—"}[r.get("in_interval")])
+        tab.add_row(escape(r["kind"]), escape(r["point"]), escape(r["unit"]), f"{r['measured']:.4g}",
+                    "does not fit" if r["predicted"] is None else f"{r['predicted']:.4g}",
+                    "—" if r["err"] is None else f"{r['err']:+.1%}", {True: "yes", False: "no", None: "—"}[r.get("in_interval")])
     out = [tab, "sources: `perfmodel validate --format json` (field `source`) and perfmodel/data/published.yaml"]
     for kind, s in res["summary"]["by_kind"].items():
         cov = f", interval coverage {s['coverage']:.0%}" if s.get("coverage") is not None else ""
+        if s["median_abs_err"] is None:
+            out.append(f"{kind}: no point projected to fit{cov}")
+            continue
         out.append(f"{kind}: {s['n']} points, median |error| {s['median_abs_err']:.1%}, max {s['max_abs_err']:.1%}{cov}")
     _print(*out)
 

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, StrictBool, TypeAdapter, ValidationError, field_validator
 from pydantic.dataclasses import dataclass
 
+from perfmodel.model import sanity
 from perfmodel.profile import Profile, load_profile
 from perfmodel.specs import registry
 from perfmodel.specs.schema import GpuSpec, InterconnectSpec, MemoryKinds, ModelSpec
@@ -125,6 +126,7 @@ def resolve_profile(spec: str | None, gpu_for_spec: GpuSpec | None = None) -> Pr
         prof = load_profile(path)
     except ValueError as e:
         raise ProjectionError(str(e)) from None
+    sanity.check_profile_refs(prof, path)
     if key is not None:
         _PROFILES[key] = prof  # sensitivity, reports and compare build many projectors on one profile
     return prof
@@ -224,7 +226,7 @@ def _specs(req: Request) -> tuple[GpuSpec, ModelSpec, InterconnectSpec | None]:
             registry.load_model_file(req.model_file)
     else:
         model = registry.load_model(req.model)
-    link = registry.load_link(req.link or gpu.default_interconnect) if req.gpus > 1 else None
+    link = sanity.resolve_link(req, gpu) if req.gpus > 1 else None
     if req.dtype_overrides:
         model = model.model_copy(update={"dtypes": model.dtypes.model_validate(
             model.dtypes.model_dump() | req.dtype_overrides)})
@@ -246,16 +248,22 @@ def _acceptance(req: Request, model: ModelSpec):
 
     depth = model.drafter.block_size - 1
     try:
-        return acceptance_from_cli(req.acceptance, depth, structure="chain" if req.spec == "chain" else "ddtree")
+        acc = acceptance_from_cli(req.acceptance, depth, structure="chain" if req.spec == "chain" else "ddtree")
     except ValueError as e:
-        raise ProjectionError(str(e).splitlines()[0]) from None
+        raise ProjectionError(f"--acceptance '{req.acceptance}': {str(e).splitlines()[0]}") from None
+    sanity.check_acceptance(req.acceptance, depth)
+    return acc
 
 
-def _observed(req: Request, source_gpu: GpuSpec) -> Observed | None:
+def _observed(req: Request, source_gpu: GpuSpec, model: ModelSpec) -> Observed | None:
     if not req.observed:
         return None
     o = parse_observed(req.observed)
-    g = registry.load_gpu(o["gpu"]) if o["gpu"] else source_gpu
+    try:
+        g = registry.load_gpu(o["gpu"]) if o["gpu"] else source_gpu
+    except registry.SpecError as e:
+        raise ProjectionError(f"--observed '{req.observed}': {e}") from None
+    sanity.check_observed(req.observed, o, model, g, o["context"] if o["context"] is not None else req.context)
     link = registry.load_link(g.default_interconnect) if o["gpus"] > 1 else None
     return Observed(o, g, link)
 
@@ -266,11 +274,13 @@ def resolve(req: Request) -> Resolved:
         raise ProjectionError(f"expected a perfmodel Request, got {type(req).__name__}")
     try:
         gpu, model, link = _specs(req)
+        sanity.check_request(req, model)
         _check(req, model)
         profile = resolve_profile(req.profile, gpu if req.profile == "spec" else None)
+        sanity.check_treebuild(req, profile, req.profile or "the embedded profile")
         source_gpu = profile_source_gpu(profile)
         acc = _acceptance(req, model)
-        observed = _observed(req, source_gpu)
+        observed = _observed(req, source_gpu, model)
         mk = registry.load_memory_kinds()
     except registry.SpecError as e:
         raise ProjectionError(str(e)) from None

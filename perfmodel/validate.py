@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from perfmodel.model import sanity
 from perfmodel.model.e2e import predict_e2e
 from perfmodel.model.machine import missing_fits
 from perfmodel.model.project import Projector, self_check
@@ -59,7 +60,7 @@ def _published(base_path: str | None) -> list[dict]:
         pt = pj.projection().points[0]
         if not pt.fits_in_memory:
             rows.append({"kind": "published", "point": r["id"], "measured": r["figure"], "unit": r["unit"],
-                         "predicted": float("nan"), "err": float("nan"), "in_interval": False,
+                         "predicted": None, "err": None, "in_interval": False,
                          "source": r["source"] + " — projected not to fit"})
             continue
         total = r["unit"] == "tok/s total"
@@ -90,12 +91,12 @@ def _with_prefill(pj: Projector, r: dict, pt: Point) -> tuple[float, list[float]
 def _summary(rows: list[dict]) -> dict:
     by = {}
     for kind in sorted({r["kind"] for r in rows}):
-        errs = [abs(r["err"]) for r in rows if r["kind"] == kind and r["err"] == r["err"]]
+        errs = [abs(r["err"]) for r in rows if r["kind"] == kind and r["err"] is not None]
         cov = [r["in_interval"] for r in rows if r["kind"] == kind and r["in_interval"] is not None]
         by[kind] = {"n": len(errs), "median_abs_err": statistics.median(errs) if errs else None,
                     "max_abs_err": max(errs) if errs else None,
                     "coverage": sum(cov) / len(cov) if cov else None}
-    allerr = [abs(r["err"]) for r in rows if r["err"] == r["err"]]
+    allerr = [abs(r["err"]) for r in rows if r["err"] is not None]
     return {"by_kind": by, "median_abs_err": statistics.median(allerr) if allerr else None}
 
 
@@ -192,11 +193,15 @@ def run_validation(profiles: list[str] | None = None, published: bool = True, ba
             prof = load_profile(path)
         except ValueError as e:
             raise ProjectionError(str(e)) from None
+        sanity.check_profile_refs(prof, path)
         own = base is None and not missing_fits(prof)  # a partial run (--only) cannot predict itself
         rows += _e2e_rows(prof, prof if own else base_prof, path)
         rows += _foreign_rows(prof, prof if own else base_prof, path)
     if published:
         rows += _published(base)
         rows += _published_logo(base)
+    if not rows:
+        raise ProjectionError("nothing was checked: " + (", ".join(paths) or "no profiles") + " hold no end-to-end "
+                              "points" + (" and --no-published skips the published figures" if not published else ""))
     return {"base_profile": base_prof.label, "rows": rows, "summary": _summary(rows),
             "self_check": {k: v for k, v in self_check(base_prof).items() if k != "points"}}

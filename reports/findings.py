@@ -11,8 +11,6 @@ from that dict. `doc_data["target"]["projection"]` is exactly what `perfmodel pr
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +20,7 @@ from perfmodel.model.project import ProjectionError, Projector, Request
 from perfmodel.model.sensitivity import DELTA, sensitivity
 from perfmodel.reports import figures, sections
 from perfmodel.reports.sections import fmt  # noqa: F401  (re-exported: tests parse numbers with it)
+from perfmodel.reports.writer import check_out, dump_json, staged_report
 
 FORM_FACTOR_SUFFIXES = ("-sxm", "-server")
 COMPONENT_COLORS = figures.COMPONENT_COLORS
@@ -34,12 +33,9 @@ class ReportError(ValueError):
 # ------------------------------------------------------------------------------ helpers
 def _check_writable(out: Path) -> None:
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".perfmodel-write-probe"
-        probe.write_text("")
-        probe.unlink()
+        check_out(out)  # touches nothing: the report is staged beside `out` (reports/writer.py)
     except OSError as e:
-        raise ReportError(f"cannot write the report to {out}: {e.strerror or e}") from None
+        raise ReportError(str(e)) from None
 
 
 def report_name(target: dict) -> str:
@@ -274,22 +270,14 @@ def write_report(req: Request, out: Path, source: str = "rtx-pro-6000") -> Path:
     name = report_name(doc["target"]["projection"]["target"])
     stem = name[: -len("_NOTES")]
     try:
-        figs = figures.write_all(doc, out, stem)
-        doc["figures"] = figs
-        (out / f"{name}.json").write_text(json.dumps(doc, indent=1, default=_json_default) + "\n")
-        md = out / f"{name}.md"
-        md.write_text(sections.markdown(doc, figs | {"json": f"{name}.json"}))
+        with staged_report(out) as stage:  # all files or none, only our own (reports/writer.py)
+            figs = figures.write_all(doc, stage, stem)
+            doc["figures"] = figs
+            (stage / f"{name}.json").write_text(dump_json(doc))
+            (stage / f"{name}.md").write_text(sections.markdown(doc, figs | {"json": f"{name}.json"}))
     except OSError as e:
         raise ReportError(f"cannot write the report to {out}: {e.strerror or e}") from None
-    return md
-
-
-def _json_default(o):
-    if isinstance(o, float) and (math.isnan(o) or math.isinf(o)):
-        return None
-    if isinstance(o, (set, tuple)):
-        return sorted(o) if isinstance(o, set) else list(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    return out / f"{name}.md"
 
 
 __all__ = ["ReportError", "write_report", "build_doc_data", "report_name", "fmt", "COMPONENT_COLORS"]

@@ -95,9 +95,10 @@ def test_only_and_unknown(tmp_path, capsys):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA path")
 def test_no_cuda_exit_2(tmp_path, capsys):
     rc = run_measure(tmp_path / "p.json")
-    out = capsys.readouterr().out.strip().splitlines()
+    cap = capsys.readouterr()
     assert rc == 2
-    assert out == ["perfmodel measure: no CUDA GPU found (torch.cuda.is_available() is False)"]
+    assert cap.out == ""  # errors go to stderr
+    assert cap.err.strip().splitlines() == ["perfmodel measure: no CUDA GPU found (torch.cuda.is_available() is False)"]
     assert not (tmp_path / "p.json").exists()
 
 

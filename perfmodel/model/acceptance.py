@@ -532,12 +532,11 @@ def from_table(table: Mapping, description: str | None = None, sigmas: Mapping |
 
 def from_calibration_json(path, structure: str = "ddtree", eagle_topk: int = 8) -> AcceptanceSource:
     """JSON: {"q": [[...] per depth], "p": [[...] per depth], optional "description"}."""
+    from perfmodel.inputs import read_text
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except OSError as e:
-        raise ValueError(f"calibration file {path}: cannot read ({e.strerror or e})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        data = json.loads(read_text(path, "calibration file"))  # a regular UTF-8 file of at most 10 MB
+    except json.JSONDecodeError as e:
         msg = str(e).replace("\n", " ")
         raise ValueError(f"calibration file {path}: not valid JSON ({msg})") from None
     if not isinstance(data, dict) or "q" not in data or "p" not in data:

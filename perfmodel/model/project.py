@@ -10,6 +10,7 @@ import math
 import statistics
 from collections.abc import Callable
 
+from perfmodel.model import sanity
 from perfmodel.model.calibration import Factors, calibrated, scaled_tau
 from perfmodel.model.e2e import predict_e2e
 from perfmodel.model.layers import Layout
@@ -160,7 +161,7 @@ class Projector:
         tree = r.spec == "ddtree"
         est = step_estimate(self.model, self.machine, self.layout, C, budget + 1, r.context, graph=r.graphs,
                             draft=True, tree_budget=budget if tree else 0, tree_impl=r.tree_build)
-        tau = float(self.acc.tau(budget))
+        tau = sanity.capped_tau(self.acc, budget, self.model.drafter.block_size - 1)
         if self.calibration is not None:
             tau = scaled_tau(tau, self.factors, min(budget + 1, self.model.drafter.block_size))
         return est, tau
@@ -246,7 +247,7 @@ class Projector:
                            speculation_fits=spec_fits)
 
     def _unfit(self, C: int, mem, budget: int) -> Point:
-        return Point(concurrency=C, fits_in_memory=False, budget=budget, memory_GB=_memory(mem, C),
+        return Point(concurrency=C, fits_in_memory=False, budget=None, memory_GB=_memory(mem, C),
                      note=f"does not fit: weights {mem.weights_GB:.1f} GB + KV {mem.kv_GB(C):.1f} GB > usable "
                           f"{mem.usable_GB:.1f} GB per GPU")
 
@@ -289,7 +290,7 @@ class Projector:
                 "compute_dtypes": "; ".join(
                     f"{dt}: target {dt}/bf16 peak ratio x {eff:.3f}, the profile GPU's measured {dt} GEMM fraction of "
                     f"peak over bf16's" for dt, eff in m.dtype_efficiency.items()) or "peak ratios"},
-            points=points)
+            points=points, layout_notes=sanity.layout_notes(self.model, r.parallel, r.gpus) or None)
 
     def run(self) -> dict:
         """The projection as its JSON dict (for callers that predate `projection()`)."""

@@ -100,7 +100,7 @@ class Point(_Out):
     tau: float | None = None
     tau_sigma: float | None = None  # 1σ of τ from the acceptance source
     tau_measured: bool | None = None  # τ from a measured table / calibration rather than modelled
-    budget: int
+    budget: int | None  # None where the point does not fit (no budget was priced)
     breakdown_ms: dict[str, float] | None = None
     bottleneck: str | None = None
     n_kernels: int | None = None
@@ -174,7 +174,7 @@ class Sensitivity(_Out):
 class Projection(_Out):
     """A projection of decode throughput per concurrency on one target system."""
 
-    _omit_none = frozenset({"sensitivity"})
+    _omit_none = frozenset({"sensitivity", "layout_notes"})
     target: Target
     model: str
     parallel: str
@@ -192,6 +192,7 @@ class Projection(_Out):
     rules: dict[str, str | None]
     points: list[Point]
     sensitivity: list[Sensitivity] | None = None
+    layout_notes: list[str] | None = None  # what the layout replicates (e.g. KV heads when TP > n_kv_heads)
 
     def rows(self) -> list[dict]:
         """One flat dict per point, with the configuration repeated (for `pandas.DataFrame`)."""

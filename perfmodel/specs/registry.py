@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from perfmodel.inputs import InputError, read_text
 from perfmodel.specs.schema import GpuSpec, InterconnectSpec, MemoryKinds, ModelSpec
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -103,7 +104,14 @@ def _read(res, label: str) -> str:
 def _load_path(path: str | Path, schema: type[M]) -> M:
     p = Path(path)
     label = str(p)
-    return _parse_text(_read(p, label), label, schema)
+    try:
+        text = read_text(p, f"{_NOUN[schema]} file")  # a regular file, UTF-8, at most 10 MB
+    except InputError as e:
+        raise SpecError(str(e)) from None
+    return _parse_text(text, label, schema)
+
+
+_NOUN = {GpuSpec: "GPU", InterconnectSpec: "link", ModelSpec: "model", MemoryKinds: "memory kinds"}
 
 
 def _check_name(spec: BaseModel, stem: str, label: str) -> None:

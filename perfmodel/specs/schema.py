@@ -15,7 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: no bool -> int or str -> float coercion (`n_layers: true` is an error, not 1);
+    # allow_inf_nan=False: `.inf` or `.nan` in a YAML is an error, not a silent infinity.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class Sourced(Strict):
@@ -42,6 +44,12 @@ class SourcedFraction(Sourced):
         return v
 
 
+# Physical ceilings for user-supplied GPU files: 10-100x beyond any part in hwspecs/, so that a
+# typo (an extra three zeros, a unit slip) is an error rather than a projection.
+MAX_CAPACITY_GB = 10_000.0
+MAX_BANDWIDTH_GBps = 1_000_000.0
+MAX_TFLOPS = 1_000_000.0
+
 MemoryKind = Literal["GDDR6", "GDDR7", "HBM2e", "HBM3", "HBM3e"]
 # "nvlink-c2c": Grace-Blackwell host link (GB200/GB300), added by the spec owner.
 LinkKind = Literal["none", "pcie4", "pcie5", "pcie6", "nvlink3", "nvlink4", "nvlink5", "xgmi", "nvlink-c2c"]
@@ -54,6 +62,16 @@ class MemorySpec(Strict):
     bandwidth_GBps: Sourced
     achievable_fraction: SourcedFraction | None = Field(
         None, description="measured streaming fraction of THIS GPU's peak; overrides the memory kind's")
+
+    @model_validator(mode="after")
+    def _physical(self) -> MemorySpec:
+        if self.capacity_GB.value > MAX_CAPACITY_GB:
+            raise ValueError(f"capacity_GB {self.capacity_GB.value:g} is above {MAX_CAPACITY_GB:g} GB per GPU")
+        if self.bandwidth_GBps.value > MAX_BANDWIDTH_GBps:
+            raise ValueError(f"bandwidth_GBps {self.bandwidth_GBps.value:g} is above {MAX_BANDWIDTH_GBps:g} GB/s")
+        if self.usable_GB is not None and self.usable_GB.value > self.capacity_GB.value:
+            raise ValueError(f"usable_GB {self.usable_GB.value:g} is above capacity_GB {self.capacity_GB.value:g}")
+        return self
 
     def streaming_fraction(self, kinds: MemoryKinds) -> float:
         """Fraction of the datasheet bandwidth a streaming read reaches: this GPU's measured
@@ -69,6 +87,14 @@ class ComputeSpec(Strict):
     fp8_dense_TFLOPS: Sourced | None = None
     fp4_dense_TFLOPS: Sourced | None = None
     int8_dense_TOPS: Sourced | None = None
+
+    @model_validator(mode="after")
+    def _physical(self) -> ComputeSpec:
+        for name in ("bf16_dense_TFLOPS", "fp8_dense_TFLOPS", "fp4_dense_TFLOPS", "int8_dense_TOPS"):
+            v = getattr(self, name)
+            if v is not None and v.value > MAX_TFLOPS:
+                raise ValueError(f"{name} {v.value:g} is above {MAX_TFLOPS:g}")
+        return self
 
 
 class LinkSpec(Strict):
