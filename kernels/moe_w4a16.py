@@ -47,6 +47,7 @@ from ._moe_common import (
     as_config,
     default_moe_configs,
     interpreting,
+    max_num_blocks,
     moe_align_block_size,
     moe_block_rows,
     moe_flops,
@@ -519,40 +520,58 @@ def fused_moe_w4a16(
         _launch(a, *weights[which], c, tw, routing, **kw)
 
     gu, dn = as_config(gate_up_config, gu), as_config(down_config, dn)
-    if fused_epilogues if fused_epilogues is not None else T <= FUSED_EPILOGUE_MAX_T:
-        return _fused_layer(x, topk_ids, topk_weights, gemm, E=E, I=I, block_m=block_m or bm, gu=gu, dn=dn)
+    act = T <= FUSED_ACT_MAX_T if fused_epilogues is None else bool(fused_epilogues)
+    cast = T <= FUSED_CAST_MAX_T if fused_epilogues is None else bool(fused_epilogues)
+    if act or cast:
+        return _fused_layer(x, topk_ids, topk_weights, gemm, E=E, I=I, block_m=block_m or bm, gu=gu, dn=dn,
+                            act=act, cast=cast)
     return run_fused_moe(
         x, topk_ids, topk_weights, gemm, num_experts=E, inter=I, block_m=block_m or bm,
         gate_up_cfg=gu, down_cfg=dn,
     )
 
 
-# the fused epilogues up to this many tokens: down's last program per column tile casts all T
-# rows of its columns (T x 128 values), which must stay a short tail
-FUSED_EPILOGUE_MAX_T = 64
+# Fused epilogues (`_fused_layer`) by token count. The activation: a split-K gate_up's last split
+# per tile applies it (otherwise a torch SiLU*mul and cast after the GEMM). The cast: down's last
+# program per column tile casts the fp32 sum (otherwise a torch cast); every down program then
+# counts in, unused blocks included, which cost 2-11% at T = 8-64 on the H200 (runs/README.md,
+# "Kernel defaults").
+FUSED_ACT_MAX_T = 64
+FUSED_CAST_MAX_T = 1
 
 
-def _fused_layer(x, topk_ids, topk_weights, gemm, *, E, I, block_m, gu, dn):
+def _fused_layer(x, topk_ids, topk_weights, gemm, *, E, I, block_m, gu, dn, act=True, cast=True):
+    """The whole layer with the fused epilogues: the align kernel also zeroes one workspace
+    [gate_up sums | down sum | arrival counters (int32, zero bits)], then gate_up and down."""
     T, H = x.shape
     k = topk_ids.shape[1]
-    routing = moe_align_block_size(topk_ids, E, block_m)
     tw = topk_weights.reshape(-1).to(torch.float32).contiguous()
     x = x.contiguous()
     num_kb = padded_k(H) // KBLOCK
-    split_act = -(-num_kb // -(-num_kb // gu.split_k)) > 1  # the launch's split count
-    g_n = T * k * 2 * I if split_act else 0
-    cnt_gu = routing.max_blocks * -(-I // gu.block_n) if split_act else 0
-    cnt_dn = -(-H // dn.block_n)
-    # one memset: [gate_up sums | down sum | counters (int32, zero bits)]
-    ws = torch.zeros(g_n + T * H + cnt_gu + cnt_dn, dtype=torch.float32, device=x.device)
+    split_act = act and -(-num_kb // -(-num_kb // gu.split_k)) > 1  # the launch's split count
+    g_n = T * k * 2 * I if gu.split_k > 1 else 0  # fp32 gate_up sums (also the unfused split path's)
+    max_blocks = max_num_blocks(T * k, E, block_m)
+    cnt_gu = max_blocks * -(-I // gu.block_n) if split_act else 0
+    cnt_dn = -(-H // dn.block_n) if cast else 0
+    ws = torch.empty(g_n + T * H + cnt_gu + cnt_dn, dtype=torch.float32, device=x.device)
+    routing = moe_align_block_size(topk_ids, E, block_m, zero=ws)
     counters = ws[g_n + T * H:].view(torch.int32)
-    h = torch.empty((T * k, I), dtype=x.dtype, device=x.device)
-    gemm(x, "w13", h, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=True, atomic=False, cfg=gu,
-         ws=ws[:g_n].view(T * k, 2 * I) if split_act else None, counters=counters[:cnt_gu] if split_act else None)
-    out = torch.empty((T, H), dtype=x.dtype, device=x.device)
-    gemm(h, "w2", out, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True, cfg=dn,
-         ws=ws[g_n:g_n + T * H].view(T, H), counters=counters[cnt_gu:], out_rows=T)
-    return out
+    g = ws[:g_n].view(T * k, 2 * I) if g_n else None
+    if gu.split_k == 1 or split_act:
+        h = torch.empty((T * k, I), dtype=x.dtype, device=x.device)
+        gemm(x, "w13", h, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=True, atomic=False, cfg=gu,
+             ws=g if split_act else None, counters=counters[:cnt_gu] if split_act else None)
+    else:
+        gemm(x, "w13", g, None, routing, n=2 * I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=False, atomic=True, cfg=gu)
+        h = (torch.nn.functional.silu(g[:, :I]) * g[:, I:]).to(x.dtype)
+    acc = ws[g_n:g_n + T * H].view(T, H)
+    if cast:
+        out = torch.empty((T, H), dtype=x.dtype, device=x.device)
+        gemm(h, "w2", out, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True, cfg=dn,
+             ws=acc, counters=counters[cnt_gu:], out_rows=T)
+        return out
+    gemm(h, "w2", acc, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True, cfg=dn)
+    return acc.to(x.dtype)
 
 
 def expert_bytes(H: int, I: int) -> float:

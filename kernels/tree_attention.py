@@ -201,6 +201,7 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
     instead of streamed by 2-8 programs 8 tiles deep. A given block_r (tuning) replaces the
     row-tile choice; the splits follow from it.
     """
+    given_block_r = block_r
     if block_r is None:
         block_r = 16
         while block_r < rows and block_r < max_block_r(dv):
@@ -219,6 +220,12 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
         splits = max(splits, min(-(-S // block_s), -(-resident * num_sms // base)))
         if dv <= 128:  # GQA: a third stage (96 KB, still 2 programs per SM; runs/README.md,
             stages = 3  # "Kernel defaults")
+        elif given_block_r is None and block_r > 16:
+            # MLA with many heads (64 at C=1): 16-row tiles and about two waves of programs,
+            # one or two tiles each, beat 32-row tiles in one wave (runs/README.md, "Kernel defaults")
+            block_r = 16
+            base = C * Hkv * -(-rows // block_r)
+            splits = max(1, min(-(-S // block_s), -(-MLA_SMALL_WAVES * num_sms // base)))
     return dict(block_r=block_r, block_s=block_s, num_splits=splits, num_warps=4, num_stages=stages)
 
 
@@ -231,6 +238,9 @@ PARTIALS_BF16_ABOVE = None  # set from the session-7 sweep; None: always fp32
 def default_partials(C: int, Hkv: int, R: int, nsplit: int, dv: int) -> str:
     big = PARTIALS_BF16_ABOVE is not None and C * Hkv * nsplit * R * dv * 4 > PARTIALS_BF16_ABOVE
     return "bf16" if big else "fp32"
+
+
+MLA_SMALL_WAVES = 2  # programs per SM for many-head MLA at small C x L (see default_config)
 
 
 @functools.cache

@@ -7,7 +7,15 @@
   * the whole W4A16 MoE layer (Kimi TP8 slice) with and without the fused epilogues at
     T = 1, 8, 16, 64, and its parts at T = 1 (align alone, gate_up alone, down alone).
 
-    python -m perfmodel.measure.tuning.sweep_decode [--only mla,gqa,moe]
+Second round (the default sections; round one is `--only mla,gqa,moe`):
+  * `ab`: the attention kernels of this tree against a saved copy of the previous module
+    (`--before PATH`), interleaved, at the MLA decode shapes whose defaults changed;
+  * `mla2`: variants around the new many-head MLA default, and the compiled kernels'
+    registers and spills;
+  * `moe2`: the MoE layer with no fused epilogue, the fused activation only, and both, at
+    T = 1, 2, 4, 8, interleaved; and T = 1 with more split-K.
+
+    python -m perfmodel.measure.tuning.sweep_decode [--only ab,mla2,moe2] [--before PATH]
 """
 
 from __future__ import annotations
@@ -161,9 +169,100 @@ def moe() -> None:
     torch.cuda.empty_cache()
 
 
+def ab(before: str) -> None:
+    import torch
+
+    from perfmodel.kernels import tree_attention as new
+
+    from .ab_decode import _load
+
+    old = _load(before, "perfmodel.kernels._tree_attention_before")  # its relative imports resolve
+    print("\n## attention A/B (us per call, CUDA graph, cold L2): before | after, per round", flush=True)
+    for H, L in ((64, 1024), (64, 4096), (64, 8192), (64, 32768), (8, 1024), (8, 8192)):
+        c = Case("mla", H, 1, 1, L)
+        tb, tn = [], []
+        for _ in range(2):
+            tb.append(_time(c.fn(old), c))
+            tn.append(_time(c.fn(new), c))
+        b, n = min(tb), min(tn)
+        cfg = new.default_config(1, 1, H, L + 1, 512, num_sms=new._num_sms(0))
+        print(f"{c.name:32s} before {' '.join(f'{x:7.1f}' for x in tb)} | after {' '.join(f'{x:7.1f}' for x in tn)}"
+              f" | best {b:7.1f} -> {n:7.1f} us ({b / n:4.2f}x) | after {c.nbytes() / n / 1e3:6.0f} GB/s"
+              f" | after: block_r {cfg['block_r']} splits {cfg['num_splits']}", flush=True)
+        del c
+        torch.cuda.empty_cache()
+
+
+def mla2() -> None:
+    from perfmodel.kernels import tree_attention as ta
+
+    print("\n## MLA, 64 heads, C=1 q=1: variants around the new default", flush=True)
+    for L, variants in ((8192, [{}, {"num_stages": 1}, {"num_splits": 33}, {"num_splits": 129},
+                                {"block_s": 32, "num_splits": 132}, {"num_warps": 2}, {"num_warps": 8}]),
+                        (4096, [{}, {"num_splits": 33}, {"num_stages": 1}]),
+                        (1024, [{}, {"num_stages": 1}, {"block_s": 32, "num_splits": 33}])):
+        _row(Case("mla", 64, 1, 1, L), ta, variants)
+    print("\n## compiled split kernels (MLA, DV 512): registers and spills per thread", flush=True)
+    for key, (kernel, tail) in ta._get_kernel().cache.items():
+        kw = dict(key[2])
+        if kw.get("DV") == 512:
+            print(f"  BLOCK_R {kw['BLOCK_R']} BLOCK_S {kw['BLOCK_S']} warps {kw['num_warps']} stages {kw['num_stages']}:"
+                  f" {kernel.n_regs} registers, {kernel.n_spills} spills", flush=True)
+
+
+def moe2() -> None:
+    import torch
+
+    from perfmodel.kernels import moe_w4a16 as m
+    from perfmodel.kernels._testing import calc_diff
+
+    from ..common import randn, uniform_topk
+    from ..shapes import KIMI
+    from ..timing import time_fn
+
+    E, H, I, k = KIMI["n_experts"], KIMI["hidden"], KIMI["moe_inter"] // 8, KIMI["top_k"]
+    w13, s13 = m.random_kernel_weights(E, 2 * I, H)
+    w2, s2 = m.random_kernel_weights(E, H, I)
+    tk = dict(max_samples=12, max_seconds=0.08, graph=True, cold_l2="rotate")
+    print(f"\n## W4A16 MoE layer, Kimi TP8 slice (E={E} H={H} I={I} k={k}): us per call, CUDA graph, "
+          "8 routings rotated; epilogues: none | activation fused | activation and cast fused", flush=True)
+    modes = {"none": (0, 0), "act": (1 << 30, 0), "act+cast": (1 << 30, 1 << 30)}
+    saved = m.FUSED_ACT_MAX_T, m.FUSED_CAST_MAX_T
+    try:
+        for T in (1, 2, 4, 8):
+            x = randn(T, H)
+            routes = [uniform_topk(T, E, k) for _ in range(8)]
+            outs, t = {}, {}
+            for _ in range(2):
+                for name, (a, c) in modes.items():
+                    m.FUSED_ACT_MAX_T, m.FUSED_CAST_MAX_T = a, c
+                    outs[name] = m.fused_moe_w4a16(x, w13, s13, w2, s2, *routes[0])
+                    f = (lambda i, w: m.fused_moe_w4a16(x, w13, s13, w2, s2, i, w))
+                    t.setdefault(name, []).append(time_fn(f, args_list=routes, calls_per_graph=8, **tk).median_ms * 1e3)
+            d = max(calc_diff(outs["none"], o) for o in outs.values())
+            print(f"T={T}: " + " | ".join(f"{n} {' '.join(f'{v:6.1f}' for v in t[n])}" for n in modes)
+                  + f" | max calc_diff vs none {d:.1e} ({'ok' if d < 1e-4 else 'FAIL'})", flush=True)
+        m.FUSED_ACT_MAX_T, m.FUSED_CAST_MAX_T = saved
+        T = 1
+        x = randn(T, H)
+        routes = [uniform_topk(T, E, k) for _ in range(8)]
+        row = []
+        for gu, dn in (({}, {}), ({"split_k": 7}, {}), ({"split_k": 14}, {}), ({"split_k": 7}, {"block_n": 64}),
+                       ({"split_k": 7, "num_stages": 4}, {"block_n": 64})):
+            f = (lambda i, w, gu=gu, dn=dn: m.fused_moe_w4a16(x, w13, s13, w2, s2, i, w, gate_up_config=gu or None,
+                                                               down_config=dn or None))
+            row.append(f"gate_up {gu or 'default'} down {dn or 'default'} "
+                       f"{time_fn(f, args_list=routes, calls_per_graph=8, **tk).median_ms * 1e3:6.1f}")
+        print("T=1 default epilogues, split-K variants: " + "; ".join(row), flush=True)
+    finally:
+        m.FUSED_ACT_MAX_T, m.FUSED_CAST_MAX_T = saved
+    torch.cuda.empty_cache()
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="mla,gqa,moe")
+    ap.add_argument("--only", default="ab,mla2,moe2")
+    ap.add_argument("--before", help="path of the previous tree_attention.py (section ab)")
     a = ap.parse_args(argv)
     from ..runner import exit_unless_cuda
 
@@ -176,6 +275,12 @@ def main(argv=None) -> None:
         attention(only)
     if "moe" in only:
         moe()
+    if "ab" in only and a.before:
+        ab(a.before)
+    if "mla2" in only:
+        mla2()
+    if "moe2" in only:
+        moe2()
 
 
 if __name__ == "__main__":
