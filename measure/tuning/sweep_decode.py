@@ -277,10 +277,10 @@ def main(argv=None) -> None:
         moe()
     if "ab" in only and a.before:
         ab(a.before)
-    if "mla2" in only:
-        mla2()
     if "moe2" in only:
         moe2()
+    if "mla2" in only:
+        mla2()
 
 
 if __name__ == "__main__":
