@@ -475,8 +475,18 @@ def _launch(
 
 
 def default_configs(T: int, k: int, E: int, H: int, I: int, num_sms: int = 132):
-    """(block_m, gate_up MoEGemmConfig, down MoEGemmConfig) used when none is given."""
-    return default_moe_configs(T, k, E, H, I, int4=True, num_sms=num_sms)
+    """(block_m, gate_up MoEGemmConfig, down MoEGemmConfig) used when none is given.
+
+    Where the activation is fused (T <= FUSED_ACT_MAX_T), a split-K gate_up that still leaves
+    fewer than 2 programs per SM splits K once more while each split keeps >= 3 K-blocks (as
+    measured: Kimi TP8 at T=1 went from 4 splits of 7 K-blocks to 7 of 4, 25.6 -> 22.6 us for
+    the layer; runs/README.md, "Kernel defaults"). Shallower splits are not measured."""
+    bm, gu, dn = default_moe_configs(T, k, E, H, I, int4=True, num_sms=num_sms)
+    num_kb = padded_k(H) // KBLOCK
+    progs = max_num_blocks(T * k, E, bm) * -(-I // gu.block_n)
+    if T <= FUSED_ACT_MAX_T and gu.split_k > 1 and progs * gu.split_k < 2 * num_sms and num_kb // (2 * gu.split_k) >= 3:
+        gu = MoEGemmConfig(**{**gu.__dict__, "split_k": 2 * gu.split_k})
+    return bm, gu, dn
 
 
 def fused_moe_w4a16(
@@ -533,11 +543,11 @@ def fused_moe_w4a16(
 
 # Fused epilogues (`_fused_layer`) by token count. The activation: a split-K gate_up's last split
 # per tile applies it (otherwise a torch SiLU*mul and cast after the GEMM). The cast: down's last
-# program per column tile casts the fp32 sum (otherwise a torch cast); every down program then
-# counts in, unused blocks included, which cost 2-11% at T = 8-64 on the H200 (runs/README.md,
-# "Kernel defaults").
-FUSED_ACT_MAX_T = 64
-FUSED_CAST_MAX_T = 1
+# program per column tile casts the fp32 sum (otherwise a torch cast). Both also move the
+# workspace memset into the one-program align kernel, which costs more than it saves once the
+# workspace grows (T >= 4); on the H200, Kimi TP8: runs/README.md, "Kernel defaults".
+FUSED_ACT_MAX_T = 2
+FUSED_CAST_MAX_T = 2
 
 
 def _fused_layer(x, topk_ids, topk_weights, gemm, *, E, I, block_m, gu, dn, act=True, cast=True):

@@ -230,9 +230,10 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
 
 
 # partial outputs above this many bytes are stored in bf16 (bf16 inputs only; the (m, lse) stay
-# fp32): MLA with many heads at C=1 writes and re-reads splits x H x 512 fp32 partials, as many
-# bytes as its KV cache at L=8192 (runs/README.md, "Kernel defaults")
-PARTIALS_BF16_ABOVE = None  # set from the session-7 sweep; None: always fp32
+# fp32). None: always fp32, the default, because bf16 partials were slower on the H200 even for
+# MLA with 64 heads at C=1, whose fp32 partials are as many bytes as its KV cache at L=8192
+# (runs/README.md, "Kernel defaults"). The `partials` knob still picks either.
+PARTIALS_BF16_ABOVE = None
 
 
 def default_partials(C: int, Hkv: int, R: int, nsplit: int, dv: int) -> str:

@@ -246,6 +246,10 @@ def test_default_configs_pick_swapped_tiles_at_decode():
     assert (dn.block_n, dn.num_warps, dn.num_stages) == (128, 4, 2)
     # more than 8 rows per expert, or bf16 weights: 16-row blocks
     assert m.default_configs(24, 8, 16, 7168, 2048)[0] == 16  # 12 rows per expert
+    # Kimi TP8 slice, T=1 (activation fused): gate_up split once more, 28 K-blocks in 7 splits of 4
+    assert m.default_configs(1, 8, 384, 7168, 256)[1].split_k == 8
+    assert m.default_configs(2, 8, 384, 7168, 256)[1].split_k == 4  # 288 programs already
+    assert m.default_configs(1, 8, 128, 2048, 768)[1].split_k == 2  # 8 K-blocks: not split shallower
     assert default_moe_configs(8, 8, 384, 7168, 2048, int4=False)[0] == 16
 
 
