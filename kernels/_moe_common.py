@@ -34,13 +34,18 @@ ALIGN_MAX_PAIRS = 1024  # one-program Triton align up to this many (token, slot)
 # each power-of-two size compiles its own sort, and larger sizes compile slowly)
 
 
-def moe_align_block_size(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> AlignedRouting:
+def moe_align_block_size(topk_ids: torch.Tensor, num_experts: int, block_m: int,
+                         zero: torch.Tensor | None = None) -> AlignedRouting:
     """Expert-sorted, block-padded pair ids (see the module docstring). At decode sizes one
     Triton program does it in a single launch (the torch version is ~20 small kernels,
-    ~50 us of a graph-replayed decode step on the H200); larger batches use torch."""
+    ~50 us of a graph-replayed decode step on the H200); larger batches use torch.
+    `zero` (a contiguous fp32 buffer, e.g. a GEMM workspace) is zeroed too: by the same
+    program on the Triton path, which saves the memset's graph node."""
     num_pairs = topk_ids.numel()
     if num_pairs <= ALIGN_MAX_PAIRS and topk_ids.device.type == "cuda" or (interpreting() and num_pairs <= 256):
-        return _align_triton(topk_ids, num_experts, block_m)
+        return _align_triton(topk_ids, num_experts, block_m, zero)
+    if zero is not None:
+        zero.zero_()
     return moe_align_block_size_torch(topk_ids, num_experts, block_m)
 
 
@@ -81,15 +86,19 @@ def moe_align_block_size_torch(topk_ids: torch.Tensor, num_experts: int, block_m
 _ALIGN_KERNEL = None
 
 
-def _align_triton(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> AlignedRouting:
+def _align_triton(topk_ids: torch.Tensor, num_experts: int, block_m: int,
+                  zero: torch.Tensor | None = None) -> AlignedRouting:
     global _ALIGN_KERNEL
     triton, tl = _triton()
     if _ALIGN_KERNEL is None:
 
         @triton.jit
-        def _align_kernel(ids_ptr, sorted_ptr, block_expert_ptr, P, E, max_blocks,
+        def _align_kernel(ids_ptr, sorted_ptr, block_expert_ptr, P, E, max_blocks, zero_ptr, n_zero,
                           BLOCK_M: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_E: tl.constexpr,
                           BLOCK_B: tl.constexpr):
+            for z0 in range(0, n_zero, BLOCK_B):  # 0. the caller's workspace, if any
+                o = z0 + tl.arange(0, BLOCK_B)
+                tl.store(zero_ptr + o, tl.zeros((BLOCK_B,), tl.float32), mask=o < n_zero)
             # 1. defaults: every slot padded (pair id P), every block unused (-1)
             for b0 in range(0, max_blocks * BLOCK_M, BLOCK_B):
                 o = b0 + tl.arange(0, BLOCK_B)
@@ -127,7 +136,10 @@ def _align_triton(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> Ali
     block_expert = torch.empty(max_blocks, dtype=torch.int32, device=flat.device)
     BLOCK_P = max(16, triton.next_power_of_2(P))
     BLOCK_E = max(16, triton.next_power_of_2(num_experts + 1))  # + 1: a bin for padding lanes
+    if zero is not None:
+        assert zero.dtype == torch.float32 and zero.is_contiguous()
     _ALIGN_KERNEL[(1,)](flat, sorted_ids, block_expert, P, num_experts, max_blocks,
+                        zero if zero is not None else sorted_ids, 0 if zero is None else zero.numel(),
                         BLOCK_M=block_m, BLOCK_P=BLOCK_P, BLOCK_E=BLOCK_E, BLOCK_B=1024, num_warps=8)
     return AlignedRouting(sorted_ids, block_expert, max_blocks, block_m, P)
 

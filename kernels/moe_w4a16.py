@@ -47,6 +47,8 @@ from ._moe_common import (
     as_config,
     default_moe_configs,
     interpreting,
+    max_num_blocks,
+    moe_align_block_size,
     moe_block_rows,
     moe_flops,
     moe_store_rows,
@@ -305,10 +307,28 @@ if triton is not None:
         return acc, acc_up
 
     @triton.jit
+    def _arrive(cnt_ptr, expected):
+        """Count this program in at cnt_ptr (after all its threads' atomics: the barrier, then a
+        gpu-scope acq_rel add); True in the last of `expected` programs to arrive, which then sees
+        every other program's atomics."""
+        tl.debug_barrier()
+        return tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == expected - 1
+
+    @triton.jit
+    def _cast_columns(src_ptr, dst_ptr, rows, stride_src, stride_dst, offs_n, n_ok, CAST_ROWS: tl.constexpr):
+        """dst[:rows, offs_n] = src[:rows, offs_n] (fp32, read past L1) in dst's dtype."""
+        for r0 in range(0, rows, CAST_ROWS):
+            r = r0 + tl.arange(0, CAST_ROWS)
+            m = (r < rows)[:, None] & n_ok[None, :]
+            v = tl.load(src_ptr + r[:, None].to(tl.int64) * stride_src + offs_n[None, :], mask=m, cache_modifier=".cg")
+            tl.store(dst_ptr + r[:, None].to(tl.int64) * stride_dst + offs_n[None, :], v.to(dst_ptr.dtype.element_ty), mask=m)
+
+    @triton.jit
     def _w4a16_moe_gemm_kernel(
         a_ptr, q_ptr, s_ptr, c_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
         N, K, num_pairs, up_offset, n_last, kb_per_split, num_kb,
         stride_am, stride_qe, stride_se, stride_cm,  # unit strides along K / N
+        ws_ptr, cnt_ptr, stride_wm, out_rows,  # SPLIT_ACT / FINAL_CAST: fp32 workspace, arrival counters
         A_ROW_DIV: tl.constexpr,  # A row = pair // A_ROW_DIV (k for x, 1 for the intermediate)
         C_ROW_DIV: tl.constexpr,  # C row = pair // C_ROW_DIV (1 for the intermediate, k for out)
         GATE_UP: tl.constexpr,  # also compute columns n + up_offset and store silu(gate)*up
@@ -320,17 +340,26 @@ if triton is not None:
         FAST_COLS: tl.constexpr,  # BLOCK_N >= 64 divides the padded N and up_offset: no column past it
         SWAP: tl.constexpr,  # BLOCK_M < 16: weights as the MMA's A operand, tokens as its N (8)
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+        # GATE_UP with split-K: gate and up partial sums go to ws (fp32 atomics); the last split of
+        # each (block, column tile) to arrive applies SiLU*mul from ws and stores c
+        SPLIT_ACT: tl.constexpr = False,
+        # ATOMIC into ws (fp32); the last program of each column tile to arrive (all blocks and
+        # splits, unused blocks included) casts ws[:out_rows] into c
+        FINAL_CAST: tl.constexpr = False,
     ):
         pid_n = tl.program_id(0)  # column tiles fastest: neighbouring programs share the expert
         pid_m = tl.program_id(1)
         pid_k = tl.program_id(2)
         expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        n_ok = offs_n < N
         if expert < 0:
+            if FINAL_CAST:  # unused blocks arrive too: the count is known at launch
+                if _arrive(cnt_ptr + pid_n, tl.num_programs(1) * tl.num_programs(2)):
+                    _cast_columns(ws_ptr, c_ptr, out_rows, stride_wm, stride_cm, offs_n, n_ok, 8)
             return
         pair, row_ok, a_row = moe_block_rows(sorted_ids_ptr, pid_m, num_pairs, A_ROW_DIV, BLOCK_M)
 
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        n_ok = offs_n < N
         offs_j = tl.arange(0, 32)
         offs_g = tl.arange(0, 8)
         kb_begin = pid_k * kb_per_split
@@ -372,21 +401,47 @@ if triton is not None:
             acc, acc_up = _k_block(acc, a_base + kb * 256, row_ok, kb * 256, K, q_kb + q_off, s_kb + s_off,
                                    DEQUANT, DOT_F32, EVEN_K, acc_up, q_kb + q_up_off, s_kb + s_up_off, GATE_UP,
                                    SWAP)
-        if GATE_UP:
-            acc = acc / (1.0 + tl.exp(-acc)) * acc_up
-        if SWAP:
-            acc = tl.trans(acc)
-        moe_store_rows(acc, c_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_cm, 1,
-                       C_ROW_DIV, MUL_ROUTED_WEIGHT, ATOMIC)
+        if SPLIT_ACT:
+            if SWAP:
+                acc = tl.trans(acc)
+                acc_up = tl.trans(acc_up)
+            moe_store_rows(acc, ws_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_wm, 1, 1, False, True)
+            moe_store_rows(acc_up, ws_ptr, topk_w_ptr, pair, row_ok, offs_n + up_offset, n_ok, stride_wm, 1, 1, False,
+                           True)
+            if _arrive(cnt_ptr + pid_m * tl.num_programs(0) + pid_n, tl.num_programs(2)):
+                g_row = ws_ptr + tl.where(row_ok, pair, 0).to(tl.int64)[:, None] * stride_wm + offs_n[None, :]
+                m = row_ok[:, None] & n_ok[None, :]
+                g = tl.load(g_row, mask=m, other=0.0, cache_modifier=".cg")
+                u = tl.load(g_row + up_offset, mask=m, other=0.0, cache_modifier=".cg")
+                moe_store_rows(g / (1.0 + tl.exp(-g)) * u, c_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_cm, 1,
+                               C_ROW_DIV, False, False)
+        else:
+            if GATE_UP:
+                acc = acc / (1.0 + tl.exp(-acc)) * acc_up
+            if SWAP:
+                acc = tl.trans(acc)
+            if FINAL_CAST:
+                moe_store_rows(acc, ws_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_wm, 1,
+                               C_ROW_DIV, MUL_ROUTED_WEIGHT, True)
+                if _arrive(cnt_ptr + pid_n, tl.num_programs(1) * tl.num_programs(2)):
+                    _cast_columns(ws_ptr, c_ptr, out_rows, stride_wm, stride_cm, offs_n, n_ok, 8)
+            else:
+                moe_store_rows(acc, c_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_cm, 1,
+                               C_ROW_DIV, MUL_ROUTED_WEIGHT, ATOMIC)
 
 
 def _launch(
     a: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, c: torch.Tensor,
     topk_weights: torch.Tensor | None, routing: AlignedRouting, *, n: int, k_dim: int,
     a_row_div: int, c_row_div: int, gate_up: bool, atomic: bool, cfg: MoEGemmConfig,
+    ws: torch.Tensor | None = None, counters: torch.Tensor | None = None, out_rows: int = 0,
 ) -> None:
     """c[pair // c_row_div, :n] (+)= a[pair // a_row_div, :k_dim] @ W[expert] over aligned
-    blocks; with gate_up, columns n.. of W are the up half and c gets silu(gate)*up."""
+    blocks; with gate_up, columns n.. of W are the up half and c gets silu(gate)*up.
+    With `ws` (zeroed fp32) and `counters` (zeroed int32): gate_up with split-K sums into ws
+    [pairs, 2n] and its last split applies the activation into c (SPLIT_ACT); otherwise the
+    atomic sum goes to ws [out_rows, n] and the last program of each column tile casts it into
+    c (FINAL_CAST)."""
     assert a.stride(1) == 1 and qweight.is_contiguous() and scales.is_contiguous() and c.stride(1) == 1
     if cfg.block_n < 16 or cfg.block_n & (cfg.block_n - 1):
         raise ValueError(f"block_n={cfg.block_n}: the INT4 kernel takes a power of two >= 16")
@@ -397,24 +452,41 @@ def _launch(
     kb_per_split = -(-num_kb // cfg.split_k)
     tw = topk_weights if topk_weights is not None else c
     grid = (triton.cdiv(n, cfg.block_n), routing.max_blocks, -(-num_kb // kb_per_split))
+    split_act = ws is not None and gate_up and grid[2] > 1
+    final_cast = ws is not None and not gate_up
+    if split_act or final_cast:
+        assert counters is not None and counters.numel() >= (grid[0] * grid[1] if split_act else grid[0])
+        assert atomic == final_cast, "SPLIT_ACT stores c, FINAL_CAST sums with atomics"
     _w4a16_moe_gemm_kernel[grid](
         a, qweight, scales, c, tw, routing.sorted_pair_ids, routing.block_expert_ids,
         n, k_dim, routing.num_pairs, n if gate_up else 0, np_ - 1, kb_per_split, num_kb,
         a.stride(0), qweight.stride(0), scales.stride(0), c.stride(0),
+        ws if ws is not None else c, counters if counters is not None else routing.block_expert_ids,
+        ws.stride(0) if ws is not None else 0, out_rows,
         A_ROW_DIV=a_row_div, C_ROW_DIV=c_row_div, GATE_UP=gate_up,
         MUL_ROUTED_WEIGHT=topk_weights is not None, ATOMIC=atomic,
         DEQUANT=DEQUANT_CVT if interpreting() else cfg.dequant,
         DOT_F32=interpreting(), EVEN_K=k_dim % KBLOCK == 0, SWAP=routing.block_m < 16,
         FAST_COLS=cfg.block_n >= TILE_N and np_ % cfg.block_n == 0 and (not gate_up or n % cfg.block_n == 0),
-        BLOCK_M=routing.block_m, BLOCK_N=cfg.block_n,
+        BLOCK_M=routing.block_m, BLOCK_N=cfg.block_n, SPLIT_ACT=split_act, FINAL_CAST=final_cast,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **({} if cfg.max_regs is None or interpreting() else dict(maxnreg=cfg.max_regs)),
     )
 
 
 def default_configs(T: int, k: int, E: int, H: int, I: int, num_sms: int = 132):
-    """(block_m, gate_up MoEGemmConfig, down MoEGemmConfig) used when none is given."""
-    return default_moe_configs(T, k, E, H, I, int4=True, num_sms=num_sms)
+    """(block_m, gate_up MoEGemmConfig, down MoEGemmConfig) used when none is given.
+
+    Where the activation is fused (T <= FUSED_ACT_MAX_T), a split-K gate_up that still leaves
+    fewer than 2 programs per SM splits K once more while each split keeps >= 3 K-blocks (as
+    measured: Kimi TP8 at T=1 went from 4 splits of 7 K-blocks to 7 of 4, 25.6 -> 22.6 us for
+    the layer; runs/README.md, "Kernel defaults"). Shallower splits are not measured."""
+    bm, gu, dn = default_moe_configs(T, k, E, H, I, int4=True, num_sms=num_sms)
+    num_kb = padded_k(H) // KBLOCK
+    progs = max_num_blocks(T * k, E, bm) * -(-I // gu.block_n)
+    if T <= FUSED_ACT_MAX_T and gu.split_k > 1 and progs * gu.split_k < 2 * num_sms and num_kb // (2 * gu.split_k) >= 3:
+        gu = MoEGemmConfig(**{**gu.__dict__, "split_k": 2 * gu.split_k})
+    return bm, gu, dn
 
 
 def fused_moe_w4a16(
@@ -429,6 +501,7 @@ def fused_moe_w4a16(
     block_m: int | None = None,
     gate_up_config: MoEGemmConfig | dict | None = None,
     down_config: MoEGemmConfig | dict | None = None,
+    fused_epilogues: bool | None = None,
 ) -> torch.Tensor:
     """Kernel-layout weights (`pack_for_kernel`): w13_q [E, 2I/64, Hp/256, 64, 2, 32] (gate rows
     0..I-1, up rows I..2I-1), w2_q [E, Hp'/64, Ip/256, 64, 2, 32] with Hp' = H padded to 64.
@@ -436,7 +509,12 @@ def fused_moe_w4a16(
     Two Triton launches (gate_up with fused SiLU*mul, down with routed weight + top-k sum)
     after the align step (`_moe_common.run_fused_moe`). Knobs default to `default_configs(T, k, E, H, I)`;
     configs may be given as MoEGemmConfig or as a dict of the fields to override. block_k
-    is fixed at 256 by the layout (split_k divides K in 256-blocks)."""
+    is fixed at 256 by the layout (split_k divides K in 256-blocks).
+
+    fused_epilogues (default: T <= FUSED_EPILOGUE_MAX_T): align, one zeroed workspace, gate_up
+    and down are the whole layer (4 launches): a split-K gate_up's last split of each tile
+    applies SiLU*mul, and down's last program per column tile casts the fp32 sum to the output
+    dtype (arrival counters), instead of a torch activation and a torch cast (9 launches)."""
     T, H = x.shape
     E = w13_q.shape[0]
     I = w13_q.shape[1] * TILE_N // 2  # I is a multiple of 32, so 2I needs no column padding
@@ -451,10 +529,59 @@ def fused_moe_w4a16(
     def gemm(a, which, c, tw, routing, **kw):
         _launch(a, *weights[which], c, tw, routing, **kw)
 
+    gu, dn = as_config(gate_up_config, gu), as_config(down_config, dn)
+    act = T <= FUSED_ACT_MAX_T if fused_epilogues is None else bool(fused_epilogues)
+    cast = T <= FUSED_CAST_MAX_T if fused_epilogues is None else bool(fused_epilogues)
+    if act or cast:
+        return _fused_layer(x, topk_ids, topk_weights, gemm, E=E, I=I, block_m=block_m or bm, gu=gu, dn=dn,
+                            act=act, cast=cast)
     return run_fused_moe(
         x, topk_ids, topk_weights, gemm, num_experts=E, inter=I, block_m=block_m or bm,
-        gate_up_cfg=as_config(gate_up_config, gu), down_cfg=as_config(down_config, dn),
+        gate_up_cfg=gu, down_cfg=dn,
     )
+
+
+# Fused epilogues (`_fused_layer`) by token count. The activation: a split-K gate_up's last split
+# per tile applies it (otherwise a torch SiLU*mul and cast after the GEMM). The cast: down's last
+# program per column tile casts the fp32 sum (otherwise a torch cast). Both also move the
+# workspace memset into the one-program align kernel, which costs more than it saves once the
+# workspace grows (T >= 4); on the H200, Kimi TP8: runs/README.md, "Kernel defaults".
+FUSED_ACT_MAX_T = 2
+FUSED_CAST_MAX_T = 2
+
+
+def _fused_layer(x, topk_ids, topk_weights, gemm, *, E, I, block_m, gu, dn, act=True, cast=True):
+    """The whole layer with the fused epilogues: the align kernel also zeroes one workspace
+    [gate_up sums | down sum | arrival counters (int32, zero bits)], then gate_up and down."""
+    T, H = x.shape
+    k = topk_ids.shape[1]
+    tw = topk_weights.reshape(-1).to(torch.float32).contiguous()
+    x = x.contiguous()
+    num_kb = padded_k(H) // KBLOCK
+    split_act = act and -(-num_kb // -(-num_kb // gu.split_k)) > 1  # the launch's split count
+    g_n = T * k * 2 * I if gu.split_k > 1 else 0  # fp32 gate_up sums (also the unfused split path's)
+    max_blocks = max_num_blocks(T * k, E, block_m)
+    cnt_gu = max_blocks * -(-I // gu.block_n) if split_act else 0
+    cnt_dn = -(-H // dn.block_n) if cast else 0
+    ws = torch.empty(g_n + T * H + cnt_gu + cnt_dn, dtype=torch.float32, device=x.device)
+    routing = moe_align_block_size(topk_ids, E, block_m, zero=ws)
+    counters = ws[g_n + T * H:].view(torch.int32)
+    g = ws[:g_n].view(T * k, 2 * I) if g_n else None
+    if gu.split_k == 1 or split_act:
+        h = torch.empty((T * k, I), dtype=x.dtype, device=x.device)
+        gemm(x, "w13", h, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=True, atomic=False, cfg=gu,
+             ws=g if split_act else None, counters=counters[:cnt_gu] if split_act else None)
+    else:
+        gemm(x, "w13", g, None, routing, n=2 * I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=False, atomic=True, cfg=gu)
+        h = (torch.nn.functional.silu(g[:, :I]) * g[:, I:]).to(x.dtype)
+    acc = ws[g_n:g_n + T * H].view(T, H)
+    if cast:
+        out = torch.empty((T, H), dtype=x.dtype, device=x.device)
+        gemm(h, "w2", out, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True, cfg=dn,
+             ws=acc, counters=counters[cnt_gu:], out_rows=T)
+        return out
+    gemm(h, "w2", acc, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True, cfg=dn)
+    return acc.to(x.dtype)
 
 
 def expert_bytes(H: int, I: int) -> float:

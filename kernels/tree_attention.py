@@ -173,7 +173,7 @@ def _get_kernel():
         o = acc / l_safe[:, None]
         lse = tl.where(l_i == 0.0, float("-inf"), m_i + tl.log2(l_safe))  # log2 domain
         base = c * so_c + hkv * so_h + pid_s * so_p
-        tl.store(o_ptr + base + rows[:, None] * so_r + dv[None, :], o, mask=row_ok[:, None])
+        tl.store(o_ptr + base + rows[:, None] * so_r + dv[None, :], o.to(o_ptr.dtype.element_ty), mask=row_ok[:, None])
         tl.store(lse_ptr + c * sl_c + hkv * sl_h + pid_s * sl_p + rows, lse, mask=row_ok)
 
     _KERNEL = FastLauncher(_tree_attn_kernel)
@@ -201,6 +201,7 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
     instead of streamed by 2-8 programs 8 tiles deep. A given block_r (tuning) replaces the
     row-tile choice; the splits follow from it.
     """
+    given_block_r = block_r
     if block_r is None:
         block_r = 16
         while block_r < rows and block_r < max_block_r(dv):
@@ -219,7 +220,28 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
         splits = max(splits, min(-(-S // block_s), -(-resident * num_sms // base)))
         if dv <= 128:  # GQA: a third stage (96 KB, still 2 programs per SM; runs/README.md,
             stages = 3  # "Kernel defaults")
+        elif given_block_r is None and block_r > 16:
+            # MLA with many heads (64 at C=1): 16-row tiles and about two waves of programs,
+            # one or two tiles each, beat 32-row tiles in one wave (runs/README.md, "Kernel defaults")
+            block_r = 16
+            base = C * Hkv * -(-rows // block_r)
+            splits = max(1, min(-(-S // block_s), -(-MLA_SMALL_WAVES * num_sms // base)))
     return dict(block_r=block_r, block_s=block_s, num_splits=splits, num_warps=4, num_stages=stages)
+
+
+# partial outputs above this many bytes are stored in bf16 (bf16 inputs only; the (m, lse) stay
+# fp32). None: always fp32, the default, because bf16 partials were slower on the H200 even for
+# MLA with 64 heads at C=1, whose fp32 partials are as many bytes as its KV cache at L=8192
+# (runs/README.md, "Kernel defaults"). The `partials` knob still picks either.
+PARTIALS_BF16_ABOVE = None
+
+
+def default_partials(C: int, Hkv: int, R: int, nsplit: int, dv: int) -> str:
+    big = PARTIALS_BF16_ABOVE is not None and C * Hkv * nsplit * R * dv * 4 > PARTIALS_BF16_ABOVE
+    return "bf16" if big else "fp32"
+
+
+MLA_SMALL_WAVES = 2  # programs per SM for many-head MLA at small C x L (see default_config)
 
 
 @functools.cache
@@ -270,7 +292,7 @@ def _get_combine():
             p_ok = offs_p < P
             lse = tl.load(lse_base + offs_p * sl_p, mask=p_ok, other=float("-inf"))
             w = tl.where(p_ok, tl.exp2(lse - m_all), 0.0)
-            o = tl.load(o_base + offs_p[:, None] * so_p + dv[None, :], mask=p_ok[:, None], other=0.0)
+            o = tl.load(o_base + offs_p[:, None] * so_p + dv[None, :], mask=p_ok[:, None], other=0.0).to(tl.float32)
             acc += tl.sum(o * w[:, None], axis=0)
             wsum += w
         out = acc / tl.sum(wsum, axis=0)
@@ -286,6 +308,7 @@ def _get_combine():
 # grid starts while the split kernel drains and waits in griddepcontrol.wait for its writes
 # (runs/README.md, "Kernel defaults")
 PDL_DEFAULT = True
+SPLIT_ONLY = False  # tuning only: skip the combine, return the partials
 
 
 def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
@@ -300,6 +323,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         if q.is_cuda else 132
     cfg = dict(cfg or {})
     pdl = cfg.pop("pdl", None)
+    partials = cfg.pop("partials", None)
     pdl = (PDL_DEFAULT if pdl is None else pdl) and q.is_cuda and not interpret \
         and torch.cuda.get_device_capability(q.device)[0] >= 9
     d = default_config(C, Hkv, R, S, dv, num_sms=num_sms, block_r=cfg.get("block_r"))
@@ -308,7 +332,12 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     d.update({kk: vv for kk, vv in cfg.items() if vv is not None})
     split_len = triton.cdiv(triton.cdiv(S, d["num_splits"]), d["block_s"]) * d["block_s"]
     nsplit = triton.cdiv(S, split_len)
-    o = torch.empty((C, Hkv, nsplit, R, dv), dtype=torch.float32, device=q.device)
+    if partials is None:
+        partials = default_partials(C, Hkv, R, nsplit, dv) if q.dtype == torch.bfloat16 else "fp32"
+    if partials not in ("fp32", "bf16"):
+        raise ValueError(f"partials={partials!r}: expected 'fp32' or 'bf16'")
+    o = torch.empty((C, Hkv, nsplit, R, dv), dtype=torch.float32 if partials == "fp32" else torch.bfloat16,
+                    device=q.device)
     lse = torch.empty((C, Hkv, nsplit, R), dtype=torch.float32, device=q.device)
     # a bool mask is read in place as int8 (same bytes): no conversion kernel in the graph
     mask = tree_mask.view(torch.int8) if tree_mask.dtype == torch.bool and tree_mask.is_contiguous() \
@@ -333,6 +362,8 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         DOT_F32=interpret, PDL=pdl,
         num_warps=d["num_warps"], num_stages=d["num_stages"],
     )
+    if SPLIT_ONLY:  # tuning (measure/tuning/sweep_decode.py): the split kernel alone
+        return o
     # log-sum-exp merge of the splits (log2 domain), written straight into [C, Q, H, dv]
     out = torch.empty((C, Q, Hkv * G, dv), dtype=q.dtype, device=q.device)
     # columns per program: all of them when the rows alone give >= 4 programs per SM, else
@@ -353,25 +384,25 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
 
 
 def tree_attention_gqa(q, k, v, tree_mask, sm_scale=None, *, block_r=None, block_s=None,
-                       num_splits=None, num_warps=None, num_stages=None, pdl=None) -> torch.Tensor:
+                       num_splits=None, num_warps=None, num_stages=None, pdl=None, partials=None) -> torch.Tensor:
     """q [C,Q,Hq,D], k/v [C,S,Hkv,D] (S = L + Q), tree_mask bool [C,Q,Q] -> [C,Q,Hq,D]."""
     C, Q, Hq, D = q.shape
     Hkv = k.shape[2]
     assert Hq % Hkv == 0 and D & (D - 1) == 0, f"{Hq=} {Hkv=} {D=} (D a power of two)"
     scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)
     cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
-               num_warps=num_warps, num_stages=num_stages, pdl=pdl)
+               num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials)
     return _run(q, None, k, None, v, tree_mask, scale, G=Hq // Hkv, Hkv=Hkv, dv=D,
                 v_is_k=False, cfg=cfg)
 
 
 def tree_attention_mla(q_latent, q_rope, ckv, kpe, tree_mask, sm_scale, *, block_r=None,
-                       block_s=None, num_splits=None, num_warps=None, num_stages=None, pdl=None) -> torch.Tensor:
+                       block_s=None, num_splits=None, num_warps=None, num_stages=None, pdl=None, partials=None) -> torch.Tensor:
     """Absorbed MLA: q_latent [C,Q,H,512], q_rope [C,Q,H,64], ckv [C,S,512], kpe [C,S,64]
     -> [C,Q,H,512]; score = q_latent.ckv + q_rope.kpe, value = ckv (one latent head)."""
     C, Q, H, DL = q_latent.shape
     cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
-               num_warps=num_warps, num_stages=num_stages, pdl=pdl)
+               num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials)
     return _run(q_latent, q_rope, ckv, kpe, ckv, tree_mask, sm_scale, G=H, Hkv=1, dv=DL,
                 v_is_k=True, cfg=cfg)
 

@@ -246,6 +246,10 @@ def test_default_configs_pick_swapped_tiles_at_decode():
     assert (dn.block_n, dn.num_warps, dn.num_stages) == (128, 4, 2)
     # more than 8 rows per expert, or bf16 weights: 16-row blocks
     assert m.default_configs(24, 8, 16, 7168, 2048)[0] == 16  # 12 rows per expert
+    # Kimi TP8 slice, T=1 (activation fused): gate_up split once more, 28 K-blocks in 7 splits of 4
+    assert m.default_configs(1, 8, 384, 7168, 256)[1].split_k == 8
+    assert m.default_configs(2, 8, 384, 7168, 256)[1].split_k == 4  # 288 programs already
+    assert m.default_configs(1, 8, 128, 2048, 768)[1].split_k == 2  # 8 K-blocks: not split shallower
     assert default_moe_configs(8, 8, 384, 7168, 2048, int4=False)[0] == 16
 
 
@@ -300,3 +304,30 @@ def test_fused_moe_w4a16_torch_align_under_graph_capture():
     graph.replay()
     torch.cuda.synchronize()
     assert_close(out, ref.float(), torch.bfloat16, "torch align under graph capture")  # atomics: order varies
+
+
+@pytest.mark.parametrize("act_max_t,cast_max_t", [(64, 64), (64, 0), (0, 64), (0, 0)])
+def test_fused_epilogues_match_reference(act_max_t, cast_max_t, monkeypatch):
+    """The fused activation (last split of a split-K gate_up applies SiLU*mul, arrival counters)
+    and the fused cast (down's last program per column tile casts the fp32 sum; unused blocks
+    count in too), each on and off, against the reference; block_m 8 and 16."""
+    monkeypatch.setattr(m, "FUSED_ACT_MAX_T", act_max_t)
+    monkeypatch.setattr(m, "FUSED_CAST_MAX_T", cast_max_t)
+    T, E, H, I, k = 3, 6, 544, 96, 2  # 3 K-blocks: gate_up split 3 ways; 6 experts: unused blocks
+    gen = torch.Generator().manual_seed(11)
+    wts = _weights(E, H, I, gen)
+    ids, tw = _routing(T, E, k, gen)
+    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
+    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+    for bm in (8, 16):
+        out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, block_m=bm, gate_up_config=dict(split_k=3, dequant=0),
+                                down_config=dict(block_n=32, dequant=0))
+        assert out.dtype == torch.bfloat16 and out.shape == (T, H)
+        assert_close(out, ref, torch.bfloat16, f"fused epilogues {act_max_t=} {cast_max_t=} {bm=}")
+
+
+def test_align_zeroes_the_workspace():
+    ids = torch.tensor([[0, 2], [1, 2]], device=DEV)
+    ws = torch.full((1500,), 7.0, device=DEV)  # more than one 1024-wide store loop
+    r = moe_align_block_size(ids, 4, 8, zero=ws)
+    assert torch.count_nonzero(ws) == 0 and r.num_pairs == 4

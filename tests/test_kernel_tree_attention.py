@@ -99,6 +99,16 @@ def test_tree_attention_mla(C, Q, L, H, dtype):
     ref = ta.tree_attention_mla_reference(ql.float(), qr.float(), ckv.float(), kpe.float(), mask, scale)
     out = ta.tree_attention_mla(ql, qr, ckv, kpe, mask, scale, num_splits=2)
     assert_close(out, ref, dtype, f"mla {C=} {Q=} {L=} {H=} {dtype=}")
+    # bf16 split partials (the (m, lse) stay fp32): the result stays within the dtype's tolerance
+    out = ta.tree_attention_mla(ql, qr, ckv, kpe, mask, scale, num_splits=3, partials="bf16")
+    assert_close(out, ref, dtype, f"mla bf16 partials {C=} {Q=} {L=} {H=} {dtype=}")
+
+
+def test_partials_knob_rejects_unknown_dtype():
+    q = torch.zeros(1, 1, 2, 16, device=DEV)
+    kv = torch.zeros(1, 3, 1, 16, device=DEV)
+    with pytest.raises(ValueError, match="partials='fp16'"):
+        ta.tree_attention_gqa(q, kv, kv, torch.ones(1, 1, 1, dtype=torch.bool, device=DEV), partials="fp16")
 
 
 def test_bytes_and_flops():
@@ -141,6 +151,13 @@ def test_default_config_fills_one_wave_at_small_c_and_keeps_large_shapes():
     assert ta.default_config(1, 1, 8, 1025, 512)["num_splits"] == 17  # one 64-position tile per split
     assert ta.default_config(1, 1, 8, 8193, 512)["num_splits"] == 129  # every tile, 129 <= 132 SMs
     assert ta.default_config(1, 8, 4, 8193, 128)["num_splits"] == 33  # GQA: 2 programs per SM
+    # MLA with 64 heads at C=1: 16-row tiles (4 row blocks) and about two programs per SM
+    assert ta.default_config(1, 1, 64, 8193, 512) == dict(block_r=16, block_s=64, num_splits=66, num_warps=4,
+                                                          num_stages=2)
+    assert ta.default_config(1, 1, 64, 1025, 512)["num_splits"] == 17  # every tile
+    assert ta.default_config(1, 1, 64, 8193, 512, block_r=32)["block_r"] == 32  # a given row tile stays
     # enough sequences to fill the GPU: unchanged (each split keeps >= 8 tiles)
+    assert ta.default_config(128, 1, 64, 8193, 512)["block_r"] == 32
+    assert ta.default_config(32, 1, 72, 8193, 512)["block_r"] == 32  # C=32, 9-token trees, 8 heads
     assert ta.default_config(128, 1, 8, 32769, 512)["num_splits"] == 9
     assert ta.default_config(32, 4, 8, 32769, 128)["num_splits"] == 3
