@@ -2,9 +2,9 @@
 
 Every kernel is torch's own: cuBLAS GEMMs through `F.linear`, `F.rms_norm`, rope as plain
 tensor arithmetic, a KV-cache write by slice assignment, `F.scaled_dot_product_attention`
-(each KV head's query group folded into the query rows, as decode engines do, so no
-backend expands the KV heads; a bottom-right causal mask when a step verifies q > 1 tokens
-per sequence), `torch._grouped_mm` for routed experts (router GEMM, softmax, `torch.topk`, sort,
+(GQA-native at q = 1; when a step verifies q > 1 tokens per sequence, a bottom-right
+causal mask with each KV head's query group folded into the query rows, so no backend
+expands the KV heads), `torch._grouped_mm` for routed experts (router GEMM, softmax, `torch.topk`, sort,
 grouped GEMMs, weighted `index_add_`), the lm_head GEMM and a local argmax, and NCCL
 all-reduces under TP (after attention, after the MLP, and for the sampled (value, index)
 pairs). One CUDA graph per step.
@@ -59,6 +59,14 @@ def points(n_gpus: int, quick: bool, pcie: bool = False) -> list[tuple[int, int,
     return [(C, q, L) for C in (1, 8, 32) for L in (1024, 8192) for q in (1, 4)]
 
 
+def verify_mask(q: int, L: int, device: str = "cpu"):
+    """q new tokens against the L-token prefix and causally among themselves (bottom-right
+    aligned); None for q = 1 (no mask: SDPA's unmasked decode path)."""
+    import torch
+
+    return torch.ones(q, L + q, device=device, dtype=torch.bool).tril(diagonal=L) if q > 1 else None
+
+
 class TorchStack:
     """One rank's shard of a full-depth decode model, built from torch ops only."""
 
@@ -101,8 +109,7 @@ class TorchStack:
         inv = 1.0 / (10000 ** (torch.arange(0, D, 2, device="cuda", dtype=torch.float32) / D))
         ang = pos[:, None] * inv[None, :]
         st["cos"], st["sin"] = ang.cos().repeat(1, 2).to(torch.bfloat16), ang.sin().repeat(1, 2).to(torch.bfloat16)
-        # verify q tokens against the prefix and causally among themselves (bottom-right aligned)
-        st["mask"] = (torch.ones(q, S, device="cuda", dtype=torch.bool).tril(diagonal=L) if q > 1 else None)
+        st["mask"] = verify_mask(q, L, "cuda")
         return st
 
     def _rope(self, t, cos, sin):
@@ -111,12 +118,17 @@ class TorchStack:
         return t * cos + rot * sin
 
     def _attend(self, qh, k, v, mask):
-        """GQA as decode engines run it: each KV head's query group folded into the query rows
-        ([C, hkv, q*g, D] against [C, hkv, S, D]), so no backend expands the KV heads; the verify
-        mask repeats per group row. qh is [C, q, hq, D]; returns [C*q, hq*D]."""
+        """Decode (q = 1, no mask): SDPA's GQA-native path (`enable_gqa`, the flash backend, one
+        program per query head). Verification (q > 1, a mask): each KV head's query group folded
+        into the query rows ([C, hkv, q*g, D] against [C, hkv, S, D]), since the masked backends
+        would otherwise expand the KV heads; the mask repeats per group row. An engine's decode
+        and verify kernels differ like this too. qh is [C, q, hq, D]; returns [C*q, hq*D]."""
         import torch.nn.functional as F
 
         C, q, hq, D = qh.shape
+        if mask is None:
+            a = F.scaled_dot_product_attention(qh.transpose(1, 2), k, v, enable_gqa=hq != self.hkv)
+            return a.transpose(1, 2).reshape(C * q, hq * D)
         g = hq // self.hkv
         qf = qh.view(C, q, self.hkv, g, D).permute(0, 2, 1, 3, 4).reshape(C, self.hkv, q * g, D)
         m = mask.repeat_interleave(g, dim=0) if mask is not None else None
