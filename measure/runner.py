@@ -32,8 +32,8 @@ BUDGET_S = {
     "dispatch": (6, 3),
     "elementwise": (10, 3),
     "gemm": (12, 4),
-    "moe": (55, 10),  # 35 s cut the bf16 sweep at T<32, 45 s the Qwen one at T<64 (runs/README.md)
-    "attention": (100, 10),  # the decode split-KV configs compile per split count: 36 s cut the sweep at C <= 32 (runs/20261130T1927)
+    "moe": (100, 10),  # 55 s cut the bf16 Qwen sweep at T<128 with the fused decode kernels compiling cold (runs/51dbe64)
+    "attention": (100, 10),  # the decode split-KV configs compile per split count: 36 s cut the sweep at C <= 32 (runs/51dbe64)
     "treebuild": (50, 25),  # compiles per budget B (about 7 s each on the H200 host); uses 28-37 s on a 2x H200
     "collectives": (22, 8),
     "e2e": (18, 10),
