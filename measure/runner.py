@@ -41,6 +41,10 @@ BUDGET_S = {
     "foreign": (90, 20),  # torch-only decode stacks on 1 GPU, TP over NVLink and over PCIe
 }
 
+# Benches that check the model rather than feed it (a torch-only decode stack, collectives
+# through host memory): `perfmodel measure --only pcie,foreign`, not part of the default suite.
+VALIDATION_BENCHES = ("pcie", "foreign")
+
 BenchFn = Callable[[BenchContext], BenchOutput]
 
 
@@ -236,6 +240,8 @@ def run_measure(
     out = Path(out)
     registry = registry if registry is not None else default_registry()
     names = list(registry)
+    if not only:  # the validation benches run when --only names them
+        names = [n for n in names if n not in VALIDATION_BENCHES]
     if only:
         bad = [n for n in only if n not in registry]
         if bad:

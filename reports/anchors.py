@@ -58,9 +58,14 @@ def bars(p: Profile, validation: dict | None = None) -> list[tuple[str, str, str
     if sp:
         rows.append(("GPU tree build vs CPU reference at B >= 64, C >= 8", f"median {statistics.median(sp):.1f}x, "
                      f"min {min(sp):.1f}x, max {max(sp):.1f}x", ">= 10x", min(sp) >= 10))
-    walls = [b.wall_s for b in p.benches.values() if b.wall_s]
+    from perfmodel.measure.runner import VALIDATION_BENCHES
+
+    walls = [b.wall_s for n, b in p.benches.items() if b.wall_s and n not in VALIDATION_BENCHES]
     if walls:
-        rows.append(("full suite wall time (sum of benches)", f"{sum(walls):.0f} s", "<= 180 s", sum(walls) <= 180))
+        extra = sum(b.wall_s or 0 for n, b in p.benches.items() if n in VALIDATION_BENCHES)
+        rows.append(("full suite wall time (sum of benches)", f"{sum(walls):.0f} s"
+                     + (f" (+ {extra:.0f} s of validation benches, `--only pcie,foreign`)" if extra else ""),
+                     "<= 180 s", sum(walls) <= 180))
     if validation:
         # (kind, median target, interval-coverage target: issue #5 asks it of the published points)
         # e2e-2gpu-ep (TP attention + EP experts) is held to the TP points' 10%
@@ -73,6 +78,20 @@ def bars(p: Profile, validation: dict | None = None) -> list[tuple[str, str, str
                 want = f"<= {target:.0%}" + (f", coverage >= {cov_target:.0%}" if cov_target else "")
                 rows.append((f"validate {kind}: median abs error", f"{s['median_abs_err']:.1%} over {s['n']} points{cov}",
                              want, met))
+        # issue #14: the torch-only stack calibrated on 2 of its points, and the published
+        # figures calibrated on one GPU's points of an engine and predicted on its others
+        by = validation["summary"]["by_kind"]
+        s, u = by.get("foreign-calibrated"), by.get("foreign-uncalibrated")
+        if s and s["median_abs_err"] is not None:
+            met = s["median_abs_err"] <= 0.08 and s["max_abs_err"] <= 0.20 and (s.get("coverage") or 0.0) >= 0.80
+            was = f" (uncalibrated: median {u['median_abs_err']:.1%})" if u and u["median_abs_err"] is not None else ""
+            rows.append(("validate foreign-calibrated (torch-only stack, calibrated on 2 points)",
+                         f"median {s['median_abs_err']:.1%}, max {s['max_abs_err']:.1%} over {s['n']} points, "
+                         f"interval coverage {s['coverage']:.0%}{was}", "median <= 8%, max <= 20%, coverage >= 80%", met))
+        s = by.get("published-logo")
+        if s and s["median_abs_err"] is not None:
+            rows.append(("validate published-logo (calibrate on one GPU, predict the others)",
+                         f"median {s['median_abs_err']:.1%} over {s['n']} points", "<= 10%", s["median_abs_err"] <= 0.10))
     return rows
 
 

@@ -1,0 +1,277 @@
+"""`perfmodel calibrate`: the fit recovers known factors in both directions, says which
+factors the data could not move, carries them to a target, and rejects bad points with one
+line naming the point."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from perfmodel.calibrate import (
+    CalibrationError,
+    CalibrationInput,
+    ObservedPoint,
+    calibration_pair,
+    fit,
+    from_bench_file,
+    points_from_foreign,
+    prepare,
+)
+from perfmodel.cli import app
+from perfmodel.model.calibration import Factors, calibrated, group_of, link_family
+from perfmodel.request import resolve_profile
+
+FIX = Path(__file__).parent / "fixtures" / "bench"
+runner = CliRunner()
+PROFILE = resolve_profile(None)
+
+
+def _pt(**kw) -> ObservedPoint:
+    base = dict(target="rtx-pro-6000", gpus=8, model="kimi-k2.6", parallel="tp", concurrency=1, context=4096)
+    return ObservedPoint(**(base | kw))
+
+
+SETUPS = [  # C=1 and large C, TP and EP on PCIe, another machine on NVLink: the regimes that separate factors
+    dict(concurrency=1), dict(concurrency=4), dict(concurrency=16), dict(concurrency=1, context=32768),
+    dict(parallel="tp-attn-ep-moe", concurrency=1), dict(parallel="tp-attn-ep-moe", concurrency=16),
+    dict(target="b200", concurrency=1), dict(target="b200", concurrency=128),
+    dict(model="llama-3.1-8b", gpus=1, concurrency=1), dict(model="llama-3.1-8b", gpus=1, concurrency=64),
+]
+TRUTH = {"floor.gemm": 0.5, "floor.attention": 0.6, "bw.moe": 0.8, "engine_host_us": 400.0}
+
+
+def _synthetic(truth: dict) -> list[ObservedPoint]:
+    """Figures the model itself gives with known factors applied: the fit must find them."""
+    f = Factors(values=truth)
+    out = []
+    for s in SETUPS:
+        p = _pt(**s, step_ms=1000.0)
+        step = prepare(0, p, PROFILE).predict(f)
+        out.append(p.model_copy(update={"step_ms": step}))
+    return out
+
+
+@pytest.fixture(scope="module")
+def recovered():
+    return fit(CalibrationInput(engine="synthetic", points=_synthetic(TRUTH)), PROFILE, "embedded")
+
+
+def test_fit_recovers_known_factors_both_directions(recovered):
+    """Truth: an engine with faster floors (x0.5, x0.6), slower MoE streaming (x0.8) and 400 us
+    of host work per step. Fixed per-step time is shared among floors, launches and the host
+    term, which these points cannot tell apart, so what must hold is: the identifiable factor
+    is found, the floors move down (two-sided), and held-out machines are predicted as the
+    truth would."""
+    got = {f.name: f for f in recovered.factors}
+    assert got["bw.moe"].value == pytest.approx(0.8, rel=0.1) and got["bw.moe"].determined
+    assert all(got[k].value < 1.0 for k in ("floor.gemm", "floor.attention"))
+    assert recovered.median_abs_err < 0.01
+    assert recovered.loo_median_abs_err is not None and recovered.loo_median_abs_err < 0.03
+    truth, fitted = Factors(values=TRUTH), recovered.to_factors()
+    for kw in (dict(target="b300", concurrency=1), dict(target="b300", concurrency=64), dict(target="h200", concurrency=32),
+               dict(target="b300", parallel="tp-attn-ep-moe", concurrency=8)):
+        p = prepare(0, _pt(**kw, step_ms=1000.0), PROFILE)
+        assert p.predict(fitted) == pytest.approx(p.predict(truth), rel=0.02), kw
+        if kw["concurrency"] == 1:  # and the uncalibrated model was off there
+            assert abs(p.predict(Factors()) / p.predict(truth) - 1) > 0.05
+
+
+def test_undetermined_factors_stay_at_prior(recovered):
+    got = {f.name: f for f in recovered.factors}
+    # no point is sensitive to elementwise bandwidth: the factor keeps its prior
+    assert got["bw.elementwise"].value == pytest.approx(1.0, abs=0.05)
+    assert not got["bw.elementwise"].determined
+    assert got["bw.elementwise"].sigma_post == pytest.approx(got["bw.elementwise"].sigma_prior, rel=0.1)
+    # no spec point: no acceptance factor at all; only the link families that were observed
+    assert "tau" not in got and "coll_lat.xgmi" not in got
+    assert {"coll_lat.pcie", "coll_lat.nvlink"} <= set(got)
+
+
+def test_one_point_moves_the_projection_toward_the_figure_both_ways():
+    for k in (0.5, 2.0):
+        p = _pt(step_ms=1000.0)
+        true = prepare(0, p, PROFILE).predict(Factors()) * k
+        res = fit(CalibrationInput(engine="e", points=[p.model_copy(update={"step_ms": true})]), PROFILE, "x")
+        pt = res.points[0]
+        assert abs(pt.predicted / true - 1) < abs(pt.uncalibrated / true - 1) / 4
+        assert res.loo_median_abs_err is None  # one point: no leave-one-out
+
+
+def test_speculative_point_calibrates_tau():
+    p = _pt(spec="ddtree", budget=16, tokens_per_s_per_stream=0.001)
+    prep = prepare(0, p, PROFILE)
+    base = prep.predict(Factors())
+    # the same machine, with τ 20% lower: tokens/s per stream 20% lower at the same step
+    # plain-decode points on the same machine pin the step's terms, so the gap goes to τ
+    plain = [_pt(concurrency=c, step_ms=1000.0) for c in (1, 4, 16)]
+    obs = [p.model_copy(update={"tokens_per_s_per_stream": base * 0.8})]
+    obs += [q.model_copy(update={"step_ms": prepare(0, q, PROFILE).predict(Factors())}) for q in plain]
+    got = {f.name: f for f in fit(CalibrationInput(engine="e", points=obs), PROFILE, "x").factors}
+    assert got["tau"].value == pytest.approx(0.8, abs=0.06) and got["tau"].determined
+    assert got["floor.gemm"].value == pytest.approx(1.0, abs=0.1)  # not the floors
+
+
+def test_calibrated_machine_carries_factors_to_a_target():
+    from perfmodel.model.project import Projector
+    from perfmodel.request import Request
+
+    pj = Projector(Request(target="b300", gpus=8, concurrency=[1]))
+    f = Factors(values={"floor.gemm": 0.5, "bw.moe": 10.0, "coll_lat.pcie": 3.0, "launch": 2.0, "engine_host_us": 250.0},
+                sigma={"floor.gemm": 0.05, "coll_lat.pcie": 0.1}, gpus=("rtx-pro-6000-server",))
+    m = calibrated(pj.machine, f)
+    assert m.laws["gemm_bf16"].t0_us == pytest.approx(0.5 * pj.machine.laws["gemm_bf16"].t0_us)
+    # a faster MoE engine cannot stream past the target's roof
+    assert m.laws["moe_w4a16"].bw_GBps <= max(pj.machine.laws["moe_w4a16"].bw_GBps, m.roof_GBps) * (1 + 1e-9)
+    # PCIe collective factors do not apply on NVLink, but widen its uncertainty
+    assert m.all_reduce.latency_us == pj.machine.all_reduce.latency_us
+    assert m.all_reduce.rel_unc_lat > pj.machine.all_reduce.rel_unc_lat
+    assert m.overheads.graph_node_us == pytest.approx(2 * pj.machine.overheads.graph_node_us)
+    assert m.overheads.engine_host_us == 250.0
+    # a GPU the calibration never saw keeps the transfer rule's uncertainty on top of the posterior
+    assert m.laws["gemm_bf16"].rel_unc_t0 > 0.05
+    assert pj.machine.overheads.engine_host_us == 0.0  # the input machine is unchanged
+
+
+def test_group_and_family_names():
+    assert group_of("attention_mla") == "attention" and group_of("attention_gqa.verify") == "attention_verify"
+    assert group_of("elementwise.rmsnorm") == "elementwise" and group_of("moe_w4a16") == "moe"
+    assert link_family("pcie5") == "pcie" and link_family("nvlink4") == "nvlink" and link_family(None) is None
+
+
+# ------------------------------------------------------------------------------ bad input
+@pytest.mark.parametrize("kw,needle", [
+    (dict(tokens_per_s_per_stream=1e6), "faster than physics"),
+    (dict(concurrency=4096, context=131072, step_ms=50.0), "does not fit"),
+    (dict(target="nosuchgpu", step_ms=10.0), "nosuchgpu"),
+    (dict(model="nosuchmodel", step_ms=10.0), "nosuchmodel"),
+    (dict(model="llama-3.1-8b", gpus=1, parallel="ep", step_ms=10.0), "needs an MoE"),
+])
+def test_bad_points_name_the_point(kw, needle):
+    with pytest.raises(CalibrationError, match=needle) as e:
+        fit(CalibrationInput(engine="e", points=[_pt(**kw)]), PROFILE, "x")
+    assert str(e.value).startswith("point 0 (")
+
+
+@pytest.mark.parametrize("kw", [
+    dict(step_ms=0.0), dict(step_ms=-1.0), dict(step_ms=math.nan), dict(step_ms=math.inf),
+    dict(step_ms=1.0, tpot_ms=1.0), dict(), dict(step_ms=1.0, bogus=1), dict(step_ms=1.0, gpus=True),
+    dict(step_ms=1.0, spec="ddtree"), dict(tokens_per_s=10.0, isl=128),
+])
+def test_schema_rejects(kw):
+    with pytest.raises(ValueError):
+        _pt(**kw)
+
+
+def _cli(tmp_path, doc) -> tuple[int, str]:
+    f = tmp_path / "obs.yaml"
+    f.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc))
+    r = runner.invoke(app, ["calibrate", str(f), "--out", str(tmp_path / "c.json")])
+    return r.exit_code, r.output
+
+
+@pytest.mark.parametrize("doc,needle", [
+    ({"engine": "e", "points": [{"target": "h200", "model": "kimi-k2.6", "gpus": 8, "concurrency": 1, "step_ms": 0}]},
+     "points.0.step_ms"),
+    ({"engine": "e", "points": [{"target": "h200", "model": "kimi-k2.6", "gpus": 8, "concurrency": 1}]}, "exactly one of"),
+    ({"engine": "e", "points": [{"target": "h200", "model": "kimi-k2.6", "gpus": 8, "concurrency": 1, "step_ms": 1,
+                                 "colour": "red"}]}, "colour"),
+    ({"engine": "e", "points": []}, "points"),
+    ({"points": [{"target": "h200", "model": "kimi-k2.6", "concurrency": 1, "step_ms": 1}]}, "engine"),
+    ({"engine": "e", "points": [{"target": "h200", "model": "kimi-k2.6", "gpus": 8, "concurrency": 1,
+                                 "tokens_per_s_per_stream": 1e7}]}, "faster than physics"),
+    ("engine: [unclosed", "not valid YAML"),
+])
+def test_cli_bad_input_one_line_exit_2(tmp_path, doc, needle):
+    code, out = _cli(tmp_path, doc)
+    assert code == 2 and "Traceback" not in out
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0], out
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_cli_duplicates_warn_and_keep_both(tmp_path):
+    p = {"target": "h200", "model": "kimi-k2.6", "gpus": 8, "concurrency": 1, "context": 4096}
+    code, out = _cli(tmp_path, {"engine": "e", "points": [p | {"step_ms": 20.0}, p | {"step_ms": 24.0}]})
+    assert code == 0, out
+    res = json.loads((tmp_path / "c.json").read_text())
+    assert len(res["points"]) == 2 and any("both are kept" in w for w in res["warnings"])
+
+
+def test_calibration_json_feeds_project(tmp_path):
+    pts = [{"target": "rtx-pro-6000", "model": "kimi-k2.6", "gpus": 8, "concurrency": c, "context": 8192,
+            "tokens_per_s_per_stream": v} for c, v in ((1, 90.0), (8, 60.0))]
+    code, out = _cli(tmp_path, {"engine": "my engine", "points": pts})
+    assert code == 0, out
+    cal = str(tmp_path / "c.json")
+    plain = runner.invoke(app, ["project", "--target", "b300", "-c", "1", "-f", "json"])
+    r = runner.invoke(app, ["project", "--target", "b300", "-c", "1", "-f", "json", "--calibration", cal])
+    a, b = json.loads(plain.output), json.loads(r.output)
+    assert b["describes"].startswith("calibrated to my engine from 2 points on 8x rtx-pro-6000")
+    assert a["describes"].startswith("perfmodel kernels measured on NVIDIA H200")
+    assert a["points"][0]["tokens_per_s_per_stream"] != b["points"][0]["tokens_per_s_per_stream"]
+    assert set(b["calibration"]["factors"]) >= {"floor.gemm", "engine_host_us"}
+    bad = runner.invoke(app, ["project", "--calibration", str(tmp_path / "nope.json")])
+    assert bad.exit_code == 2 and "nope.json" in bad.output
+
+
+def test_schema_commands():
+    for kind, key in (("calibration-input", "points"), ("calibration", "factors")):
+        r = runner.invoke(app, ["schema", kind])
+        assert r.exit_code == 0 and key in json.loads(r.output)["properties"]
+
+
+# ------------------------------------------------------------------------------ benchmark files
+def test_from_vllm_reads_median_tpot_and_concurrency():
+    inp = from_bench_file(str(FIX / "vllm_bench_serve.json"), "vllm",
+                          dict(target="h200", gpus=8, model="kimi-k2.6", parallel="tp"))
+    p = inp.points[0]
+    raw = json.loads((FIX / "vllm_bench_serve.json").read_text())
+    assert p.tpot_ms == raw["median_tpot_ms"] and p.concurrency == raw["max_concurrency"]
+    assert p.context == round((raw["total_input_tokens"] + raw["total_output_tokens"] / 2) / raw["completed"])
+
+
+def test_from_sglang_reads_the_last_json_line():
+    inp = from_bench_file(str(FIX / "sglang_bench_serving.jsonl"), "sglang",
+                          dict(target="h200", gpus=8, model="kimi-k2.6", parallel="tp", concurrency=None))
+    last = json.loads((FIX / "sglang_bench_serving.jsonl").read_text().splitlines()[-1])
+    assert inp.points[0].tpot_ms == last["median_tpot_ms"] and inp.points[0].concurrency == last["max_concurrency"]
+
+
+def test_from_vllm_cli(tmp_path):
+    r = runner.invoke(app, ["calibrate", "--from-vllm", str(FIX / "vllm_bench_serve.json"), "--target", "h200",
+                            "--gpus", "8", "--model", "kimi-k2.6", "--out", str(tmp_path / "c.json"), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "c.json").read_text())["engine"].startswith("vllm")
+    missing = runner.invoke(app, ["calibrate", "--from-vllm", str(FIX / "vllm_bench_serve.json")])
+    assert missing.exit_code == 2 and "--target" in missing.output
+
+
+def test_bench_file_without_tpot_is_rejected(tmp_path):
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps({"max_concurrency": 4}))
+    with pytest.raises(CalibrationError, match="median_tpot_ms"):
+        from_bench_file(str(f), "vllm", dict(target="h200", model="kimi-k2.6"))
+
+
+# ------------------------------------------------------------------------------ the foreign stack
+def test_foreign_points_and_the_calibration_pair():
+    pts = points_from_foreign(PROFILE, "h200")
+    assert len(pts) >= 24 and {p.model for p in pts} == {"llama-3.1-8b", "qwen3-30b-a3b"}
+    a, b = calibration_pair(pts)
+    one = [p.step_ms for p in pts if p.gpus == 1]
+    assert pts[a].step_ms == min(one) and pts[b].step_ms == max(one)
+    assert all(not p.host and p.lm_head for p in pts)
+
+
+def test_load_input_example_from_readme():
+    """The README's calibration example is valid input."""
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    block = "# OBSERVED.yaml" + text.split("```yaml\n# OBSERVED.yaml")[1].split("```")[0]
+    inp = CalibrationInput.model_validate(yaml.safe_load(block))
+    assert len(inp.points) == 4 and {p.parallel for p in inp.points} == {"tp", "tp-attn-ep-moe"}
+    assert any(p.spec == "ddtree" for p in inp.points)
