@@ -204,6 +204,9 @@ def validate(profile: list[str] | None = typer.Option(None, "--profile", help="P
              base: str | None = typer.Option(None, "--base", help="Profile to predict from (default: each checked profile predicts its own "
                                                                    "e2e points; "
                                                                    "the published figures use the embedded profile)."),
+             calibration: str | None = typer.Option(None, "--calibration", help="Calibration JSON (`perfmodel calibrate`): the "
+                                                     "published figures are projected through it (e2e steps of perfmodel's own "
+                                                     "stack are not)."),
              fmt: Fmt = typer.Option(Fmt.table, "--format", "-f")):
     """Compare projections with measured end-to-end steps and published decode figures."""
     from perfmodel.inputs import finite_number
@@ -212,7 +215,7 @@ def validate(profile: list[str] | None = typer.Option(None, "--profile", help="P
 
     _guard(finite_number, tolerance, "--tolerance", lo=0)
     try:
-        res = run_validation(profile, published=published, base=base)
+        res = run_validation(profile, published=published, base=base, calibration=calibration)
     except ProjectionError as e:
         fail(str(e))
     from perfmodel import render

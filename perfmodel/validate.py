@@ -50,12 +50,12 @@ def _e2e_rows(prof: Profile, base: Profile, path: str) -> list[dict]:
     return rows
 
 
-def _published(base_path: str | None) -> list[dict]:
+def _published(base_path: str | None, calibration: str | None = None) -> list[dict]:
     rows = []
     for r in published_rows():
         req = Request(target=r["gpu"], gpus=r["gpus"], model=r["model"], parallel=r["parallel"],
                       concurrency=[r["concurrency"]], context=r["context"], profile=base_path,
-                      dtype_overrides=r.get("dtypes"))
+                      dtype_overrides=r.get("dtypes"), calibration=calibration)
         pj = Projector(req)
         pt = pj.projection().points[0]
         if not pt.fits_in_memory:
@@ -180,7 +180,8 @@ def _observed(r: dict):
                          label=r["id"])
 
 
-def run_validation(profiles: list[str] | None = None, published: bool = True, base: str | None = None) -> dict:
+def run_validation(profiles: list[str] | None = None, published: bool = True, base: str | None = None,
+                   calibration: str | None = None) -> dict:
     """Each profile's e2e points are predicted from that same profile's 1-GPU benches (plus the
     link spec for multi-GPU points), unless `base` names the profile to predict from or the
     profile lacks kernel fits (a partial run); the published figures are predicted from
@@ -198,8 +199,9 @@ def run_validation(profiles: list[str] | None = None, published: bool = True, ba
         rows += _e2e_rows(prof, prof if own else base_prof, path)
         rows += _foreign_rows(prof, prof if own else base_prof, path)
     if published:
-        rows += _published(base)
-        rows += _published_logo(base)
+        rows += _published(base, calibration)
+        if calibration is None:
+            rows += _published_logo(base)
     if not rows:
         raise ProjectionError("nothing was checked: " + (", ".join(paths) or "no profiles") + " hold no end-to-end "
                               "points" + (" and --no-published skips the published figures" if not published else ""))

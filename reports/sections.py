@@ -326,7 +326,20 @@ def describes_section(doc: dict, figs: dict[str, str]) -> list[str]:
          "norms) and torch GEMMs, timed graph-captured on the profile GPU and carried to other GPUs by the transfer rules "
          "(section 7). A serving engine's kernels have other floors."]
     if doc["calibrated"]:
-        L.append(f"- Calibrated: {tp.get('calibration')}.")
+        c = tp["calibration"]
+        loo = c.get("loo_median_abs_err")
+        L.append(f"- Calibrated to **{c['engine']}** from {c['n_points']} point(s) on {', '.join(c['machines'])}: the "
+                 "floors and efficiencies above are scaled by the fitted factors below, carried to the target by the "
+                 "transfer rules. Leave-one-out median error: " + ("n/a (one point)" if loo is None else f"{fmt(100 * loo)}%")
+                 + ".")
+        L += ["", "| factor | value | σ posterior | moved by the data |", "|---|---|---|---|"]
+        for name, f in sorted(c["factors"].items()):
+            host = name == "engine_host_us"
+            L.append(f"| {name} | {fmt(f['value'])}{' µs' if host else ''} | {fmt(f['sigma_post'])}{' µs' if host else ''} | "
+                     f"{'yes' if f['determined'] else 'no (prior)'} |")
+        L.append("")
+        L += [f"- Warning: {w}" for w in c.get("warnings", [])]
+        L.append("")
     else:
         L.append("- **Uncalibrated** to any serving engine: no `--calibration` was given. The section *with "
                  "production-class floors* below shows the same projection with the floors of cited production "

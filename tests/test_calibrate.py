@@ -275,3 +275,20 @@ def test_load_input_example_from_readme():
     inp = CalibrationInput.model_validate(yaml.safe_load(block))
     assert len(inp.points) == 4 and {p.parallel for p in inp.points} == {"tp", "tp-attn-ep-moe"}
     assert any(p.spec == "ddtree" for p in inp.points)
+
+
+def test_validate_and_report_take_a_calibration(tmp_path):
+    pts = [{"target": "h200", "model": "kimi-k2.6", "gpus": 8, "concurrency": 1, "context": 8192, "step_ms": 30.0}]
+    code, out = _cli(tmp_path, {"engine": "slow engine", "points": pts})
+    assert code == 0, out
+    cal = str(tmp_path / "c.json")
+    plain = runner.invoke(app, ["validate", "--tolerance", "10", "-f", "json"])
+    r = runner.invoke(app, ["validate", "--calibration", cal, "--tolerance", "10", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    a = {x["point"]: x["predicted"] for x in json.loads(plain.output)["rows"] if x["kind"] == "published"}
+    b = {x["point"]: x["predicted"] for x in json.loads(r.output)["rows"] if x["kind"] == "published"}
+    assert a.keys() == b.keys() and all(b[k] < a[k] for k in a)  # a slower engine: every figure lower
+    rep = runner.invoke(app, ["report", "--target", "b300", "--gpus", "8", "--calibration", cal, "--out", str(tmp_path / "rep")])
+    assert rep.exit_code == 0, rep.output
+    md = next((tmp_path / "rep").glob("*_NOTES.md")).read_text()
+    assert "Calibrated to **slow engine** from 1 point(s)" in md and "| floor.gemm |" in md
