@@ -58,6 +58,28 @@ def bars(p: Profile, validation: dict | None = None) -> list[tuple[str, str, str
     if sp:
         rows.append(("GPU tree build vs CPU reference at B >= 64, C >= 8", f"median {statistics.median(sp):.1f}x, "
                      f"min {min(sp):.1f}x, max {max(sp):.1f}x", ">= 10x", min(sp) >= 10))
+    # issue 19: decode-size kernels at production latency, read from the raw samples
+    def worst(bench: str, sel) -> tuple[float, int] | None:
+        t = [s.median_ms * 1e3 for s in _samples(p, bench) if sel(s)]
+        return (max(t), len(t)) if t else None
+
+    for label, bench, sel, goal in (
+        ("decode MLA, C=1, q=1, L <= 8192, every head count: slowest", "attention",
+         lambda s: s.shape.get("kind") == "mla" and s.shape.get("C") == 1 and s.shape.get("q") == 1 and s.shape.get("L", 0) <= 8192, 12.0),
+        ("decode GQA, C=1, q=1, L <= 8192: slowest", "attention",
+         lambda s: s.shape.get("kind") == "gqa" and s.shape.get("C") == 1 and s.shape.get("q") == 1 and s.shape.get("L", 0) <= 8192, 10.0),
+        ("whole W4A16 MoE layer, Kimi TP8 slice, T=1", "moe",
+         lambda s: s.shape.get("shape") == "kimi_tp8_I256" and s.shape.get("T") == 1 and s.provider == "triton_w4a16", 15.0),
+        ("whole W4A16 MoE layer, Kimi TP8 slice, T <= 8: slowest", "moe",
+         lambda s: s.shape.get("shape") == "kimi_tp8_I256" and s.shape.get("T", 99) <= 8 and s.provider == "triton_w4a16", 20.0)):
+        w = worst(bench, sel)
+        if w:
+            rows.append((label, f"{w[0]:.1f} us over {w[1]} points", f"<= {goal:g} us", w[0] <= goal))
+    o = p.overheads
+    if o and o.launch_eager_triton_us:
+        rows.append(("eager Triton kernel launch (through its Python launcher)", f"{o.launch_eager_triton_us:.1f} us", "<= 10 us",
+                     o.launch_eager_triton_us <= 10))
+
     from perfmodel.measure.runner import VALIDATION_BENCHES
 
     walls = [b.wall_s for n, b in p.benches.items() if b.wall_s and n not in VALIDATION_BENCHES]
@@ -115,20 +137,41 @@ def render(path: str | Path, validation: dict | None = None) -> str:
                    f"latency {cf.latency_us:.1f} us, {cf.bw_GBps:.0f} GB/s per GPU (fit rmse {cf.rmse_rel:.0%}).")
     for impl, tf in p.treebuild.items():
         out.append(f"- DDTree build ({impl}): {tf.t0_us:.0f} us + {tf.per_node_us:.3f} us x C x B (rmse {tf.rmse_rel:.0%}).")
-    out += ["", "| kernel class | floor t0 (us) | bandwidth (GB/s) | % of measured read | compute (TFLOP/s) | fit rmse | points |",
-            "|---|---|---|---|---|---|---|"]
+    phys = physical_floor_fn(o)
+    if phys is not None:
+        out.append(f"- Physical floors (floor probe): an empty kernel as a graph node {o.floor_empty_node_us:.2f} us, one wave "
+                   f"of DRAM reads at a 1 MB working set {o.floor_dram_wave_us:.2f} us, a 2-kernel split-K pair "
+                   f"{o.floor_splitk_pair_us:.2f} us. The table's last column is each class's floor t0 over the physical floor "
+                   f"of a call with as many kernels (1: the DRAM wave; 2: the split-K pair; k: the DRAM wave + (k-1) nodes).")
+    out += ["", "| kernel class | floor t0 (us) | bandwidth (GB/s) | % of measured read | compute (TFLOP/s) | fit rmse | points "
+                "| floor / physical |",
+            "|---|---|---|---|---|---|---|---|"]
     for k, f in sorted(p.fits.items()):
         # A fitted bandwidth far above the measured read ceiling means the sweep never left the
         # latency floor (or its compute term): the bandwidth is then not identified.
         bw = (f"{f.bw_GBps:.0f} | {f.bw_GBps / c.read_GBps:.0%}" if f.bw_GBps <= 1.5 * c.read_GBps
               else "not identified (floor-bound) | —")
-        out.append(f"| {k} | {f.t0_us:.1f} | {bw} | {f.tflops:.0f} | {f.rmse_rel:.0%} | {f.n_points} |")
+        ratio = f"{f.t0_us / phys(k):.1f}x" if phys is not None else "—"
+        out.append(f"| {k} | {f.t0_us:.1f} | {bw} | {f.tflops:.0f} | {f.rmse_rel:.0%} | {f.n_points} | {ratio} |")
     rows = bars(p, validation)
     if rows:
         out += ["", "| bar (from the issues) | measured | target | met |", "|---|---|---|---|"]
         for bar, val, tgt, met in rows:
             out.append(f"| {bar} | {val} | {tgt} | {'yes' if met else 'no' if met is not None else '—'} |")
     return "\n".join(out) + "\n"
+
+
+def physical_floor_fn(o):
+    """kernel class -> the physical floor of one call of it (issue 19's floor probe), or None
+    when the profile has no probe."""
+    if o is None or not (o.floor_dram_wave_us and o.floor_empty_node_us and o.floor_splitk_pair_us):
+        return None
+    from perfmodel.model.ops import KERNELS_PER_CALL
+
+    def phys(cls: str) -> float:
+        k = KERNELS_PER_CALL.get(cls.split(".")[0], 1)
+        return o.floor_splitk_pair_us if k == 2 else o.floor_dram_wave_us + (k - 1) * o.floor_empty_node_us
+    return phys
 
 
 def update_readme(readme: Path, block: str) -> None:
