@@ -13,6 +13,7 @@ expert-parallel routed experts -> E2EPoints."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -69,16 +70,39 @@ def _sizes(quick: bool) -> list[int]:
     return [2**e for e in exps]  # 1 KB ... 256 MB
 
 
-def _worker(rank: int, world: int, port: int, quick: bool, out_path: str, do_e2e: bool) -> None:
+def init_rank(rank: int, world: int, port: int) -> None:
+    """One spawned worker: multicast off, its GPU, and the NCCL process group on 127.0.0.1."""
     _set_env()
+    import torch
+    import torch.distributed as dist
+
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            device_id=torch.device("cuda", rank))
+
+
+@contextlib.contextmanager
+def p2p_disabled():
+    """NCCL peer-to-peer off for the workers spawned inside (they inherit the environment):
+    collectives then go through host memory over PCIe."""
+    old = os.environ.get("NCCL_P2P_DISABLE")
+    os.environ["NCCL_P2P_DISABLE"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("NCCL_P2P_DISABLE", None)
+        else:
+            os.environ["NCCL_P2P_DISABLE"] = old
+
+
+def _worker(rank: int, world: int, port: int, quick: bool, out_path: str, do_e2e: bool) -> None:
     import torch
     import torch.distributed as dist
 
     from .timing import time_fn
 
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            device_id=torch.device("cuda", rank))
+    init_rank(rank, world, port)
     try:
         rows = []
         for op in ("all_reduce", "all_to_all"):

@@ -20,6 +20,7 @@ the rest (kind `foreign-calibrated`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -201,15 +202,12 @@ def measure_stack(stack: TorchStack, pts, *, n_gpus: int, link: str, fixed_sampl
 
 
 def _worker(rank: int, world: int, port: int, quick: bool, out_path: str, link: str, pcie: bool) -> None:
-    from .collectives import _set_env
-
-    _set_env()
     import torch
     import torch.distributed as dist
 
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            device_id=torch.device("cuda", rank))
+    from .collectives import init_rank
+
+    init_rank(rank, world, port)
     try:
         rows = []
         for name in MODELS:
@@ -229,22 +227,12 @@ def run_tp(world: int, quick: bool, link: str, pcie: bool) -> list[dict]:
     so the all-reduces go through host memory."""
     import torch.multiprocessing as mp
 
-    from .collectives import _free_port
+    from .collectives import _free_port, p2p_disabled
 
-    old = os.environ.get("NCCL_P2P_DISABLE")
-    if pcie:
-        os.environ["NCCL_P2P_DISABLE"] = "1"
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            out_path = os.path.join(d, "foreign.json")
-            mp.spawn(_worker, args=(world, _free_port(), quick, out_path, link, pcie), nprocs=world, join=True)
-            return json.loads(Path(out_path).read_text())
-    finally:
-        if pcie:
-            if old is None:
-                os.environ.pop("NCCL_P2P_DISABLE", None)
-            else:
-                os.environ["NCCL_P2P_DISABLE"] = old
+    with p2p_disabled() if pcie else contextlib.nullcontext(), tempfile.TemporaryDirectory() as d:
+        out_path = os.path.join(d, "foreign.json")
+        mp.spawn(_worker, args=(world, _free_port(), quick, out_path, link, pcie), nprocs=world, join=True)
+        return json.loads(Path(out_path).read_text())
 
 
 def run(ctx: BenchContext) -> BenchOutput:

@@ -6,11 +6,9 @@ CUDA-graph-captured, decode message sizes and up. The fits are stored with link 
 
 from __future__ import annotations
 
-import os
-
 from perfmodel.profile import BenchResult
 
-from .collectives import _set_env, collect
+from .collectives import _set_env, collect, p2p_disabled
 from .common import BenchContext, BenchOutput
 
 LINK = "pcie5"
@@ -23,12 +21,5 @@ def run(ctx: BenchContext) -> BenchOutput:
     if world < 2:
         return BenchOutput(BenchResult(status="skipped", note=f"needs >= 2 GPUs (found {world})"))
     _set_env()
-    old = os.environ.get("NCCL_P2P_DISABLE")
-    os.environ["NCCL_P2P_DISABLE"] = "1"  # children inherit it at spawn
-    try:
+    with p2p_disabled():
         return collect(ctx, world, LINK, do_e2e=False)
-    finally:
-        if old is None:
-            os.environ.pop("NCCL_P2P_DISABLE", None)
-        else:
-            os.environ["NCCL_P2P_DISABLE"] = old
