@@ -33,7 +33,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from perfmodel.model.calibration import FAMILIES, GROUPS, HOST, OUTSIDE, VERIFY, Factors, calibrated, group_of, link_family
-from perfmodel.model.layers import Layout, decode_ops
+from perfmodel.model.layers import Layout
 from perfmodel.model.machine import Machine, build_machine
 from perfmodel.model.memory import memory_use
 from perfmodel.model.step import step_estimate
@@ -288,10 +288,10 @@ def _keys(model, mach: Machine, draft: bool, q: int) -> tuple[tuple[str, ...], d
 def _check_physics(prep: Prepared, gpu) -> None:
     """An observation faster than the bytes the model must move allow at the GPU's datasheet
     bandwidth (no floors, no overheads) is impossible: say so rather than fit it."""
+    from perfmodel.model.sanity import observed_floor_us
+
     p = prep.point
-    ops, _ = decode_ops(prep.model, prep.layout, p.concurrency, prep.q, p.context, n_layers=p.n_layers,
-                        lm_head=p.lm_head)
-    min_step_us = sum(op.bytes * op.count for op in ops) / (gpu.memory.bandwidth_GBps.value * 1e3)
+    min_step_us = observed_floor_us(prep.model, gpu, prep.layout, p.concurrency, p.context, prep.q, p.n_layers, p.lm_head)
     tau_max = prep.tau_cap if prep.draft else 1.0
     name, obs = p.figure
     limit = {"step_ms": min_step_us / 1e3, "tpot_ms": min_step_us / tau_max / 1e3,

@@ -140,12 +140,13 @@ def capped_tau(acc, budget: int, depth: int) -> float:
     return min(float(acc.tau(budget)), min(budget, depth) + 1.0)
 
 
-def observed_floor_us(model: ModelSpec, gpu, layout, concurrency: int, context: int) -> float:
+def observed_floor_us(model: ModelSpec, gpu, layout, concurrency: int, context: int, q: int = 1,
+                      n_layers: int | None = None, lm_head: bool = True) -> float:
     """The shortest decode step physics allows: the bytes one GPU must move for the step (its
     weight shards, the experts its tokens touch, its KV cache) at the datasheet peak bandwidth."""
     from perfmodel.model.layers import decode_ops
 
-    ops, _ = decode_ops(model, layout, concurrency, 1, context)
+    ops, _ = decode_ops(model, layout, concurrency, q, context, n_layers=n_layers, lm_head=lm_head)
     total = sum(op.bytes * op.count for op in ops)
     return total / (gpu.memory.bandwidth_GBps.value * 1e3)
 
@@ -164,7 +165,10 @@ def check_observed(s: str, o: dict, model: ModelSpec, gpu, context: int) -> None
     problem = layout_problem(model, layout.parallel, layout.n_gpus)
     if problem:
         raise _error(f"--observed '{s}': {problem}")
-    floor_us = observed_floor_us(model, gpu, layout, o["concurrency"], context)
+    spec = o.get("spec") or "none"
+    q = (o.get("budget") or model.drafter.block_size - 1) + 1 if spec != "none" and model.drafter else 1
+    tau_max = min(q, model.drafter.block_size) if q > 1 else 1  # a step yields at most this many tokens
+    floor_us = observed_floor_us(model, gpu, layout, o["concurrency"], context, q) / tau_max
     if 1e6 / tps < floor_us:
         raise _error(f"--observed '{s}': {tps:g} tok/s per stream is faster than physics allows on {gpu.name}: "
                      f"each step moves at least {floor_us * gpu.memory.bandwidth_GBps.value / 1e6:.2f} GB per GPU, "
