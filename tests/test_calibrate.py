@@ -219,6 +219,25 @@ def test_calibration_json_feeds_project(tmp_path):
     assert bad.exit_code == 2 and "nope.json" in bad.output
 
 
+def test_calibrated_tau_carries_its_posterior_sigma(tmp_path):
+    """A calibration that pins τ down gives τ its posterior σ (issue 17 item 2), not the preset's."""
+    pts = [{"target": "rtx-pro-6000", "model": "kimi-k2.6", "gpus": 8, "concurrency": c, "context": 8192,
+            "tokens_per_s_per_stream": v} for c, v in ((1, 98.0), (8, 60.0))]
+    pts.append({"target": "rtx-pro-6000", "model": "kimi-k2.6", "gpus": 8, "concurrency": 1, "context": 8192,
+                "spec": "ddtree", "budget": 16, "tokens_per_s_per_stream": 190.0})
+    code, out = _cli(tmp_path, {"engine": "e", "points": pts})
+    assert code == 0, out
+    cal = json.loads((tmp_path / "c.json").read_text())
+    tau = next(f for f in cal["factors"] if f["name"] == "tau")
+    assert tau["determined"], tau
+    args = ["project", "--target", "b300", "--spec", "ddtree", "--budget", "16", "-c", "1", "-f", "json"]
+    plain = json.loads(runner.invoke(app, args).output)["points"][0]
+    got = json.loads(runner.invoke(app, args + ["--calibration", str(tmp_path / "c.json")]).output)["points"][0]
+    assert not plain["tau_measured"] and got["tau_measured"]
+    assert got["tau_sigma"] == pytest.approx(got["tau"] * tau["sigma_post"], rel=1e-9)
+    assert got["tau_sigma"] != pytest.approx(plain["tau_sigma"])
+
+
 def test_schema_commands():
     for kind, key in (("calibration-input", "points"), ("calibration", "factors")):
         r = runner.invoke(app, ["schema", kind])

@@ -180,10 +180,22 @@ class Projector:
         return {"step_ms": [lo / 1e3, hi / 1e3], "tokens_per_s_per_stream": [tps * math.exp(-down), tps * math.exp(up)],
                 "tau": [t_lo, t_hi]}
 
+    def _tau_sigma(self, budget: int, tau: float) -> tuple[float, bool]:
+        """τ's 1σ and whether τ is fitted to data rather than modelled. A calibration whose
+        points pinned τ down (a determined `tau` factor) gives its posterior σ (relative, on
+        the calibrated τ); otherwise the acceptance source's own σ."""
+        if self.acc is None or not budget:
+            return 0.0, False
+        f = next((f for f in self.calibration.factors if f.name == "tau" and f.determined),
+                 None) if self.calibration is not None else None
+        if f is not None:
+            return tau * f.sigma_post, True
+        return self.acc.tau_sigma(budget), bool(self.acc.measured)
+
     def _point(self, C: int, est: StepEstimate, tau: float, budget: int, mem, **extra) -> Point:
         step_ms = est.step_us / 1e3
         tps = tau / est.step_us * 1e6
-        tau_sigma = self.acc.tau_sigma(budget) if (self.acc is not None and budget) else 0.0
+        tau_sigma, tau_measured = self._tau_sigma(budget, tau)
         iv = self._interval(est, tau, tau_sigma)
         spec_split = None
         if budget:
@@ -195,7 +207,7 @@ class Projector:
         return Point(
             concurrency=C, step_ms=step_ms, tokens_per_s_per_stream=tps, tokens_per_s=tps * C, tau=tau,
             tau_sigma=tau_sigma if budget else None,
-            tau_measured=bool(self.acc.measured) if (self.acc and budget) else None, budget=budget,
+            tau_measured=tau_measured if (self.acc and budget) else None, budget=budget,
             breakdown_ms={k: v / 1e3 for k, v in sorted(est.breakdown_us.items(), key=lambda kv: -kv[1])},
             bottleneck=est.bottleneck, n_kernels=est.n_kernels,
             interval=Interval(step_ms=iv["step_ms"], tokens_per_s_per_stream=iv["tokens_per_s_per_stream"],
