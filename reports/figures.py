@@ -10,9 +10,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from perfmodel.reports.sections import fmt  # noqa: E402
+from perfmodel.reports.sections import fmt, series_label  # noqa: E402
 
 matplotlib.rcParams["svg.hashsalt"] = "perfmodel"
 
@@ -38,19 +38,25 @@ BENCH_COMPONENT = {"moe": "moe", "attention": "attention", "gemm": "dense", "ele
                    "treebuild": "tree_build", "dispatch": "dispatch", "collectives": "collectives"}
 BENCH_LABELS = {"moe": "MoE kernels", "attention": "attention kernels", "gemm": "GEMMs", "elementwise": "elementwise ops",
                 "ceilings": "copy / read / GEMM ceilings", "e2e": "end-to-end steps"}
-PROVIDER_LABELS = {"triton_w4a16": "perfmodel Triton W4A16", "triton_bf16": "perfmodel Triton bf16",
-                   "torch._grouped_mm": "torch._grouped_mm"}
 
 
 def _plain(x, _pos=None) -> str:
+    if 0 < x < 1:
+        return f"{x:g}"  # 0.01, not 0.010
     return fmt(int(round(x))) if x >= 1 and abs(x - round(x)) < 1e-9 else fmt(float(x))
 
 
 def _plain_log(ax, axis: str = "both") -> None:
-    """Plain numbers on log axes (no 6×10²): majors labelled, minors unlabelled."""
-    for a in ((ax.xaxis, ax.yaxis) if axis == "both" else ((ax.xaxis,) if axis == "x" else (ax.yaxis,))):
+    """Plain numbers on log axes (no 6×10²): majors labelled, minors unlabelled, except that a
+    base-10 axis spanning under three decades also labels 2× and 5× so its values can be read."""
+    for name, a in (("x", ax.xaxis), ("y", ax.yaxis)):
+        if axis not in ("both", name):
+            continue
         a.set_major_formatter(FuncFormatter(_plain))
         a.set_minor_formatter(NullFormatter())
+        lo, hi = (ax.get_xlim() if name == "x" else ax.get_ylim())
+        if a.get_scale() == "log" and getattr(a.get_transform(), "base", 10) == 10 and lo > 0 and hi / lo < 1e3:
+            a.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
 
 
 def _legend(ax, **kw):
@@ -61,14 +67,6 @@ def _save(fig, path) -> None:
     """Every figure is written the same way: legend room kept, 110 dpi PNG without metadata."""
     fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
     plt.close(fig)
-
-
-def series_label(key: str) -> str:
-    """'moe:kimi_tp8_I256:triton_w4a16' -> 'kimi_tp8_I256 shape, perfmodel Triton W4A16'."""
-    parts = key.split(":")
-    if len(parts) == 3:
-        return f"{parts[1]} shape, {PROVIDER_LABELS.get(parts[2], parts[2])}"
-    return key
 
 
 def breakdown(doc, path):
@@ -100,8 +98,8 @@ def breakdown(doc, path):
     ax.set_xticks(range(len(Cs)), [f"C={C}" for C in Cs])
     ax.set_xlabel("concurrency (S = source bar, T = target bar)")
     ax.set_ylabel("step time (ms)")
-    src_name = sp["target"]["display_name"] if sp else "—"
-    ax.set_title(f"Step-time breakdown: S = {tp['target']['n_gpus']}× {src_name},\n"
+    src_name = f"{sp['target']['n_gpus']}× {sp['target']['display_name']}" if sp else "—"
+    ax.set_title(f"Step-time breakdown: S = {src_name},\n"
                  f"T = {tp['target']['n_gpus']}× {tp['target']['display_name']}", fontsize=9)
     _legend(ax)
     _save(fig, path)
@@ -188,7 +186,8 @@ def budget(doc, path) -> bool:
                     ms=4, label=f"C={p['concurrency']}")
         if none:
             ax.axhline(none[0]["tokens_per_s_per_stream"], color=col, ls=":", lw=1,
-                       label=f"C={p['concurrency']}, no speculation")
+                       label=f"C={p['concurrency']}, no speculation"
+                       + (" (drafter does not fit)" if p.get("speculation_fits") is False else ""))
         if p["budget"]:
             ax.plot([p["budget"]], [p["tokens_per_s_per_stream"]], "*", color="red", ms=13, mec="k", mew=0.5)
     ax.plot([], [], "*", color="red", mec="k", ms=11, label="best budget")
@@ -207,7 +206,7 @@ def budget(doc, path) -> bool:
 
 def tornado(doc, path):
     sens = doc["sensitivity"]
-    fig, axes = plt.subplots(1, len(sens), figsize=(6.6 * len(sens), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(sens), figsize=(7.4 * len(sens), 4.2), squeeze=False)
     for ax, (C, rows) in zip(axes[0], sens.items()):
         rows = list(reversed(rows))
         y = range(len(rows))
@@ -219,7 +218,10 @@ def tornado(doc, path):
         ax.set_ylabel("input changed")
         ax.set_title(f"Sensitivity on {doc['target']['projection']['target']['gpu']}, C={C}", fontsize=10)
         ax.grid(True, axis="x", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    # one legend for the row, right of the last panel, so no legend sits over a neighbour's labels
+    h, lab = axes[0][0].get_legend_handles_labels()
+    axes[0][-1].legend(h, lab, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    fig.tight_layout(w_pad=2.0)
     _save(fig, path)
 
 

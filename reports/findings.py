@@ -137,10 +137,13 @@ def _anchors(profile, pgpu) -> dict:
                     "T_at_90pct_plateau": t90}
     a["moe_curves"] = moe
 
-    # Roofline points: every sample with bytes and flops.
+    # Roofline points: every sample with bytes and flops, except fp8 ones: the roofline drawn
+    # is the bf16 one, and an fp8 GEMM would sit above its roof.
     roof = []
     for name, b in profile.benches.items():
         for s in b.samples:
+            if "fp8" in str(s.shape.get("op", "")) or "fp8" in str(s.shape.get("dtype", "")):
+                continue
             if s.bytes and s.flops and s.median_ms and s.median_ms > 0:
                 roof.append([name, s.flops / s.bytes, s.flops / (s.median_ms * 1e-3) / 1e12])
     a["roofline_points"] = roof

@@ -18,6 +18,20 @@ def fmt(x, signed: bool = False) -> str:
     return ("+" + s) if signed and x >= 0 else s
 
 
+PROVIDER_LABELS = {"triton_w4a16": "perfmodel Triton W4A16", "triton_bf16": "perfmodel Triton bf16",
+                   "torch._grouped_mm": "torch._grouped_mm"}
+SHAPE_LABELS = {"kimi_I2048": "Kimi K2.6 expert (I=2048)", "kimi_tp8_I256": "Kimi K2.6 expert, TP8 slice (I=256)",
+                "qwen3_30b_a3b": "Qwen3-30B-A3B expert"}
+
+
+def series_label(key: str) -> str:
+    """'moe:kimi_tp8_I256:triton_w4a16' -> 'Kimi K2.6 expert, TP8 slice (I=256), perfmodel Triton W4A16'."""
+    parts = key.split(":")
+    if len(parts) == 3:
+        return f"{SHAPE_LABELS.get(parts[1], parts[1] + ' shape')}, {PROVIDER_LABELS.get(parts[2], parts[2])}"
+    return key
+
+
 def pct(x, signed: bool = True) -> str:
     return "n/a" if x is None else fmt(100.0 * x, signed=signed) + "%"
 
@@ -45,15 +59,34 @@ def _bottleneck_sentence(proj, who: str) -> str:
     return s + "."
 
 
-def tau_cell(p) -> str:
-    """τ with its 1σ and where it comes from ("τ modelled" unless a measured table/calibration)."""
+def tau_cell(p, spec: str = "", calibrated: bool = False) -> str:
+    """τ with its 1σ and where it comes from ("τ modelled" unless a measured table/calibration).
+    At budget 0 it says why: the drafter does not fit, no speculation is fastest, or none asked."""
     if not p.get("budget"):
-        return "1 (no speculation)"
-    how = "measured" if p.get("tau_measured") else "τ modelled"
+        if p.get("speculation_fits") is False:
+            return "1 (drafter does not fit)"
+        return "1 (no speculation is fastest)" if spec not in ("", "none") else "1 (no speculation)"
+    how = ("τ calibrated" if calibrated else "τ measured") if p.get("tau_measured") else "τ modelled"
     return f"{fmt(p['tau'])} ±{fmt(p.get('tau_sigma') or 0.0)} ({how})"
 
 
-def _proj_table(proj) -> list[str]:
+def _tput_dips(proj) -> list[str]:
+    """Where aggregate tok/s falls as C grows between reported points, say why."""
+    pts = [p for p in proj["points"] if p["fits_in_memory"]]
+    out = []
+    for a, b in zip(pts, pts[1:]):
+        if b["tokens_per_s"] >= a["tokens_per_s"]:
+            continue
+        why = (f"the drafter no longer fits at C={b['concurrency']}, so the step runs without speculation"
+               if b.get("speculation_fits") is False and a.get("budget") else
+               f"the best tree budget falls from {a['budget']} to {b['budget']}" if a.get("budget") != b.get("budget")
+               else "the step grows faster than C")
+        out.append(f"aggregate tok/s falls from {fmt(a['tokens_per_s'])} at C={a['concurrency']} to "
+                   f"{fmt(b['tokens_per_s'])} at C={b['concurrency']}: {why} (τ {fmt(a['tau'])} → {fmt(b['tau'])})")
+    return out
+
+
+def _proj_table(proj, calibrated: bool = False) -> list[str]:
     lines = ["| C | budget | τ ±1σ | step ms [90%] | tok/s per stream [90%] | tok/s total [90%] | bottleneck |",
              "|---:|---:|---|---|---|---|---|"]
     for p in proj["points"]:
@@ -61,13 +94,16 @@ def _proj_table(proj) -> list[str]:
             lines.append(f"| {p['concurrency']} | — | — | does not fit | — | — | {p['note']} |")
             continue
         i = p["interval"]
-        lines.append(f"| {p['concurrency']} | {p['budget']} | {tau_cell(p)} | {fmt(p['step_ms'])} {iv(*i['step_ms'])} | "
+        lines.append(f"| {p['concurrency']} | {p['budget']} | {tau_cell(p, proj['spec'], calibrated)} | {fmt(p['step_ms'])} {iv(*i['step_ms'])} | "
                      f"{fmt(p['tokens_per_s_per_stream'])} {iv(*i['tokens_per_s_per_stream'])} | "
                      f"{fmt(p['tokens_per_s'])} {iv(*i['tokens_per_s'])} | {p['bottleneck']} |")
     notes = [f"C={p['concurrency']}: {p['budget_note']}" for p in proj["points"]
              if p["fits_in_memory"] and "budget_note" in p and not p["budget_note"].startswith("best budget")]
     if notes:
         lines += ["", "Budget: " + "; ".join(notes) + "."]
+    dips = _tput_dips(proj)
+    if dips:
+        lines += ["", "Not monotone: " + "; ".join(dips) + "."]
     return lines
 
 
@@ -123,15 +159,16 @@ def anchors_section(doc: dict, figs: dict[str, str]) -> list[str]:
         L.append(f"| {cls} | {fmt(f['t0_us'])} | {fmt(f['bw_GBps'])}{l2} | {pct(f['bw_frac_peak'], False)} | "
                  f"{fmt(f['tflops'])} | {f['n_points']} | {pct(f['rmse_rel'], False)} | {f['source'] or f['bench']} |")
     L.append("")
-    L.append("**MoE efficiency curve:** " + ("" if a["moe_curves"] else
-             "no measurement: spec-derived (the MoE classes use the assumed efficiencies above)."))
+    L.append("**MoE efficiency curve** (achieved bandwidth against tokens per step, per shape and kernel):"
+             if a["moe_curves"] else "**MoE efficiency curve:** no measurement: spec-derived (the MoE classes use "
+             "the assumed efficiencies above).")
     if a["moe_curves"]:
         L.append("")
-        L.append("| series | points | plateau (GB/s) | plateau % of peak | T reaching 90% of plateau |")
+        L.append("| MoE shape, kernel | points | plateau (GB/s) | plateau % of peak | tokens per step at 90% of plateau |")
         L.append("|---|---:|---:|---:|---:|")
         for k, c in sorted(a["moe_curves"].items()):
-            L.append(f"| {k} | {len(c['points'])} | {fmt(c['plateau_GBps'])} | {pct(c['plateau_frac_peak'], False)} | "
-                     f"{fmt(c['T_at_90pct_plateau'])} |")
+            L.append(f"| {series_label(k)} | {len(c['points'])} | {fmt(c['plateau_GBps'])} | {pct(c['plateau_frac_peak'], False)} | "
+                     f"{fmt(round(c['T_at_90pct_plateau']))} |")
         if "moe" in figs:
             L.append("")
             L.append(f"![MoE efficiency]({figs['moe']})")
@@ -153,7 +190,7 @@ def anchors_section(doc: dict, figs: dict[str, str]) -> list[str]:
         f"latency {fmt(c['latency_us'])} µs, {fmt(c['bw_GBps'])} GB/s per GPU, rmse {pct(c['rmse_rel'], False)} "
         f"({c['source'] or 'collectives bench'})." for c in a["collectives"])
         if a["collectives"] else "not measured in this profile; the projection uses each interconnect's calibrated "
-        "spec (section 3 and section 6)."))
+        "spec (sections 4 and 7)."))
     L.append("")
     L.append("**Tree building:** " + (" ".join(
         f"{k.upper()}: t0 {fmt(f['t0_us'])} µs + {fmt(f['per_node_us'])} µs per node (C·B), rmse "
@@ -202,12 +239,12 @@ def projection_section(doc: dict, figs: dict[str, str]) -> list[str]:
     L.append("")
     L.append(f"### Target: {_machine(tp)}")
     L.append("")
-    L += _proj_table(tp)
+    L += _proj_table(tp, doc["calibrated"])
     L.append("")
     if sp:
         L.append(f"### Source: {_machine(sp)}")
         L.append("")
-        L += _proj_table(sp)
+        L += _proj_table(sp, doc["calibrated"])
         L.append("")
     sc = tp["self_check"]
     if sc["n_points"]:
@@ -268,7 +305,7 @@ def assumptions_section(doc: dict, figs: dict[str, str]) -> list[str]:
             continue
         for k, rule in d["projection"]["rules"].items():
             if rule:
-                L.append(f"- Transfer rule, {who}, {k}: {rule}.")
+                L.append(f"- Transfer rule, {who}, {k}: {rule.removeprefix(f'{k}: ')}.")
     for k, v in doc["memory_kinds"].items():
         L.append(f"- {k} achievable fraction of peak {fmt(v['achievable_fraction'])} (±{pct(v['uncertainty_rel'], False)}): "
                  f"{v['source']}.")
@@ -289,10 +326,11 @@ def assumptions_section(doc: dict, figs: dict[str, str]) -> list[str]:
             p = next((q for q in tp["points"] if q["concurrency"] == C), None)
             q = next((x for x in sp["points"] if x["concurrency"] == C), None)
             if p and q and p["fits_in_memory"] and q["fits_in_memory"]:
-                ov = p["interval"]["tokens_per_s"][0] <= q["interval"]["tokens_per_s"][1]
-                L.append(f"- At C={C} the target's 90% interval {iv(*p['interval']['tokens_per_s'])} "
-                         + ("overlaps" if ov else "lies clear of")
-                         + f" the source's {iv(*q['interval']['tokens_per_s'])} tok/s total"
+                (plo, phi), (qlo, qhi) = p["interval"]["tokens_per_s"], q["interval"]["tokens_per_s"]
+                ov = plo <= qhi and qlo <= phi
+                L.append(f"- At C={C} the target's 90% interval {iv(plo, phi)} "
+                         + ("overlaps" if ov else "lies entirely " + ("above" if plo > qhi else "below"))
+                         + f" the source's {iv(qlo, qhi)} tok/s total"
                          + (": the ranking of the two machines is not settled." if ov else "."))
     recs = [r for r in doc["recommendations"] if r.get("rank_gain") is not None]
     if len(recs) > 1 and recs[0]["rank_gain"] > 0:
@@ -322,9 +360,11 @@ def describes_section(doc: dict, figs: dict[str, str]) -> list[str]:
          f"- **{doc['describes']}**.",
          f"- Profile `{tp['profile']['path']}`: {prov.get('gpu_name', '?')}, measured {prov.get('timestamp', '?')}, "
          f"git `{prov.get('git_sha', '?')}`.",
-         "- Every per-kernel floor and efficiency below is that of **perfmodel's own Triton kernels** (MoE, attention, "
-         "norms) and torch GEMMs, timed graph-captured on the profile GPU and carried to other GPUs by the transfer rules "
-         "(section 7). A serving engine's kernels have other floors."]
+         "- Every per-kernel floor and efficiency below was measured on **perfmodel's own Triton kernels** (MoE, "
+         "attention, norms) and torch GEMMs, timed graph-captured on the profile GPU and carried to other GPUs by the "
+         "transfer rules (section 7). "
+         + ("The calibration below scales them toward the engine's." if doc["calibrated"] else
+            "A serving engine's kernels have other floors.")]
     if doc["calibrated"]:
         c = tp["calibration"]
         loo = c.get("loo_median_abs_err")
@@ -332,12 +372,17 @@ def describes_section(doc: dict, figs: dict[str, str]) -> list[str]:
                  "floors and efficiencies above are scaled by the fitted factors below, carried to the target by the "
                  "transfer rules. Leave-one-out median error: " + ("n/a (one point)" if loo is None else f"{fmt(100 * loo)}%")
                  + ".")
-        L += ["", "| factor | value | σ posterior | moved by the data |", "|---|---|---|---|"]
+        det = sorted(n for n, f in c["factors"].items() if f["determined"])
+        L.append(f"- {len(det)} of {len(c['factors'])} factors are pinned down by the points"
+                 + (f" ({', '.join(det)})" if det else "")
+                 + "; the others are only loosely constrained (posterior σ at least 0.7× the prior's), so their "
+                 "values are weak evidence and their σ widens every interval below.")
+        L += ["", "| factor | value | σ posterior (relative; µs for the host term) | pinned down by the data |",
+              "|---|---|---|---|"]
         for name, f in sorted(c["factors"].items()):
             host = name == "engine_host_us"
             L.append(f"| {name} | {fmt(f['value'])}{' µs' if host else ''} | {fmt(f['sigma_post'])}{' µs' if host else ''} | "
-                     f"{'yes' if f['determined'] else 'no (prior)'} |")
-        L.append("")
+                     f"{'yes' if f['determined'] else 'no (σ near its prior)'} |")
         L += [f"- Warning: {w}" for w in c.get("warnings", [])]
         L.append("")
     else:
@@ -347,10 +392,16 @@ def describes_section(doc: dict, figs: dict[str, str]) -> list[str]:
     eh = doc["host"]["engine_host_ms"]
     L.append(f"- Host: the measured {fmt(doc['host']['loop_us'])} µs \"host step\" is perfmodel's own argmax-and-sync "
              "decode loop, not a serving engine's scheduler. An engine's per-step host work is the `engine_host` term: "
-             + (f"{fmt(max(eh.values()))} ms here (from the calibration)." if doc["calibrated"] and eh and max(eh.values()) > 0
+             + (f"{fmt(1e3 * max(eh.values())) if eh and max(eh.values()) > 0 else '0'} µs per step here, fitted by the "
+                "calibration." if doc["calibrated"]
                 else "0 by default (uncalibrated); `perfmodel calibrate` fits it from engine measurements."))
     acc = tp.get("acceptance")
-    if acc:
+    ftau = (tp.get("calibration") or {}).get("factors", {}).get("tau")
+    if acc and ftau and ftau["determined"]:
+        L.append(f"- Acceptance τ is **calibrated**: the {acc['source']} preset × the fitted factor {fmt(ftau['value'])}; "
+                 f"its uncertainty is the posterior σ ({pct(ftau['sigma_post'], False)} of τ). It is part of every tok/s "
+                 "interval.")
+    elif acc:
         L.append(f"- Acceptance τ is **{'measured' if acc['measured'] else 'modelled'}** ({acc['source']}); its "
                  f"uncertainty: {acc['sigma']}. It is part of every tok/s interval.")
     if doc["concurrency_added"]:
@@ -365,13 +416,27 @@ def describes_section(doc: dict, figs: dict[str, str]) -> list[str]:
         L += ["### With production-class floors (what-if, uncalibrated profile)", "",
               "Each kernel class's floor t0 lowered to a cited batch-1 decode latency of a production kernel where that "
               "is lower (`perfmodel/data/production_floors.yaml`); everything else unchanged:", ""]
+        fits = doc["anchors"]["fits"]
         for cls, f in sorted(pf["floors"].items()):
-            L.append(f"- {cls}: " + (f"{fmt(f['floor_us'])} µs per call ({f['kernel']}; {f['source']})" if f.get("floor_us")
-                                     is not None else f"kept ({f['source']})"))
+            ours = [v["t0_us"] for k, v in fits.items() if k.split(".")[0] == cls]
+            a = f.get("floor_us")
+            if a is None:
+                L.append(f"- {cls}: kept ({f['source']})")
+            elif ours and a >= min(ours):
+                L.append(f"- {cls}: kept: perfmodel's fitted {fmt(min(ours))} µs is already at or below the cited "
+                         f"{fmt(a)} µs per call ({f['kernel']}; {f['source']})")
+            else:
+                L.append(f"- {cls}: lowered to {fmt(a)} µs per call ({f['kernel']}; {f['source']})")
         L.append("")
+        changed = any(p["fits_in_memory"] and b["fits_in_memory"] and p["step_ms"] != b["step_ms"]
+                      for who in ("target", "source") if isinstance(pf.get(who), list)
+                      for p, b in zip(pf[who], doc[who]["projection"]["points"]))
+        if not changed:
+            L += ["No floor is lowered, so this variant equals the projection below at every reported concurrency on "
+                  "both machines: perfmodel's fitted floors are already at or below every cited production floor.", ""]
         for who in ("target", "source"):
             pts = pf.get(who)
-            if not isinstance(pts, list):
+            if not isinstance(pts, list) or not changed:
                 continue
             base = {p["concurrency"]: p for p in doc[who]["projection"]["points"]}
             L += [f"| {who}: C | step ms (perfmodel kernels) | step ms (production floors) | tok/s per stream | change |",
@@ -402,7 +467,7 @@ def summary_section(doc: dict, figs: dict[str, str]) -> list[str]:
             continue
         line = (f"- **{cap}**: {fmt(p['tokens_per_s_per_stream'])} tok/s per stream "
                 f"{iv(*p['interval']['tokens_per_s_per_stream'])}, {fmt(p['tokens_per_s'])} tok/s total "
-                f"{iv(*p['interval']['tokens_per_s'])} (90% interval, step and τ) on the target, τ {tau_cell(p)}")
+                f"{iv(*p['interval']['tokens_per_s'])} (90% interval, step and τ) on the target, τ {tau_cell(p, tp['spec'], doc['calibrated'])}")
         if sp:
             q = next(x for x in sp["points"] if x["concurrency"] == C)
             if q["fits_in_memory"]:
@@ -411,6 +476,12 @@ def summary_section(doc: dict, figs: dict[str, str]) -> list[str]:
             else:
                 line += "; the source does not fit this concurrency"
         L.append(line + ".")
+    ok = [p for p in tp["points"] if p["fits_in_memory"]]
+    best = max(ok, key=lambda p: p["tokens_per_s"]) if ok else None
+    if best and best["concurrency"] != S["cmax"]:
+        L.append(f"- Highest aggregate throughput on the target among the reported concurrencies: C={best['concurrency']}, "
+                 f"{fmt(best['tokens_per_s'])} tok/s total {iv(*best['interval']['tokens_per_s'])}, above the largest "
+                 "C that fits (section 5 says why).")
     L.append(f"- Largest concurrency that fits in memory (no speculation): target {fmt(tp['max_concurrency_that_fits'])}"
              + (f", source {fmt(sp['max_concurrency_that_fits'])}" if sp else "") + ".")
     L.append("")
@@ -420,15 +491,18 @@ def summary_section(doc: dict, figs: dict[str, str]) -> list[str]:
     return L
 
 
-def _whatif_list(rows: list[dict]) -> list[str]:
+def _whatif_list(rows: list[dict], proj: dict) -> list[str]:
     L, n = [], 0
+    nospec = {p["concurrency"] for p in proj["points"] if p["fits_in_memory"] and p.get("speculation_fits") is False}
     for r in rows:
         if "skipped" in r:
             continue
         n += 1
         head = f"{n}. **{r['change']}** — ranking gain {pct(r['rank_gain'])}" if r["rank_gain"] is not None else \
             f"{n}. **{r['change']}** — not evaluable where both fit"
-        if r["rank_gain"] is not None and r["rank_gain"] <= 0:
+        if r["rank_gain"] is not None and all(x["gain"] == 0 for x in r["per_concurrency"] if x["fits"]):
+            head += " (no effect at any reported concurrency)"
+        elif r["rank_gain"] is not None and r["rank_gain"] <= 0:
             head += " (no gain: keep the current setting)"
         L.append(head + "; " + ", ".join(
             f"C={x['concurrency']}: {pct(x['gain'])}" if x["fits"] else f"C={x['concurrency']}: {x['why']}"
@@ -438,7 +512,8 @@ def _whatif_list(rows: list[dict]) -> list[str]:
                 continue
             b, nw = x["base"], x["new"]
             if nw["step_ms"] == b["step_ms"] and nw["tau"] == b["tau"]:
-                L.append(f"   - C={x['concurrency']}: no change (step {fmt(b['step_ms'])} ms, budget {b['budget']}).")
+                why = ": the drafter does not fit at this concurrency" if x["concurrency"] in nospec else ""
+                L.append(f"   - C={x['concurrency']}: no change (step {fmt(b['step_ms'])} ms, budget {b['budget']}{why}).")
                 continue
             verb = "removes" if x["component_new_ms"] < x["component_base_ms"] else "adds"
             L.append(f"   - C={x['concurrency']}: {verb} {fmt(abs(x['component_new_ms'] - x['component_base_ms']))} ms of "
@@ -459,10 +534,10 @@ def recommendations_section(doc: dict, figs: dict[str, str]) -> list[str]:
          f"tree budget unless the row says the budget is re-chosen. Ranked by one rule: {doc['rank_rule']}. Gains are in "
          "tok/s per stream (at a fixed C the total moves by the same %).", "",
          f"### Target: {_machine(tp)}", ""]
-    L += _whatif_list(doc["recommendations"])
+    L += _whatif_list(doc["recommendations"], tp)
     if doc["source"]:
         L += ["", f"### Source: {_machine(doc['source']['projection'])}", ""]
-        L += _whatif_list(doc["source_whatifs"])
+        L += _whatif_list(doc["source_whatifs"], doc["source"]["projection"])
     L.append("")
     return L
 
