@@ -13,7 +13,7 @@ uncertainty the model already carries for that term on the points' machines; the
 term (µs, ≥ 0) has a prior centred on 0 with σ `HOST_PRIOR_US`. Each observation enters as
 log(predicted / observed) / `rel_sigma` (default 3%, the spread of repeated serving
 benchmarks). The posterior σ comes from the Jacobian at the optimum; a factor whose posterior
-σ is not below `DETERMINED` × its prior σ is reported as staying at its prior.
+σ is not below `DETERMINED` × its prior σ is reported as not pinned by the data.
 
 Points from different machines share the factors: that is what lets a TP and an EP point on
 one link separate collectives from floors, or C=1 and large C separate floors from bandwidth.
@@ -42,7 +42,7 @@ from perfmodel.profile import Profile
 FIGURES = ("tokens_per_s_per_stream", "tokens_per_s", "step_ms", "tpot_ms")
 REL_SIGMA = 0.03
 HOST_PRIOR_US = 1000.0
-DETERMINED = 0.7  # posterior σ below this fraction of the prior σ: the data moved the factor
+DETERMINED = 0.7  # posterior σ below this fraction of the prior σ: the data pinned the factor
 TAU_PRIOR = 0.15  # acceptance models' spread against published τ (model/acceptance.py)
 MAX_INPUT_BYTES = 10 * 2**20
 
@@ -127,7 +127,7 @@ class FactorResult(_Strict):
     value: float
     sigma_post: float = Field(description="posterior 1σ: relative (log) for factors, µs for engine_host_us")
     sigma_prior: float
-    determined: bool = Field(description="the data moved it: posterior σ < 0.7 × prior σ")
+    determined: bool = Field(description="pinned by the data: posterior σ < 0.7 × prior σ")
     outside_range: bool = Field(False, description="outside [0.33, 3]: the model misses a mechanism here")
 
 

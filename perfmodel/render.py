@@ -106,7 +106,7 @@ def projection_table(res) -> None:
         moved = ", ".join(f"{k} x{v['value']:.2f}" if k != "engine_host_us" else f"engine host {v['value']:.0f} us"
                           for k, v in c["factors"].items() if v["determined"])
         loo = c["loo_median_abs_err"]
-        out.append(f"calibration: {c['n_points']} point(s); factors the data moved: {moved or 'none'}; leave-one-out "
+        out.append(f"calibration: {c['n_points']} point(s); factors the data pinned: {moved or 'none'}; leave-one-out "
                    f"median error {'n/a (one point)' if loo is None else f'{loo:.1%}'}")
         out += [f"warning: {w}" for w in c["warnings"]]
     out.append(f"largest concurrency that fits in memory: {res.max_concurrency_that_fits}")
@@ -296,14 +296,14 @@ def model_show(m) -> None:
 # ------------------------------------------------------------------------------ calibration
 def calibration_table(res) -> None:
     ft = table(f"calibration to {escape(res.engine)} (profile {escape(res.profile)})",
-               ("factor", "value", "σ posterior", "σ prior", "moved by the data", "note"),
+               ("factor", "value", "σ posterior", "σ prior", "pinned by the data", "note"),
                right={"value", "σ posterior", "σ prior"})
     for f in res.factors:
         host = f.name == "engine_host_us"
         ft.add_row(f.name, f"{f.value:.0f} µs" if host else f"{f.value:.3f}",
                    f"{f.sigma_post:.0f} µs" if host else f"{f.sigma_post:.2f}",
                    f"{f.sigma_prior:.0f} µs" if host else f"{f.sigma_prior:.2f}",
-                   "yes" if f.determined else "no (stays at its prior)",
+                   "yes" if f.determined else "no (σ near its prior)",
                    "outside [0.33, 3]: a mechanism the model lacks" if f.outside_range else "")
     pt = table("points", ("#", "point", "figure", "observed", "uncalibrated", "fitted", "error", "leave-one-out"),
                right={"#", "observed", "uncalibrated", "fitted", "error", "leave-one-out"})
