@@ -418,31 +418,36 @@ def _invalid(path: str, e) -> CalibrationError:
     return CalibrationError(f"{path}: {loc or 'top level'}: {err['msg']}")
 
 
-def load_input(path: str) -> CalibrationInput:
-    import yaml
+def _load(path: str, what: str, parse, kind: str, model):
+    """Read `path` (size-capped text), parse it (`parse` raises ValueError on bad syntax) and
+    validate it against `model`; every failure is one CalibrationError naming the file."""
     from pydantic import ValidationError
 
     try:
-        data = yaml.safe_load(_read_text(path, "calibration input"))
-    except yaml.YAMLError as e:
-        raise CalibrationError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+        data = parse(_read_text(path, what))
+    except ValueError as e:
+        raise CalibrationError(f"{what} '{path}': not valid {kind} ({str(e).splitlines()[0]})") from None
     try:
-        return CalibrationInput.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as e:
         raise _invalid(path, e) from None
+
+
+def _yaml(text: str):
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ValueError(str(e)) from None
+
+
+def load_input(path: str) -> CalibrationInput:
+    return _load(path, "calibration input", _yaml, "YAML", CalibrationInput)
 
 
 def load_result(path: str) -> CalibrationResult:
-    from pydantic import ValidationError
-
-    try:
-        data = json.loads(_read_text(path, "--calibration"))
-    except json.JSONDecodeError as e:
-        raise CalibrationError(f"--calibration '{path}': not JSON ({e.msg})") from None
-    try:
-        return CalibrationResult.model_validate(data)
-    except ValidationError as e:
-        raise _invalid(path, e) from None
+    return _load(path, "--calibration", json.loads, "JSON", CalibrationResult)
 
 
 def from_bench_file(path: str, kind: Literal["vllm", "sglang"], setup: dict) -> CalibrationInput:
