@@ -1,0 +1,325 @@
+"""Projection laws against published and hand-computed figures, one test per branch.
+
+Published figures (cited where used): KV-cache bytes per token of Llama 3 8B / 70B from their
+configs (Llama 3 Herd of Models, arXiv 2407.21783, Table 3: 32 / 80 layers, 8 KV heads of
+dim 128), the MLA latent of Kimi K2 / DeepSeek-V3 ((512 + 64) x 2 B x 61 layers), and the
+total / active parameter counts on the model cards (Kimi K2.6: 1T / 32B, moonshotai/Kimi-K2.6
+README "Model Summary"; DeepSeek-V3: 671B / 37B, deepseek-ai/DeepSeek-V3 README; gpt-oss-120b:
+117B / 5.1B, OpenAI gpt-oss model card; Qwen3-30B-A3B: 30.5B / 3.3B, Qwen/Qwen3-30B-A3B card;
+Llama 3.1 8B / 70B: 8.03B / 70.6B, meta-llama model cards), all as collected in the facts the
+model specs cite (perfmodel/modelspecs/*.yaml `source:`).
+"""
+
+import json
+import math
+from importlib import resources
+
+import numpy as np
+import pytest
+
+from perfmodel.model.layers import Layout, decode_ops, expected_distinct
+from perfmodel.model.memory import memory_use, param_counts
+from perfmodel.model.project import Projector, Request, project
+from perfmodel.model.step import step_estimate
+from perfmodel.profile import load_profile, save_profile
+from perfmodel.specs import registry
+
+Z90 = 1.645
+KIB = 1024
+
+
+def _embedded():
+    return load_profile(str(resources.files("perfmodel").joinpath("data", "h200-sxm.json")))
+
+
+def _kv_per_token(model, parallel="tp", n=1, kv=None):
+    m = registry.load_model(model)
+    if kv:
+        m = m.model_copy(update={"dtypes": m.dtypes.model_copy(update={"kv_cache": kv})})
+    return memory_use(m, registry.load_gpu("b300"), Layout(parallel, n), 1).kv_per_seq_GB * 1e9
+
+
+# ----------------------------------------------------------------------------- memory
+def test_kv_bytes_per_token_published():
+    # Llama 3 8B: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 128 KiB; 70B: 80 layers = 320 KiB
+    assert _kv_per_token("llama-3.1-8b") == 128 * KIB
+    assert _kv_per_token("llama-3.1-70b") == 320 * KIB
+    assert _kv_per_token("llama-3.1-70b", kv="fp8") == 160 * KIB
+    assert _kv_per_token("llama-3.1-70b", "tp", 8) == 40 * KIB  # one KV head per GPU at TP8
+    # MLA latent: 61 x (512 + 64) x 2 B = 70,272 B, replicated on every TP rank, split by DP attention
+    assert _kv_per_token("kimi-k2.6") == _kv_per_token("deepseek-v3") == 61 * 576 * 2
+    assert _kv_per_token("kimi-k2.6", "tp", 8) == 61 * 576 * 2
+    assert _kv_per_token("kimi-k2.6", "ep", 8) == 61 * 576 * 2 / 8
+    # Qwen3-30B-A3B: head_dim 128 while hidden / heads = 2048 / 32 = 64: 48 x 2 x 4 x 128 x 2 = 96 KiB
+    assert _kv_per_token("qwen3-30b-a3b") == 96 * KIB
+
+
+def test_param_counts_match_model_cards():
+    def total_active(name):
+        m = registry.load_model(name)
+        pc = param_counts(m)
+        tot = sum(pc.values())
+        routed_idle = pc.get("routed_experts", 0.0) * (1 - m.moe.top_k / m.moe.n_routed_experts) if m.moe else 0.0
+        return tot, tot - routed_idle - pc["embedding"]  # active excludes the embedding lookup
+
+    t, a = total_active("deepseek-v3")
+    assert t == pytest.approx(671e9, rel=0.002) and a == pytest.approx(37e9, rel=0.02)
+    t, a = total_active("kimi-k2.6")  # card: 1T / 32B; facts [D]: 1026.4B / 31.7B
+    assert t == pytest.approx(1026.4e9, rel=0.001) and a == pytest.approx(31.7e9, rel=0.005)
+    assert round(t / 1e12) == 1 and round(a / 1e9) == 32
+    t, a = total_active("gpt-oss-120b")
+    assert t == pytest.approx(117e9, rel=0.005) and a == pytest.approx(5.1e9, rel=0.02)
+    t, a = total_active("qwen3-30b-a3b")  # card's 3.3B activated counts the embedding
+    assert t == pytest.approx(30.5e9, rel=0.003) and a + param_counts(registry.load_model("qwen3-30b-a3b"))[
+        "embedding"] == pytest.approx(3.3e9, rel=0.02)
+    # Llama 3.1 8B / 70B: 8,030,261,248 and 70,553,706,496 parameters (the Hugging Face model
+    # pages' counts), less the RMSNorm vectors the model leaves out (2 per layer + the final one)
+    assert total_active("llama-3.1-8b")[0] == 8_030_261_248 - 65 * 4096
+    assert total_active("llama-3.1-70b")[0] == 70_553_706_496 - 161 * 8192
+
+
+def test_kimi_components_match_facts():
+    """models-specdec.md 1a [D]: routed 1014.7B, attention 6.17B, shared 2.64B, dense 0.40B,
+    router 0.17B, embedding + head 2.35B."""
+    pc = param_counts(registry.load_model("kimi-k2.6"))
+    want = {"routed_experts": 1014.7e9, "attention": 6.17e9, "shared_experts": 2.64e9, "dense_mlp": 0.40e9,
+            "router": 0.17e9}
+    for k, v in want.items():
+        assert pc[k] == pytest.approx(v, rel=0.03 if v < 1e9 else 0.002), k
+    assert pc["embedding"] + pc["lm_head"] == pytest.approx(2.35e9, rel=0.002)
+
+
+def test_weights_per_gpu_by_hand():
+    """Llama 3.1 8B on one H200: 8,029,995,008 bf16 matrix weights = 16.06 GB; usable = 141 GB x 0.9."""
+    m = registry.load_model("llama-3.1-8b")
+    mem = memory_use(m, registry.load_gpu("h200"), Layout("tp", 1), 8192)
+    assert mem.weights_GB == pytest.approx(8_029_995_008 * 2 / 1e9)
+    assert mem.usable_GB == pytest.approx(141 * 0.9)
+    assert mem.kv_per_seq_GB == pytest.approx(128 * KIB * 8192 / 1e9)
+    # TP2 halves everything (embedding and lm_head are vocab-parallel)
+    mem2 = memory_use(m, registry.load_gpu("h200"), Layout("tp", 2), 8192)
+    assert mem2.weights_GB == pytest.approx(mem.weights_GB / 2)
+
+
+def test_max_concurrency_is_the_largest_that_fits():
+    """(126.9 - 16.0605) GB / 1.0737 GB per sequence = 103.2 -> 103 sequences."""
+    res = project(Request(target="h200", gpus=1, model="llama-3.1-8b", concurrency=[103, 104], context=8192))
+    assert res["max_concurrency_that_fits"] == 103
+    assert [p["fits_in_memory"] for p in res["points"]] == [True, False]
+    mem = memory_use(registry.load_model("llama-3.1-8b"), registry.load_gpu("h200"), Layout("tp", 1), 8192)
+    assert mem.fits(mem.max_concurrency) and not mem.fits(mem.max_concurrency + 1)
+
+
+def test_kv_reserved_for_speculative_tokens():
+    """A verify step of budget B holds B + 1 extra tokens per sequence in the KV cache."""
+    p = project(Request(target="b300", gpus=8, spec="ddtree", budget=16, concurrency=[4]))["points"][0]
+    assert p["budget"] == 16
+    assert p["memory_GB"]["kv"] == pytest.approx(4 * 61 * 576 * 2 * (8192 + 17) / 1e9)
+    # the drafter's weights (3.48B bf16 = 6.96 GB, models-specdec.md 2 [D]) are split over 8 GPUs
+    base = project(Request(target="b300", gpus=8, concurrency=[4]))["points"][0]
+    assert p["memory_GB"]["weights"] - base["memory_GB"]["weights"] == pytest.approx(6.96 / 8, rel=0.01)
+
+
+# ----------------------------------------------------------------------------- collectives
+def _fit(op, graph):
+    return next(c for c in _embedded().collectives if c.op == op and c.graph == graph and c.n_gpus == 2)
+
+
+@pytest.mark.parametrize("graphs", [True, False])
+def test_measured_collective_fit_at_2_gpus_prices_as_measured(graphs):
+    """2 H200 over NVLink4 were measured: each collective costs the fit's own law, latency +
+    bytes per GPU / algbw (the bus factor cancels). Qwen3-30B-A3B TP2, C=1: 2 x 48 all-reduces
+    of 2048 x 2 B and one 8 B logit gather."""
+    ar = _fit("all_reduce", graphs)
+    p = project(Request(target="h200", gpus=2, model="qwen3-30b-a3b", concurrency=[1], graphs=graphs))["points"][0]
+    want = 97 * ar.latency_us + (96 * 4096 + 8) / (ar.bw_GBps * 1e3)
+    assert p["breakdown_ms"]["collectives"] * 1e3 == pytest.approx(want, rel=1e-9)
+
+
+def test_measured_all_to_all_at_2_gpus_for_ep():
+    """EP2, C=2: each GPU's one sequence sends its token to 8 experts' owners, dispatch and
+    combine per MoE layer: 96 all-to-alls of 8 x 2048 x 2 B, plus one 16 B all-reduce."""
+    a2a, ar = _fit("all_to_all", True), _fit("all_reduce", True)
+    p = project(Request(target="h200", gpus=2, model="qwen3-30b-a3b", parallel="ep", concurrency=[2]))["points"][0]
+    want = 96 * (a2a.latency_us + 32768 / (a2a.bw_GBps * 1e3)) + ar.latency_us + 16 / (ar.bw_GBps * 1e3)
+    assert p["breakdown_ms"]["collectives"] * 1e3 == pytest.approx(want, rel=1e-9)
+
+
+def test_tp_attention_ep_moe_all_reduces_twice_per_layer():
+    ar = _fit("all_reduce", True)
+    p = project(Request(target="h200", gpus=2, model="qwen3-30b-a3b", parallel="tp-attn-ep-moe",
+                        concurrency=[1]))["points"][0]
+    assert p["breakdown_ms"]["collectives"] * 1e3 == pytest.approx(
+        97 * ar.latency_us + (96 * 4096 + 8) / (ar.bw_GBps * 1e3), rel=1e-9)
+
+
+def test_drafter_all_reduces_twice_per_drafter_layer():
+    """Kimi's drafter (6 layers, hidden 7168, block 16) at TP8 on B300 (NVLink5 spec): the draft
+    term grows by 12 all-reduces of C x 16 x 7168 x 2 B priced latency + bytes x 2(7/8)/busbw."""
+    pj = Projector(Request(target="b300", gpus=8, concurrency=[2]))
+    m = pj.model
+    kw = dict(draft=True, tree_budget=16)
+    on = step_estimate(m, pj.machine, Layout("tp", 8), 2, 17, 8192, **kw).breakdown_us["draft"]
+    off = step_estimate(m, pj.machine, Layout("tp", 8, comm=False), 2, 17, 8192, **kw).breakdown_us["draft"]
+    c = registry.load_link("nvlink5-nvswitch").calibrated
+    per = c.allreduce_latency_us.value + 2 * 16 * 7168 * 2 * 1.75 / (c.allreduce_busbw_GBps.value * 1e3)
+    assert on - off == pytest.approx(12 * per, rel=1e-9)
+
+
+# ----------------------------------------------------------------------------- experts
+def _routed(model, parallel, n, C):
+    ops, _ = decode_ops(registry.load_model(model), Layout(parallel, n), C, 1, 4096)
+    return next(o for o in ops if o.name == "routed_experts")
+
+
+def test_distinct_experts_limits():
+    assert expected_distinct(384, 8, 1) == pytest.approx(8)  # one token touches k experts
+    assert expected_distinct(384, 8, 1e5) == pytest.approx(384)  # many tokens touch them all
+    assert expected_distinct(384, 8, 2) == pytest.approx(384 * (1 - (376 / 384) ** 2))
+
+
+def test_tp_routed_expert_bytes_by_hand():
+    """Kimi INT4 g32 expert: 3 x 7168 x 2048 x (0.5 + 2/32) B = 24.77 MB (models-specdec.md 1b);
+    C=1 at TP8 reads 8 experts' eighths, plus the token's 8 rows in and out."""
+    op = _routed("kimi-k2.6", "tp", 8, 1)
+    assert op.kernel_class == "moe_w4a16" and op.compute_dtype == "bf16"
+    assert op.bytes == pytest.approx(8 * 24_772_608 / 8 + 1 * 8 / 8 * 2 * 7168 * 2)
+    assert op.flops == pytest.approx(2.0 * 8 * 3 * 7168 * 2048 / 8)
+
+
+@pytest.mark.parametrize("parallel", ["ep", "tp-attn-ep-moe"])
+def test_ep_prices_the_busiest_gpu(parallel):
+    """EP8, 8 tokens: the step waits for the GPU whose 48 local experts are touched most,
+    against simulated uniform routings (not the mean, 60.3 / 8 = 7.5)."""
+    C = 8
+    op = _routed("kimi-k2.6", parallel, 8, C)
+    T = C if parallel == "tp-attn-ep-moe" else C  # every GPU sees all C tokens' routing
+    act = T * 8 / 8 * 2 * 7168 * 2
+    touched = (op.bytes - act) / 24_772_608
+    rng = np.random.default_rng(0)
+    sims = [np.bincount(np.unique(np.argsort(rng.random((T, 384)), axis=1)[:, :8]) // 48, minlength=8).max()
+            for _ in range(1500)]
+    assert touched == pytest.approx(np.mean(sims), rel=0.05)
+    assert touched > 1.3 * expected_distinct(384, 8, T) / 8
+
+
+# ----------------------------------------------------------------------------- dtypes
+@pytest.mark.parametrize("model,override,cls,cdt,bpw", [
+    ("kimi-k2.6", None, "moe_w4a16", "bf16", 0.5 + 2 / 32),
+    ("deepseek-v3", None, "moe_bf16", "fp8", 1 + 4 / 128**2),
+    ("deepseek-v3", "nvfp4", "moe_bf16", "fp4", 0.5 + 1 / 16),
+    ("deepseek-v3", "mxfp4", "moe_bf16", "bf16", 0.5 + 1 / 32),
+    ("qwen3-30b-a3b", None, "moe_bf16", "bf16", 2.0),
+])
+def test_expert_dtype_paths(model, override, cls, cdt, bpw):
+    m = registry.load_model(model)
+    if override:
+        m = m.model_copy(update={"dtypes": m.dtypes.model_copy(update={"routed_experts": override})})
+    e = m.moe
+    op = next(o for o in decode_ops(m, Layout("tp", 1), 1, 1, 4096)[0] if o.name == "routed_experts")
+    assert (op.kernel_class, op.compute_dtype) == (cls, cdt)
+    assert op.bytes == pytest.approx(e.top_k * 3 * m.hidden_size * e.expert_intermediate_size * bpw
+                                     + e.top_k * 2 * m.hidden_size * 2)
+
+
+def test_fp8_and_fp4_run_at_their_peak_ratio_on_b200():
+    """Compute-bound expert GEMMs (C=512 x 16 tokens): FP4 on B200 (9 PF vs 2.25 PF bf16 dense) is
+    faster than FP8, FP8 faster than bf16-rate MXFP4; same bytes for nvfp4 and int4 would not
+    show it, so compare the moe term's compute part through the projection."""
+    def moe_ms(dt):
+        r = Request(target="b200", gpus=8, model="deepseek-v3", concurrency=[64], context=1024,
+                    dtype_overrides={"routed_experts": dt})
+        pj = Projector(r)
+        est = step_estimate(pj.model, pj.machine, pj.layout, 512, 16, 1024)
+        return next(o for o in est.ops if o.name == "routed_experts").compute_us
+
+    fp4, fp8, mx = moe_ms("nvfp4"), moe_ms("fp8"), moe_ms("mxfp4")
+    b200 = registry.load_gpu("b200").compute
+    assert mx / fp8 == pytest.approx(b200.fp8_dense_TFLOPS.value / b200.bf16_dense_TFLOPS.value
+                                     * Projector(Request(target="b200", gpus=8, model="deepseek-v3",
+                                                         concurrency=[1])).machine.dtype_efficiency["fp8"], rel=1e-9)
+    assert fp8 > fp4
+
+
+# ----------------------------------------------------------------------------- speculative decoding
+def test_spec_split_adds_up_and_tree_build_is_per_node_times_c():
+    """draft + tree build + verify + other = the step; the GPU tree build is the embedded fit
+    t0 + per_node x C x B (C = 8, B = 16)."""
+    tb = _embedded().treebuild["gpu"]
+    p = project(Request(target="b300", gpus=8, spec="ddtree", budget=16, concurrency=[8]))["points"][0]
+    s = p["spec_split"]
+    assert s["draft_ms"] + s["tree_build_ms"] + s["verify_ms"] + s["other_ms"] == pytest.approx(p["step_ms"], rel=1e-12)
+    assert s["tree_build_ms"] == pytest.approx((tb.t0_us + tb.per_node_us * 8 * 16) / 1e3, rel=1e-12)
+    assert s["other_ms"] == pytest.approx(_embedded().overheads.host_step_us / 1e3)
+    assert 0.1 < s["draft_ms"] < 0.5 * p["step_ms"]  # a 6-layer drafter: a fraction of a 61-layer verify
+    assert p["tokens_per_s_per_stream"] == pytest.approx(p["tau"] / p["step_ms"] * 1e3)
+    assert p["tokens_per_s"] == pytest.approx(8 * p["tokens_per_s_per_stream"])
+    # chain speculation has no tree build
+    c = project(Request(target="b300", gpus=8, spec="chain", concurrency=[8]))["points"][0]
+    assert c["spec_split"]["tree_build_ms"] == 0.0 and c["budget"] == 15
+
+
+def _spec_point(acc, budget=16):
+    return project(Request(target="b300", gpus=8, spec="ddtree", budget=budget, concurrency=[1],
+                           acceptance=acc))["points"][0]
+
+
+def test_acceptance_sources(tmp_path):
+    assert _spec_point("table:16=6.1,32=7.0")["tau"] == pytest.approx(6.1)
+    assert _spec_point("table:16=6.1,32=7.0", 32)["tau"] == pytest.approx(7.0)
+    # scalar alpha 0.8, chain capped at the 15-token block: (1 - 0.8^16) / 0.2
+    assert _spec_point("0.8")["tau"] == pytest.approx((1 - 0.8**16) / 0.2)
+    # a calibration file: 2 depths x 2 ranks; DDTree best-first pops (d1 r0: q .6, p .5),
+    # (d2 r0 under it: q .36, gain .25), (d1 r1: q .3, gain .2) -> tau(3) = 1 + .5 + .25 + .2
+    f = tmp_path / "calib.json"
+    f.write_text(json.dumps({"q": [[0.6, 0.3], [0.6, 0.3]], "p": [[0.5, 0.2], [0.5, 0.2]]}))
+    assert _spec_point(f"file:{f}", 3)["tau"] == pytest.approx(1.95)
+    assert _spec_point(f"file:{f}", 2)["tau"] == pytest.approx(1.75)
+    # the preset reproduces DFlash's published chain acceptance, 6.29-6.44 (sglang PR #16818)
+    p = project(Request(target="b300", gpus=8, spec="chain", concurrency=[1]))["points"][0]
+    assert 6.29 <= p["tau"] <= 6.44
+
+
+def test_budget_auto_picks_the_best_and_can_pick_none():
+    res = project(Request(target="b300", gpus=8, spec="ddtree", concurrency=[1], acceptance="0.0"))
+    p = res["points"][0]
+    assert p["budget"] == 0 and p["tau"] == 1.0  # alpha 0: speculation never pays
+    assert p["spec_split"] is None and "no speculation" in p["budget_note"]
+
+
+# ----------------------------------------------------------------------------- interval
+def test_interval_widens_with_the_self_check_error(tmp_path):
+    """The 90% interval is +-1.645 x hypot(sigma, self-check error x step): a profile whose
+    end-to-end points are 40% slower than its components predict gets a wider interval, at
+    least 1.645 x its error wide on each side."""
+    prof = _embedded()
+    slow = prof.model_copy(update={"e2e": [p.model_copy(update={"step_ms": p.step_ms * 1.4}) for p in prof.e2e]})
+    path = tmp_path / "slow.json"
+    save_profile(slow, path)
+    r0 = project(Request(target="h200", gpus=1, model="llama-3.1-8b", concurrency=[1]))
+    r1 = project(Request(target="h200", gpus=1, model="llama-3.1-8b", concurrency=[1], profile=str(path)))
+    err0, err1 = r0["self_check"]["median_abs_err"], r1["self_check"]["median_abs_err"]
+    assert err1 > 0.2 > 0.05 > err0
+    p0, p1 = r0["points"][0], r1["points"][0]
+    assert p1["step_ms"] == pytest.approx(p0["step_ms"])  # same components, same estimate
+    w0 = p0["interval"]["step_ms"][1] - p0["step_ms"]
+    w1 = p1["interval"]["step_ms"][1] - p1["step_ms"]
+    assert w1 > w0
+    assert w1 >= Z90 * err1 * p1["step_ms"] * (1 - 1e-9)
+    assert w1 <= Z90 * math.hypot(err1 * p1["step_ms"], w0 / Z90) * (1 + 1e-9)
+    lo, hi = p1["interval"]["tokens_per_s_per_stream"]
+    assert lo == pytest.approx(1e3 / p1["interval"]["step_ms"][1]) and hi == pytest.approx(1e3 / p1["interval"]["step_ms"][0])
+    assert p1["interval"]["step_ms"][0] == pytest.approx(p1["step_ms"] - w1)  # symmetric in step time
+
+
+def test_self_check_error_sign():
+    """err = predicted / measured - 1: a profile whose steps were measured 40% slower than the
+    model predicts has each point's error near 1/1.4 - 1 of the original."""
+    from perfmodel.model.project import self_check
+
+    prof = _embedded()
+    slow = prof.model_copy(update={"e2e": [p.model_copy(update={"step_ms": p.step_ms * 1.4}) for p in prof.e2e]})
+    a, b = self_check(prof)["points"], self_check(slow)["points"]
+    for x, y in zip(a, b):
+        assert y["err"] == pytest.approx((1 + x["err"]) / 1.4 - 1, rel=1e-9)
+        assert y["err"] < 0

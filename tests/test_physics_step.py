@@ -1,0 +1,236 @@
+"""Step laws against hand-computed figures.
+
+A hand-made profile with round numbers (every kernel class: t0 = 10 us, 1000 GB/s, 100 TFLOP/s;
+eager launch 5 us, graph node 1 us, graph launch 10 us, host step 100 us; tree build
+GPU 50 us + 0.5 us per node, CPU 100 us + 2 us per node) on a one-layer dense GQA model small
+enough to count its kernels by hand. Every expected value below is worked out in the
+comments, not by calling the model.
+
+The one-layer model's step, one GPU, C = 1, q = 1 (12 ops, 13 kernels):
+  attn_norm, qkv_proj, rope, attention_core_full (2 kernels: a GQA call is 2), o_proj,
+  mlp_norm_dense, dense_gate_up, dense_silu_mul, dense_down, final_norm, lm_head, sample_argmax.
+Each op costs t0 + max(bytes/bw, flops/F); its bytes are at most ~35 KB, so each op is
+10 us + < 0.04 us and the GPU work is 120 us + epsilon (epsilon < 0.5 us).
+"""
+
+import math
+
+import pytest
+
+from perfmodel.model.layers import Layout, decode_ops
+from perfmodel.model.machine import build_machine
+from perfmodel.model.ops import KernelLaw, Op, estimate
+from perfmodel.model.step import step_estimate
+from perfmodel.profile import KERNEL_CLASSES, KernelFit, Overheads, Profile, Provenance, TreeBuildFit
+from perfmodel.specs import registry
+from perfmodel.specs.schema import GQASpec, ModelSpec
+
+T0, BW, TF = 10.0, 1000.0, 100.0
+LAUNCH, NODE, GLAUNCH, HOST = 5.0, 1.0, 10.0, 100.0
+N_OPS, N_KERNELS = 12, 13
+
+
+def hand_profile(launcher="torch") -> Profile:
+    fits = {c: KernelFit(t0_us=T0, bw_GBps=BW, tflops=TF, launcher=launcher, source="hand-made test profile")
+            for c in KERNEL_CLASSES}
+    return Profile(
+        provenance=Provenance(kind="spec-derived", gpu_name="test", gpu_spec="h200-sxm", timestamp="t"),
+        fits=fits,
+        overheads=Overheads(launch_eager_us=LAUNCH, graph_node_us=NODE, graph_launch_us=GLAUNCH, host_step_us=HOST),
+        treebuild={"gpu": TreeBuildFit(impl="gpu", t0_us=50.0, per_node_us=0.5),
+                   "cpu": TreeBuildFit(impl="cpu", t0_us=100.0, per_node_us=2.0)},
+    )
+
+
+def tiny_model(**kw) -> ModelSpec:
+    """hidden 64, 4 query heads of dim 32 (head_dim != hidden / n_heads = 16), 2 KV heads."""
+    base = dict(name="tiny", display_name="tiny", source="hand-written test model", n_layers=1, n_dense_layers=1,
+                hidden_size=64, vocab_size=256, attention=GQASpec(n_heads=4, n_kv_heads=2, head_dim=32),
+                dense_intermediate_size=128)
+    base.update(kw)
+    return ModelSpec(**base)
+
+
+def hand_machine(host_cpu_factor=1.0, gpu=None, profile=None):
+    h200 = registry.load_gpu("h200")
+    return build_machine(gpu or h200, 1, None, profile or hand_profile(), h200, registry.load_memory_kinds(),
+                         host_cpu_factor=host_cpu_factor)
+
+
+ONE = Layout("tp", 1)
+
+
+def test_one_op_roofline_by_hand():
+    """t = t0 + max(bytes/bw, flops/F), times count."""
+    law = KernelLaw(t0_us=5.0, bw_GBps=2000.0, tflops=100.0)
+    # memory 4e6 B / 2000 GB/s = 2 us; compute 1e9 / 100 TF = 10 us -> compute-bound, 15 us a call
+    e = estimate(Op("x", "dense", "gemm_bf16", bytes=4e6, flops=1e9, count=3), law)
+    assert (e.total_us, e.memory_us, e.compute_us, e.overhead_us, e.bound) == pytest.approx((45.0, 6.0, 30.0, 15.0, "compute"))
+    # 8e7 B -> 40 us memory vs 10 us compute: memory-bound, 45 us
+    e = estimate(Op("y", "dense", "gemm_bf16", bytes=8e7, flops=1e9), law)
+    assert (e.total_us, e.bound) == (pytest.approx(45.0), "memory")
+    # an fp8 op on a chip whose fp8 rate is twice bf16: compute 5 us
+    e = estimate(Op("z", "dense", "gemm_bf16", bytes=0.0, flops=1e9), law, flops_scale=2.0)
+    assert e.total_us == pytest.approx(10.0)
+    # a tie (memory = compute) counts as memory-bound
+    assert estimate(Op("t", "dense", "gemm_bf16", bytes=2e7, flops=1e9), law).bound == "memory"
+
+
+def test_scaled_sample_keeps_the_split():
+    e = estimate(Op("x", "dense", "gemm_bf16", bytes=4e6, flops=1e9, count=2), KernelLaw(5.0, 2000.0, 100.0))
+    s = e.scaled(3.0)
+    assert (s.total_us, s.memory_us, s.compute_us, s.overhead_us) == pytest.approx((90.0, 12.0, 60.0, 30.0))
+
+
+def test_hand_counted_step_under_graphs():
+    """graph step = GPU work (120 us + eps) + graph launch 10 + host 100; the dispatch term is the
+    graph launch plus 13 kernels x 1 us node cost (NOT the 5 us eager launch); the floors are
+    12 ops x 10 us less those 13 us of nodes."""
+    est = step_estimate(tiny_model(), hand_machine(), ONE, 1, 1, 100)
+    assert est.n_kernels == N_KERNELS
+    bd = est.breakdown_us
+    assert bd["dispatch"] == pytest.approx(GLAUNCH + N_KERNELS * NODE)
+    assert bd["latency_floor"] == pytest.approx(N_OPS * T0 - N_KERNELS * NODE)
+    assert bd["host"] == pytest.approx(HOST)
+    assert 230.0 < est.step_us < 230.5  # 120 + eps + 10 + 100
+
+
+def test_eager_step_overlaps_launches_with_gpu_work():
+    """Eager: step = max(GPU work, host launch time) + host. With the host fast (13 x 5 = 65 us
+    of launches < 120 us of GPU work) the launches hide under the GPU work; with a 4x slower
+    host (13 x 20 = 260 us > 120) the step is the launch time plus the 400 us host step."""
+    fast = step_estimate(tiny_model(), hand_machine(), ONE, 1, 1, 100, graph=False)
+    assert 220.0 < fast.step_us < 220.5  # 120 + eps + 100: no graph launch, launches hidden
+    slow = step_estimate(tiny_model(), hand_machine(4.0), ONE, 1, 1, 100, graph=False)
+    assert slow.step_us == pytest.approx(N_KERNELS * LAUNCH * 4 + HOST * 4)  # 260 + 400
+
+
+def test_host_factor_2_doubles_host_step_and_eager_launch():
+    """Host-bound eager steps: (step - host) is the launch time; both double with the factor."""
+    a = step_estimate(tiny_model(), hand_machine(4.0), ONE, 1, 1, 100, graph=False)
+    b = step_estimate(tiny_model(), hand_machine(8.0), ONE, 1, 1, 100, graph=False)
+    assert b.breakdown_us["host"] == pytest.approx(2 * a.breakdown_us["host"]) == pytest.approx(800.0)
+    assert b.step_us - b.breakdown_us["host"] == pytest.approx(2 * (a.step_us - a.breakdown_us["host"]))
+    g = step_estimate(tiny_model(), hand_machine(2.0), ONE, 1, 1, 100)
+    assert g.breakdown_us["host"] == pytest.approx(2 * HOST)
+    assert g.breakdown_us["dispatch"] == pytest.approx(2 * GLAUNCH + N_KERNELS * NODE)  # nodes are GPU-side
+
+
+def test_triton_launcher_priced_apart():
+    """Every class launched through Triton's Python launcher: eager launch uses its price."""
+    prof = hand_profile("triton").model_copy(update={"overheads": Overheads(
+        launch_eager_us=LAUNCH, launch_eager_triton_us=30.0, graph_node_us=NODE, graph_launch_us=GLAUNCH,
+        host_step_us=HOST)})
+    est = step_estimate(tiny_model(), hand_machine(profile=prof), ONE, 1, 1, 100, graph=False)
+    assert est.step_us == pytest.approx(N_KERNELS * 30.0 + HOST)  # 390 us of launches > 120 us of work
+
+
+def test_tree_build_grows_with_concurrency_times_budget():
+    """tree build = t0 + per_node x C x B: GPU 50 + 0.5 x 4 x 8 = 66 us; CPU with a 2x host
+    (100 + 2 x 4 x 8) x 2 = 328 us; the GPU build does not scale with the host."""
+    m = tiny_model()
+    gpu = step_estimate(m, hand_machine(2.0), ONE, 4, 9, 100, tree_budget=8, tree_impl="gpu")
+    assert gpu.breakdown_us["tree_build"] == pytest.approx(66.0)
+    cpu = step_estimate(m, hand_machine(2.0), ONE, 4, 9, 100, tree_budget=8, tree_impl="cpu")
+    assert cpu.breakdown_us["tree_build"] == pytest.approx(328.0)
+    assert "tree_build" not in step_estimate(m, hand_machine(), ONE, 4, 9, 100).breakdown_us
+    with pytest.raises(ValueError, match="tree-build"):
+        step_estimate(m, hand_machine(profile=hand_profile().model_copy(update={"treebuild": {}})), ONE, 4, 9, 100,
+                      tree_budget=8)
+
+
+def test_doubling_bandwidth_halves_the_memory_bound_part():
+    """A target with twice the H200's bandwidth (same memory kind): every memory-bound op's
+    bandwidth time halves; the floors do not move."""
+    h200 = registry.load_gpu("h200")
+    mem = h200.memory.model_copy(update={"bandwidth_GBps": h200.memory.bandwidth_GBps.model_copy(
+        update={"value": 2 * h200.memory.bandwidth_GBps.value})})
+    fast = h200.model_copy(update={"name": "h200-2x", "memory": mem})
+    m = registry.load_model("llama-3.1-8b")
+    a = step_estimate(m, hand_machine(), ONE, 64, 1, 8192)
+    b = step_estimate(m, hand_machine(gpu=fast), ONE, 64, 1, 8192)
+    # attention at C=64, L=8192: 64 x 8193 x 4096 B of KV = 2.1 GB -> 2148 us at 1000 GB/s,
+    # against 4 x 64 x 32 x 8193 x 128 FLOP = 8.6 GFLOP -> 86 us at 100 TF: memory-bound
+    assert a.breakdown_us["attention"] == pytest.approx(32 * (64 * 8193 * 4096 + 2 * 64 * 32 * 128 * 2) / 1e6)
+    assert b.breakdown_us["attention"] == pytest.approx(a.breakdown_us["attention"] / 2)
+    assert b.breakdown_us["latency_floor"] == pytest.approx(a.breakdown_us["latency_floor"])
+
+
+def test_gqa_attention_reads_k_and_v_with_the_spec_head_dim():
+    """Attention bytes per layer = C x (L+q) x 2 (K and V) x kv_heads x head_dim x 2 B + the q/out
+    rows; the tiny model's head_dim is 32 while hidden / n_heads is 16."""
+    ops, _ = decode_ops(tiny_model(), ONE, 3, 1, 99)
+    core = next(o for o in ops if o.name == "attention_core_full")
+    assert core.bytes == 3 * 100 * 2 * 2 * 32 * 2 + 2 * 3 * 4 * 32 * 2  # 76,800 + 1,536
+    assert core.flops == 4.0 * 3 * 4 * 100 * 32
+    qkv = next(o for o in ops if o.name == "qkv_proj")
+    assert qkv.bytes == 64 * (4 + 2 * 2) * 32 * 2 + 3 * (64 + 256) * 2  # weights + activations in/out
+    o = next(o for o in ops if o.name == "o_proj")
+    assert o.bytes == 4 * 32 * 64 * 2 + 3 * (128 + 64) * 2
+
+
+def test_fp8_kv_cache_halves_the_kv_read():
+    m = tiny_model()
+    m8 = m.model_copy(update={"dtypes": m.dtypes.model_copy(update={"kv_cache": "fp8"})})
+    core = next(o for o in decode_ops(m8, ONE, 3, 1, 99)[0] if o.name == "attention_core_full")
+    assert core.bytes == 3 * 100 * 2 * 2 * 32 * 1 + 2 * 3 * 4 * 32 * 2
+    assert core.probe is None  # the profile timed bf16 caches only
+
+
+def test_sliding_window_layers_read_only_the_window():
+    """Half the layers see window + q tokens, the rest the whole context (gpt-oss style)."""
+    m = tiny_model(n_layers=4, n_dense_layers=4,
+                   attention=GQASpec(n_heads=4, n_kv_heads=2, head_dim=32, sliding_window=16, sliding_layer_fraction=0.5))
+    ops, _ = decode_ops(m, ONE, 1, 1, 999)
+    full = next(o for o in ops if o.name == "attention_core_full")
+    win = next(o for o in ops if o.name == "attention_core_window")
+    assert (full.count, win.count) == (2, 2)
+    assert full.bytes == 1000 * 2 * 2 * 32 * 2 + 2 * 4 * 32 * 2
+    assert win.bytes == 17 * 2 * 2 * 32 * 2 + 2 * 4 * 32 * 2  # 16 + q = 17 positions
+    # a context shorter than the window: both read the whole context
+    ops, _ = decode_ops(m, ONE, 1, 1, 5)
+    assert {o.bytes for o in ops if o.name.startswith("attention_core")} == {6 * 2 * 2 * 32 * 2 + 2 * 4 * 32 * 2}
+
+
+def test_dense_mlp_and_lm_head_bytes_by_hand():
+    ops, _ = decode_ops(tiny_model(), ONE, 2, 1, 10)
+    by = {o.name: o for o in ops}
+    assert by["dense_gate_up"].bytes == 64 * 256 * 2 + 2 * (64 + 256) * 2
+    assert by["dense_gate_up"].flops == 2.0 * 2 * 64 * 256
+    assert by["dense_down"].bytes == 128 * 64 * 2 + 2 * (128 + 64) * 2
+    assert by["lm_head"].bytes == 256 * 64 * 2 + 2 * (64 + 256) * 2
+    assert by["lm_head"].flops == 2.0 * 2 * 64 * 256
+    # rmsnorm family: 2 bf16 passes (rmsnorm), 4 (residual add fused into the norm)
+    assert by["attn_norm"].bytes == 4 * 2 * 64 * 2
+    assert by["sample_argmax"].bytes == 1 * 2 * 256 * 2
+    # TP2 halves the vocab shard and the MLP columns
+    by2 = {o.name: o for o in decode_ops(tiny_model(), Layout("tp", 2), 2, 1, 10)[0]}
+    assert by2["lm_head"].bytes == 128 * 64 * 2 + 2 * (64 + 128) * 2
+    assert by2["dense_down"].bytes == 64 * 64 * 2 + 2 * (64 + 64) * 2
+
+
+def test_tp_collectives_two_all_reduces_per_layer_and_logit_gather():
+    m = tiny_model(n_layers=3, n_dense_layers=3)
+    _, colls = decode_ops(m, Layout("tp", 4), 5, 2, 10)
+    by = {c.name: c for c in colls}
+    assert (by["tp_allreduce"].op, by["tp_allreduce"].count, by["tp_allreduce"].bytes_per_gpu) == \
+        ("all_reduce", 6, 5 * 2 * 64 * 2)
+    assert (by["logits_gather"].count, by["logits_gather"].bytes_per_gpu) == (1, 5 * 2 * 8)
+    assert decode_ops(m, Layout("tp", 4, comm=False), 5, 2, 10)[1] == []
+    assert decode_ops(m, ONE, 5, 2, 10)[1] == []
+
+
+def test_collective_priced_by_ring_factor_from_link_spec():
+    """Without a measured fit for the count: t = latency + bytes x 2(n-1)/n / busbw (all-reduce);
+    10 tokens x 64 x 2 B = 1280 B per layer all-reduce, 10 x 8 B for the logit gather."""
+    link = registry.load_link("nvlink5-nvswitch")
+    gpu = registry.load_gpu("b300")
+    h200 = registry.load_gpu("h200")
+    mach = build_machine(gpu, 4, link, hand_profile(), h200, registry.load_memory_kinds())
+    m = tiny_model(n_layers=3, n_dense_layers=3)
+    est = step_estimate(m, mach, Layout("tp", 4), 5, 2, 10)
+    c = link.calibrated
+    lat, bb = c.allreduce_latency_us.value, c.allreduce_busbw_GBps.value
+    want = 6 * (lat + 1280 * 1.5 / (bb * 1e3)) + (lat + 80 * 1.5 / (bb * 1e3))
+    assert est.breakdown_us["collectives"] == pytest.approx(want)
+    assert math.isclose(mach.all_reduce.latency_us, lat)
