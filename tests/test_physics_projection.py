@@ -312,14 +312,22 @@ def test_interval_widens_with_the_self_check_error(tmp_path):
     assert p1["interval"]["step_ms"][0] == pytest.approx(p1["step_ms"] - w1)  # symmetric in step time
 
 
-def test_self_check_error_sign():
-    """err = predicted / measured - 1: a profile whose steps were measured 40% slower than the
-    model predicts has each point's error near 1/1.4 - 1 of the original."""
-    from perfmodel.model.project import self_check
+def test_validate_error_sign(tmp_path):
+    """err = predicted / measured - 1: the same profile with every end-to-end step measured 40%
+    slower gets, point by point, the same prediction and the error (1 + err) / 1.4 - 1 < 0."""
+    from perfmodel.validate import run_validation
 
     prof = _embedded()
     slow = prof.model_copy(update={"e2e": [p.model_copy(update={"step_ms": p.step_ms * 1.4}) for p in prof.e2e]})
-    a, b = self_check(prof)["points"], self_check(slow)["points"]
+    a_path, b_path = tmp_path / "a.json", tmp_path / "b.json"
+    save_profile(prof, a_path)
+    save_profile(slow, b_path)
+    a = run_validation([str(a_path)], published=False)["rows"]
+    b = run_validation([str(b_path)], published=False)["rows"]
+    assert len(a) == len(b) == len(prof.e2e)
     for x, y in zip(a, b):
+        assert y["predicted"] == pytest.approx(x["predicted"], rel=1e-12)
+        assert y["measured"] == pytest.approx(1.4 * x["measured"])
         assert y["err"] == pytest.approx((1 + x["err"]) / 1.4 - 1, rel=1e-9)
+        assert (x["err"] > 0) == (x["predicted"] > x["measured"])
         assert y["err"] < 0

@@ -94,6 +94,9 @@ def test_table_numbers_equal_json(b300):
                 assert _close(nums[0], p[key]), (cell, key, p[key])
                 assert _close(nums[1], p["interval"][key][0]) and _close(nums[2], p["interval"][key][1]), (cell, key)
             assert cells[6] == p["bottleneck"]
+            # throughput laws: tau tokens per step, C streams
+            assert p["tokens_per_s_per_stream"] == pytest.approx(p["tau"] / p["step_ms"] * 1e3)
+            assert p["tokens_per_s"] == pytest.approx(p["concurrency"] * p["tokens_per_s_per_stream"])
             checked += 1
         assert checked >= 1
 
@@ -107,6 +110,18 @@ def test_json_is_the_projection_run(b300):
     proj = doc["target"]["projection"]
     assert cli["points"] == proj["points"]
     assert cli["target"] == proj["target"] and cli["max_concurrency_that_fits"] == proj["max_concurrency_that_fits"]
+    # independent figures: the host term is the embedded profile's measured host step, and the
+    # KV of each fitting point is C x (context + B + 1) x Kimi's 70,272 B latent per token
+    from importlib import resources
+
+    from perfmodel.profile import load_profile
+
+    host_ms = load_profile(str(resources.files("perfmodel").joinpath("data", "h200-sxm.json"))).overheads.host_step_us / 1e3
+    for p in proj["points"]:
+        if p["fits_in_memory"]:
+            assert p["breakdown_ms"]["host"] == pytest.approx(host_ms)
+            extra = p["budget"] + 1 if p["budget"] else 0
+            assert p["memory_GB"]["kv"] == pytest.approx(p["concurrency"] * (proj["context"] + extra) * 61 * 576 * 2 / 1e9)
 
 
 def test_summary_numbers_come_from_json(b300):
