@@ -234,3 +234,25 @@ def test_collective_priced_by_ring_factor_from_link_spec():
     want = 6 * (lat + 1280 * 1.5 / (bb * 1e3)) + (lat + 80 * 1.5 / (bb * 1e3))
     assert est.breakdown_us["collectives"] == pytest.approx(want)
     assert math.isclose(mach.all_reduce.latency_us, lat)
+
+
+def test_kimi_kernel_count_and_graph_dispatch_by_hand():
+    """Kimi K2.6 on one GPU, counted by hand per layer:
+      attention (61 layers): norm, q_a, q_norm, q_b, kv_a, kv_norm, q_rope, W_UK absorb,
+        attention core (2 kernels), W_UV, latent transposes, o_proj = 13
+      MoE FFN (60 layers): norm, router, top-k, routed experts (align + gate_up + down + reduce
+        = 4), shared gate_up, SiLU*mul, down = 10;  dense FFN (layer 0): norm, gate_up, SiLU*mul,
+        down = 4;  lm_head: final norm, GEMM, argmax = 3.
+    1400 kernels; under graphs each costs the 1 us node, so dispatch = 10 + 1400 us; eager with
+    a 100x host is launch-bound: 1400 x 500 us of launches + the 10 ms host step."""
+    m = registry.load_model("kimi-k2.6")
+    g = step_estimate(m, hand_machine(), ONE, 1, 1, 1000)
+    assert g.n_kernels == 61 * 13 + 60 * 10 + 4 + 3 == 1400
+    assert g.breakdown_us["dispatch"] == pytest.approx(GLAUNCH + 1400 * NODE)
+    e = step_estimate(m, hand_machine(100.0), ONE, 1, 1, 1000, graph=False)
+    assert e.step_us == pytest.approx(1400 * LAUNCH * 100 + HOST * 100)
+    # TP8 adds 2 all-reduces per layer and the logit gather: 123 more kernels
+    h200 = registry.load_gpu("h200")
+    m8 = build_machine(h200, 8, registry.load_link("nvlink4-nvswitch"), hand_profile(), h200,
+                       registry.load_memory_kinds())
+    assert step_estimate(m, m8, Layout("tp", 8), 1, 1, 1000).n_kernels == 1400 + 123
