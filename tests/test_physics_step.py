@@ -256,3 +256,21 @@ def test_kimi_kernel_count_and_graph_dispatch_by_hand():
     m8 = build_machine(h200, 8, registry.load_link("nvlink4-nvswitch"), hand_profile(), h200,
                        registry.load_memory_kinds())
     assert step_estimate(m, m8, Layout("tp", 8), 1, 1, 1000).n_kernels == 1400 + 123
+
+
+def test_step_sigma_by_hand():
+    """1-sigma of the step: terms priced by one law share its error (added linearly), different
+    laws are independent (added in quadrature). Hand profile on its own GPU (fit rmse 0):
+    floors +-10%, graph node +-10%, host terms +-10%; the bandwidth terms (< 0.5 us) are
+    negligible. Floors less node share: elementwise 6 x 9 us, GEMM 5 x 9 us, attention 1 x 8 us.
+      sigma^2 = 5.4^2 + 4.5^2 + 0.8^2 + (13 x 1 x 0.1)^2 + (10 x 0.1)^2 + (100 x 0.1)^2 = 152.74
+    On a B300 the carried floors and node are +-30%, the host terms +-25%."""
+    est = step_estimate(tiny_model(), hand_machine(), ONE, 1, 1, 100)
+    assert est.sigma_us == pytest.approx(math.sqrt(152.74), rel=1e-3)
+    b300 = registry.load_gpu("b300")
+    est = step_estimate(tiny_model(), hand_machine(gpu=b300), ONE, 1, 1, 100)
+    want = (16.2**2 + 13.5**2 + 2.4**2 + 3.9**2 + 2.5**2 + 25.0**2) ** 0.5
+    assert est.sigma_us == pytest.approx(want, rel=1e-3)
+    # a 2x host on the profile's own GPU: host terms +-25%, the GPU-side terms unchanged
+    est = step_estimate(tiny_model(), hand_machine(2.0), ONE, 1, 1, 100)
+    assert est.sigma_us == pytest.approx((5.4**2 + 4.5**2 + 0.8**2 + 1.3**2 + 5.0**2 + 50.0**2) ** 0.5, rel=1e-3)
