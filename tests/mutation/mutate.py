@@ -538,6 +538,8 @@ def main() -> None:
                 mark = {"killed": ".", "survived": "S", "equivalent": "e", "invalid": "i"}[rec["status"]]
                 print(mark if rec.get("why") != "timeout" else "T", end="", flush=True)
             print(f"  {f}", flush=True)
+            if a.out:  # after each file, so a long run can be read while it goes on
+                Path(a.out).write_text(json.dumps(results, indent=1))
     finally:
         shutil.rmtree(tree, ignore_errors=True)
     summarize(results)
