@@ -331,3 +331,124 @@ def test_validate_error_sign(tmp_path):
         assert y["err"] == pytest.approx((1 + x["err"]) / 1.4 - 1, rel=1e-9)
         assert (x["err"] > 0) == (x["predicted"] > x["measured"])
         assert y["err"] < 0
+
+
+def test_measured_samples_price_their_ops_on_the_profile_gpu():
+    """On the H200 the profile was taken on, an op the profile timed (same kernel and shape)
+    costs its raw sample, times its count: Kimi at TP8 shard shapes on one GPU (the self-check
+    stack), C=1, L=1024 — q_a GEMM (M=1, N=1536, K=7168), MLA attention (8 heads), the
+    fused add+RMSNorm (H=7168); and Kimi's unsharded INT4 experts (I=2048) at T=1."""
+    prof = _embedded()
+    h200 = registry.load_gpu("h200")
+    from perfmodel.model.machine import build_machine
+
+    mach = build_machine(h200, 1, None, prof, h200, registry.load_memory_kinds())
+
+    def sample(bench, provider, **shape):
+        return next(s.median_ms * 1e3 for s in prof.benches[bench].samples
+                    if s.provider == provider and all(s.shape.get(k) == v for k, v in shape.items()))
+
+    m = registry.load_model("kimi-k2.6")
+    ops = {o.name: o for o in step_estimate(m, mach, Layout("tp", 1, tp_shape=8, comm=False), 1, 1, 1024,
+                                             host=False).ops}
+    assert ops["q_a"].total_us == pytest.approx(61 * sample("gemm", "torch.matmul", M=1, N=1536, K=7168))
+    assert ops["attention_core"].total_us == pytest.approx(
+        61 * sample("attention", "triton", kind="mla", C=1, q=1, L=1024, H=8))
+    assert ops["attn_norm"].total_us == pytest.approx(61 * sample("elementwise", "triton", op="add_rmsnorm", T=1, H=7168))
+    ops1 = {o.name: o for o in step_estimate(m, mach, Layout("tp", 1, comm=False), 1, 1, 1024, host=False).ops}
+    assert ops1["routed_experts"].total_us == pytest.approx(
+        60 * sample("moe", "triton_w4a16", E=384, H=7168, I=2048, k=8, T=1))
+    # outside the measured range (L = 10^6) the law alone prices it: t0 + bytes / bw per layer
+    lay = Layout("tp", 1, tp_shape=8, comm=False)
+    far = {o.name: o for o in step_estimate(m, mach, lay, 1, 1, 10**6, host=False).ops}["attention_core"]
+    op = next(o for o in decode_ops(m, lay, 1, 1, 10**6)[0] if o.name == "attention_core")
+    f = prof.fits["attention_mla"]
+    assert far.total_us == pytest.approx(61 * (f.t0_us + max(op.bytes / (f.bw_GBps * 1e3), op.flops / (f.tflops * 1e6))))
+
+
+def test_mla_ops_by_hand():
+    """Kimi K2.6 MLA at TP8 (8 of 64 heads per GPU), C=2 sequences x q=3 tokens, L=4093 (S=4096):
+    the latent (512 + 64) x 2 B is read once per sequence (tree tokens share the prefix); the
+    absorbed W_UK / W_UV are 8 x 128 x 512 bf16 weights; the scores and values run over the
+    576- and 512-wide latent."""
+    m = registry.load_model("kimi-k2.6")
+    by = {o.name: o for o in decode_ops(m, Layout("tp", 8), 2, 3, 4093)[0]}
+    T, h = 6, 8
+    core = by["attention_core"]
+    assert core.bytes == 2 * 4096 * 576 * 2 + 2 * T * h * 512 * 2 + T * h * 576 * 2
+    assert core.flops == 2.0 * T * h * 4096 * (576 + 512)
+    assert by["w_uk_absorb"].bytes == h * 128 * 512 * 2 + T * h * (128 + 512) * 2
+    assert by["w_uk_absorb"].flops == 2.0 * T * h * 128 * 512
+    assert by["w_uv"].bytes == h * 128 * 512 * 2 + T * h * (128 + 512) * 2
+    assert by["latent_transposes"].bytes == 2 * T * h * (512 + 128) * 2
+    assert by["q_a"].bytes == 7168 * 1536 * 2 + T * (7168 + 1536) * 2
+    assert by["q_b"].bytes == 1536 * h * 192 * 2 + T * (1536 + h * 192) * 2
+    assert by["kv_a"].bytes == 7168 * 576 * 2 + T * (7168 + 576) * 2
+    assert by["o_proj"].bytes == h * 128 * 7168 * 2 + T * (h * 128 + 7168) * 2
+    assert by["q_rope"].bytes == 2 * T * h * 64 * 2 and by["kv_norm"].bytes == 2 * T * 512 * 2
+    assert all(by[n].count == 61 for n in ("attention_core", "q_a", "o_proj"))
+    # router and shared expert (TP-split 2048 columns -> 256 per GPU), 60 MoE layers
+    assert by["router"].bytes == 7168 * 384 * 2 + T * (7168 + 384) * 2 and by["router"].count == 60
+    assert by["shared_gate_up"].bytes == 7168 * 512 * 2 + T * (7168 + 512) * 2
+    assert by["shared_down"].bytes == 256 * 7168 * 2 + T * (256 + 7168) * 2
+    assert by["topk"].bytes == T * 384 * 2
+    # the dense first layer's MLP, 18432 / 8 = 2304 columns per GPU
+    assert by["dense_gate_up"].bytes == 7168 * 4608 * 2 + T * (7168 + 4608) * 2 and by["dense_gate_up"].count == 1
+
+
+# ----------------------------------------------------------------------------- requests
+def test_observed_figure_sets_the_residual_by_hand():
+    """--observed 'h200,tp8,c=1,50tok/s': the residual is 1000/50 = 20 ms minus the model's
+    step for that configuration, and it adds exactly that much to every step."""
+    from perfmodel.model.project import ProjectionError
+
+    base = project(Request(target="b300", gpus=8, concurrency=[1, 8]))
+    h = project(Request(target="h200", gpus=8, concurrency=[1]))["points"][0]["step_ms"]
+    cal = project(Request(target="b300", gpus=8, concurrency=[1, 8], observed="h200,tp8,c=1,50tok/s"))
+    o = cal["observed"]
+    assert o["predicted_step_ms"] == pytest.approx(h) and o["observed_step_ms"] == pytest.approx(20.0)
+    assert o["residual_ms"] == pytest.approx(20.0 - h)
+    for p0, p1 in zip(base["points"], cal["points"]):
+        assert p1["step_ms"] - p0["step_ms"] == pytest.approx(20.0 - h)
+        assert p1["breakdown_ms"]["residual_overhead"] == pytest.approx(20.0 - h)
+    # the profile's own GPU when none is named, and a context given with the figure
+    o2 = project(Request(target="b300", gpus=8, concurrency=[1], context=1024,
+                         observed="tp8,c=1,50tok/s,ctx=8192"))["observed"]
+    assert o2["gpu"] is None and o2["context"] == 8192 and o2["predicted_step_ms"] == pytest.approx(h)
+    with pytest.raises(ProjectionError, match="--observed"):
+        project(Request(target="b300", gpus=8, concurrency=[1], observed="h200,tp8,50tok/s"))
+
+
+@pytest.mark.parametrize("kw,needle", [
+    (dict(gpus=0), "--gpus"), (dict(context=-1), "--context"), (dict(concurrency=[]), "--concurrency"),
+    (dict(model="llama-3.1-8b", parallel="ep"), "needs an MoE"), (dict(host_cpu_factor=0.0), "host-cpu-factor"),
+    (dict(spec="ddtree", budget=0), "--budget"), (dict(spec="chain", model="llama-3.1-8b"), "drafter"),
+    (dict(gpus=1), "does not fit"),
+])
+def test_bad_requests_name_the_bad_value(kw, needle):
+    from perfmodel.model.project import ProjectionError
+
+    base = dict(target="b300", gpus=8, concurrency=[1])
+    with pytest.raises(ProjectionError, match=needle):
+        project(Request(**(base | kw)))
+
+
+def test_points_past_memory_are_marked_with_the_numbers():
+    res = project(Request(target="h200", gpus=1, model="llama-3.1-8b", concurrency=[200], context=8192))
+    p = res["points"][0]
+    assert p["fits_in_memory"] is False
+    assert p["memory_GB"]["kv"] == pytest.approx(200 * 128 * KIB * 8192 / 1e9)
+    assert f"KV {p['memory_GB']['kv']:.1f} GB" in p["note"]
+    # speculative: nothing fits either, for any budget
+    s = project(Request(target="b300", gpus=8, spec="ddtree", concurrency=[100000]))["points"][0]
+    assert s["fits_in_memory"] is False and "does not fit" in s["note"]
+
+
+def test_projection_reports_its_rules_and_sources():
+    res = project(Request(target="b300", gpus=8, model="deepseek-v3", concurrency=[1]))
+    assert res["target"] | {} == {"gpu": "b300-sxm", "display_name": res["target"]["display_name"], "n_gpus": 8,
+                                  "memory_kind": "HBM3e", "link": "nvlink5-nvswitch", "link_kind": "nvlink5"}
+    assert "calibrated spec" in res["rules"]["all_reduce"] and "fp8" in res["rules"]["compute_dtypes"]
+    assert res["profile"]["kind"] == "measured" and res["profile"]["path"] == "h200-sxm.json"
+    one = project(Request(target="h200", gpus=1, model="llama-3.1-8b", concurrency=[1]))
+    assert one["target"]["link"] is None and one["rules"]["all_reduce"] is None
