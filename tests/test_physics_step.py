@@ -256,6 +256,11 @@ def test_kimi_kernel_count_and_graph_dispatch_by_hand():
     m8 = build_machine(h200, 8, registry.load_link("nvlink4-nvswitch"), hand_profile(), h200,
                        registry.load_memory_kinds())
     assert step_estimate(m, m8, Layout("tp", 8), 1, 1, 1000).n_kernels == 1400 + 123
+    # each collective is an eager launch too: a 100x host launches 1523 kernels x 500 us
+    m8slow = build_machine(h200, 8, registry.load_link("nvlink4-nvswitch"), hand_profile(), h200,
+                           registry.load_memory_kinds(), host_cpu_factor=100.0)
+    e8 = step_estimate(m, m8slow, Layout("tp", 8), 1, 1, 1000, graph=False)
+    assert e8.step_us == pytest.approx(1523 * LAUNCH * 100 + HOST * 100)
 
 
 def test_step_sigma_by_hand():
@@ -274,3 +279,33 @@ def test_step_sigma_by_hand():
     # a 2x host on the profile's own GPU: host terms +-25%, the GPU-side terms unchanged
     est = step_estimate(tiny_model(), hand_machine(2.0), ONE, 1, 1, 100)
     assert est.sigma_us == pytest.approx((5.4**2 + 4.5**2 + 0.8**2 + 1.3**2 + 5.0**2 + 50.0**2) ** 0.5, rel=1e-3)
+
+
+def _tiny_with_drafter():
+    from perfmodel.specs.schema import DrafterSpec
+
+    return tiny_model(drafter=DrafterSpec(name="tiny-draft", source="hand-written test drafter", n_layers=2,
+                                          hidden_size=64, n_heads=4, n_kv_heads=2, head_dim=32, intermediate_size=128,
+                                          block_size=4, n_target_layers_fused=2))
+
+
+def test_draft_term_by_hand():
+    """A 2-layer drafter (the tiny model's shape), block 4: 2 x 9 layer ops + the fc that fuses
+    2 target layers + the target's norm, lm_head and argmax over the block's last 3 positions:
+    22 calls of 10 us (+ < 1 us of bandwidth), 24 kernels; its comm-free single GPU adds no
+    collectives."""
+    m = _tiny_with_drafter()
+    est = step_estimate(m, hand_machine(), ONE, 1, 4, 100, draft=True)
+    assert 220.0 < est.breakdown_us["draft"] < 221.0
+    assert est.n_kernels == N_KERNELS + 24
+    from perfmodel.model.step import draft_ops
+
+    by = {o.name: o for o in draft_ops(m, ONE, 3, 100)}
+    assert by["draft_fc"].bytes == 2 * 64 * 64 * 2 + 3 * (2 * 64 + 64) * 2  # C=3 rows of 2 fused layers
+    assert by["lm_head"].bytes == 256 * 64 * 2 + 3 * 3 * (64 + 256) * 2  # 3 sequences x 3 positions
+    assert by["attention_core_full"].bytes == 3 * 104 * 2 * 2 * 32 * 2 + 2 * 12 * 4 * 32 * 2  # 4 block tokens
+    assert by["qkv_proj"].count == 2
+    # DP attention (EP): the fc and lm_head see this GPU's ceil(3/2) = 2 sequences
+    ep = {o.name: o for o in draft_ops(m, Layout("ep", 2), 3, 100)}
+    assert ep["draft_fc"].bytes == 2 * 64 * 64 * 2 + 2 * (2 * 64 + 64) * 2
+    assert ep["lm_head"].bytes == 128 * 64 * 2 + 2 * 3 * (64 + 128) * 2
