@@ -452,3 +452,53 @@ def test_projection_reports_its_rules_and_sources():
     assert res["profile"]["kind"] == "measured" and res["profile"]["path"] == "h200-sxm.json"
     one = project(Request(target="h200", gpus=1, model="llama-3.1-8b", concurrency=[1]))
     assert one["target"]["link"] is None and one["rules"]["all_reduce"] is None
+
+
+def test_kimi_weights_per_gpu_from_the_published_size():
+    """models-specdec.md 1b [D]: routed 1014.7B x (0.5 + 2/32) B + the bf16 rest = 594 GB. At TP8
+    every part splits 8 ways but the 0.165B-parameter router, replicated in bf16 on each GPU;
+    under EP8 attention, the dense MLP and the shared expert are whole on every GPU (DP
+    attention) and only the experts, embedding and lm_head split."""
+    m = registry.load_model("kimi-k2.6")
+    b300 = registry.load_gpu("b300")
+    router = 60 * 384 * 7168
+    tp = memory_use(m, b300, Layout("tp", 8), 8192)
+    assert tp.weights_GB == pytest.approx(594 / 8 + router * 2 * 7 / 8 / 1e9, rel=0.003)
+    assert tp.usable_GB == pytest.approx(270 * 0.9)  # the B300's stated usable 270 GB, less the 10% reserve
+    pc = param_counts(m)
+    ep = memory_use(m, b300, Layout("ep", 8), 8192)
+    whole = (pc["attention"] + pc["dense_mlp"] + pc["shared_experts"] + pc["router"]) * 2
+    split = pc["routed_experts"] * (0.5 + 2 / 32) + (pc["embedding"] + pc["lm_head"]) * 2
+    assert ep.weights_GB == pytest.approx((whole + split / 8) / 1e9, rel=1e-9)
+    # tp-attn-ep-moe: attention and shared expert TP, experts EP: the TP8 footprint
+    mix = memory_use(m, b300, Layout("tp-attn-ep-moe", 8), 8192)
+    assert mix.weights_GB == pytest.approx(tp.weights_GB, rel=1e-9)
+    # DeepSeek-V3 FP8 (1 B + a 4 B scale per 128x128 block) but bf16 embedding and head
+    d = registry.load_model("deepseek-v3")
+    pd = param_counts(d)
+    fp8 = 1 + 4 / 128**2
+    want = (sum(pd.values()) - pd["embedding"] - pd["lm_head"] - pd["router"]) * fp8 / 8 \
+        + (pd["embedding"] + pd["lm_head"]) * 2 / 8 + pd["router"] * 2
+    assert memory_use(d, b300, Layout("tp", 8), 8192).weights_GB == pytest.approx(want / 1e9, rel=1e-9)
+
+
+def test_drafter_weights_by_hand():
+    """Kimi's DFlash drafter: 6 layers x 528.5M + the fc fusing 6 target layers (6 x 7168 x 7168)
+    = 3.48B bf16 params (models-specdec.md 2 [D]), split over the GPUs."""
+    m = registry.load_model("kimi-k2.6")
+    b300 = registry.load_gpu("b300")
+    with_d = memory_use(m, b300, Layout("tp", 8), 8192, drafter=True).weights_GB
+    without = memory_use(m, b300, Layout("tp", 8), 8192).weights_GB
+    per_layer = 7168 * (64 + 16) * 128 + 64 * 128 * 7168 + 3 * 7168 * 18432
+    assert (with_d - without) * 1e9 == pytest.approx((6 * per_layer + 6 * 7168 * 7168) * 2 / 8)
+    assert (with_d - without) * 8 == pytest.approx(6.96, rel=0.01)
+
+
+def test_memory_fit_boundary():
+    from perfmodel.model.memory import MemoryUse
+
+    mu = MemoryUse(weights_GB=10.0, kv_per_seq_GB=2.0, usable_GB=20.0)
+    assert mu.max_concurrency == 5 and mu.fits(5) and not mu.fits(6)  # exactly full still fits
+    assert mu.kv_GB(3) == 6.0
+    assert MemoryUse(10.0, 2.0, 21.9).max_concurrency == 5
+    assert MemoryUse(30.0, 2.0, 20.0).max_concurrency == 0
