@@ -309,3 +309,67 @@ def test_draft_term_by_hand():
     ep = {o.name: o for o in draft_ops(m, Layout("ep", 2), 3, 100)}
     assert ep["draft_fc"].bytes == 2 * 64 * 64 * 2 + 2 * (2 * 64 + 64) * 2
     assert ep["lm_head"].bytes == 128 * 64 * 2 + 2 * 3 * (64 + 128) * 2
+
+
+def test_transfer_rules_and_their_uncertainty():
+    """machine.py's rules on a profile with a 20% fit rmse, from the H200 (HBM3e) to:
+      itself: bw carried, +-20% (the rmse), floors +-10%;
+      RTX PRO 6000 (GDDR7): bw x (1792/4800) x (0.85/0.90), +-sqrt(.2^2 + .06^2 + GDDR7^2 + .05^2),
+        floors +-30% (another architecture), compute x bf16 peak ratio;
+      MI300X (AMD): + the 25% cross-vendor term on bandwidth and floors."""
+    mk = registry.load_memory_kinds()
+    prof = hand_profile()
+    prof = prof.model_copy(update={"fits": {c: f.model_copy(update={"rmse_rel": 0.2}) for c, f in prof.fits.items()},
+                                   "treebuild": {k: v.model_copy(update={"rmse_rel": 0.3}) for k, v in prof.treebuild.items()}})
+    h200 = registry.load_gpu("h200")
+    same = hand_machine(profile=prof).laws["gemm_bf16"]
+    assert (same.bw_GBps, same.tflops, same.t0_us) == pytest.approx((BW, TF, T0))
+    assert (same.rel_unc_bw, same.rel_unc_t0) == pytest.approx((0.2, 0.1))
+    rtx = registry.load_gpu("rtx-pro-6000")
+    law = hand_machine(gpu=rtx, profile=prof).laws["gemm_bf16"]
+    g7 = mk.kinds["GDDR7"].uncertainty_rel
+    assert law.bw_GBps == pytest.approx(BW * rtx.memory.bandwidth_GBps.value / 4800 * 0.85 / 0.90)
+    assert law.tflops == pytest.approx(TF * rtx.compute.bf16_dense_TFLOPS.value / h200.compute.bf16_dense_TFLOPS.value)
+    assert law.rel_unc_bw == pytest.approx((0.2**2 + 0.06**2 + g7**2 + 0.05**2) ** 0.5)
+    assert law.rel_unc_t0 == pytest.approx(0.3)
+    amd = hand_machine(gpu=registry.load_gpu("mi300x"), profile=prof).laws["gemm_bf16"]
+    h3 = mk.kinds["HBM3"].uncertainty_rel
+    assert amd.rel_unc_bw == pytest.approx((0.2**2 + 0.06**2 + h3**2 + 0.05**2 + 0.25**2) ** 0.5)
+    assert amd.rel_unc_t0 == pytest.approx((0.3**2 + 0.25**2) ** 0.5)
+    # a perfect fit on its own GPU still carries a 3% floor on bandwidth
+    assert hand_machine().laws["gemm_bf16"].rel_unc_bw == pytest.approx(0.03)
+    # tree build: its rmse, at least 15%; collectives from a link spec carry the spec's stated uncertainty
+    assert hand_machine(profile=prof).treebuild["cpu"].rel_unc == pytest.approx(0.3)
+    assert hand_machine().treebuild["gpu"].rel_unc == pytest.approx(0.15)
+    link = registry.load_link("nvlink4-nvswitch")
+    m2 = build_machine(h200, 2, link, prof, h200, mk)
+    assert (m2.all_reduce.rel_unc_lat, m2.all_reduce.rel_unc_bw) == (link.latency_uncertainty_rel,
+                                                                     link.bandwidth_uncertainty_rel)
+    assert m2.all_to_all.latency_us == link.calibrated.alltoall_latency_us.value
+    with pytest.raises(ValueError, match="interconnect"):
+        build_machine(h200, 2, None, prof, h200, mk)
+    with pytest.raises(ValueError, match="lacks fits"):
+        build_machine(h200, 1, None, prof.model_copy(update={"fits": {}}), h200, mk)
+    with pytest.raises(ValueError, match="overheads"):
+        build_machine(h200, 1, None, prof.model_copy(update={"overheads": None}), h200, mk)
+
+
+def test_measured_collective_fit_chosen_by_link_count_and_mode():
+    """A measured fit is used only for the same link kind, GPU count and graph mode; its
+    uncertainty is its rmse, at least 10%; busbw = algbw x 2(n-1)/n (all-reduce), (n-1)/n (all-to-all)."""
+    from perfmodel.profile import CollectiveFit
+
+    mk = registry.load_memory_kinds()
+    h200 = registry.load_gpu("h200")
+    fits = [CollectiveFit(op="all_reduce", n_gpus=4, graph=True, latency_us=7.0, bw_GBps=100.0, rmse_rel=0.05,
+                          link="nvlink4"),
+            CollectiveFit(op="all_to_all", n_gpus=4, graph=True, latency_us=9.0, bw_GBps=100.0, rmse_rel=0.3,
+                          link="nvlink4")]
+    prof = hand_profile().model_copy(update={"collectives": fits})
+    nv4 = registry.load_link("nvlink4-nvswitch")
+    m = build_machine(h200, 4, nv4, prof, h200, mk)
+    assert (m.all_reduce.latency_us, m.all_reduce.busbw_GBps, m.all_reduce.rel_unc_lat) == pytest.approx((7.0, 150.0, 0.1))
+    assert (m.all_to_all.latency_us, m.all_to_all.busbw_GBps, m.all_to_all.rel_unc_bw) == pytest.approx((9.0, 75.0, 0.3))
+    for other in (build_machine(h200, 8, nv4, prof, h200, mk), build_machine(h200, 4, nv4, prof, h200, mk, graph=False),
+                  build_machine(h200, 4, registry.load_link("pcie5-host"), prof, h200, mk)):
+        assert "calibrated spec" in other.all_reduce.rule
