@@ -385,13 +385,13 @@ def test_mla_ops_by_hand():
     assert by["q_b"].bytes == 1536 * h * 192 * 2 + T * (1536 + h * 192) * 2
     assert by["kv_a"].bytes == 7168 * 576 * 2 + T * (7168 + 576) * 2
     assert by["o_proj"].bytes == h * 128 * 7168 * 2 + T * (h * 128 + 7168) * 2
-    assert by["q_rope"].bytes == 2 * T * h * 64 * 2 and by["kv_norm"].bytes == 2 * T * 512 * 2
+    assert by["q_rope"].bytes == 2 * T * h * 64 * 2 + T * 2 * 64 and by["kv_norm"].bytes == 2 * T * 512 * 2 + 512 * 2
     assert all(by[n].count == 61 for n in ("attention_core", "q_a", "o_proj"))
     # router and shared expert (TP-split 2048 columns -> 256 per GPU), 60 MoE layers
     assert by["router"].bytes == 7168 * 384 * 2 + T * (7168 + 384) * 2 and by["router"].count == 60
     assert by["shared_gate_up"].bytes == 7168 * 512 * 2 + T * (7168 + 512) * 2
     assert by["shared_down"].bytes == 256 * 7168 * 2 + T * (256 + 7168) * 2
-    assert by["topk"].bytes == T * 384 * 2
+    assert by["topk"].bytes == T * 384 * 2 + T * 8 * 8  # scores read, 8 (id, weight) pairs written
     # the dense first layer's MLP, 18432 / 8 = 2304 columns per GPU
     assert by["dense_gate_up"].bytes == 7168 * 4608 * 2 + T * (7168 + 4608) * 2 and by["dense_gate_up"].count == 1
 
@@ -502,3 +502,19 @@ def test_memory_fit_boundary():
     assert mu.kv_GB(3) == 6.0
     assert MemoryUse(10.0, 2.0, 21.9).max_concurrency == 5
     assert MemoryUse(30.0, 2.0, 20.0).max_concurrency == 0
+
+
+def test_elementwise_ops_counted_as_the_bench_counts_them():
+    """The per-op laws were fitted on the bytes and flops the elementwise bench recorded with
+    each sample (measure/elementwise.py); the model's ops of the same shape must carry the same
+    counts, or the law is applied to a different op. Kimi at TP8 shard shapes, T = 8 tokens:
+    add+RMSNorm over 7168, SiLU*mul over the 2048-wide expert, top-k over 384 experts (k = 8),
+    RoPE over 8 heads x 64, argmax over a 163840/8 vocab shard."""
+    prof = _embedded()
+    bench = {s.shape["op"]: s for s in prof.benches["elementwise"].samples if s.shape["T"] == 8}
+    m = registry.load_model("kimi-k2.6")
+    tp8 = {o.name: o for o in decode_ops(m, Layout("tp", 1, tp_shape=8, comm=False), 8, 1, 1024)[0]}
+    one = {o.name: o for o in decode_ops(m, Layout("tp", 1, comm=False), 8, 1, 1024)[0]}
+    for op, variant in ((tp8["attn_norm"], "add_rmsnorm"), (one["shared_silu_mul"], "silu_mul"),
+                        (tp8["topk"], "router_topk"), (tp8["q_rope"], "rope"), (tp8["sample_argmax"], "argmax_vocab")):
+        assert (op.bytes, op.flops) == (bench[variant].bytes, bench[variant].flops), variant

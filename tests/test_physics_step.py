@@ -200,9 +200,11 @@ def test_dense_mlp_and_lm_head_bytes_by_hand():
     assert by["dense_down"].bytes == 128 * 64 * 2 + 2 * (128 + 64) * 2
     assert by["lm_head"].bytes == 256 * 64 * 2 + 2 * (64 + 256) * 2
     assert by["lm_head"].flops == 2.0 * 2 * 64 * 256
-    # rmsnorm family: 2 bf16 passes (rmsnorm), 4 (residual add fused into the norm)
-    assert by["attn_norm"].bytes == 4 * 2 * 64 * 2
-    assert by["sample_argmax"].bytes == 1 * 2 * 256 * 2
+    # rmsnorm family: 2 bf16 passes (rmsnorm), 4 (residual add fused into the norm), + the weight vector
+    assert by["attn_norm"].bytes == 4 * 2 * 64 * 2 + 64 * 2
+    assert by["sample_argmax"].bytes == 1 * 2 * 256 * 2 + 2 * 8  # + a (value, index) pair per token
+    assert by["rope"].bytes == 2 * 2 * (4 + 2) * 32 * 2 + 2 * 2 * 32  # q and k heads + cos/sin per token
+    assert by["rope"].flops == 6.0 * 2 * (4 + 2) * 32
     # TP2 halves the vocab shard and the MLP columns
     by2 = {o.name: o for o in decode_ops(tiny_model(), Layout("tp", 2), 2, 1, 10)[0]}
     assert by2["lm_head"].bytes == 128 * 64 * 2 + 2 * (64 + 128) * 2

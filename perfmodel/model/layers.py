@@ -124,12 +124,14 @@ def _gemm(name, component, tokens, k, n, wdtype, count) -> Op:
     )
 
 
-# Elementwise ops as `perfmodel measure` times them (measure/ops.py): bf16 passes over the
-# data and flops per element, matching the bench's byte/flop counts so that the per-op laws
-# (`elementwise.<variant>`) apply as fitted.
+# Elementwise ops as `perfmodel measure` times them (measure/elementwise.py): bf16 passes over
+# the data and flops per element, matching the bench's byte/flop counts so that the per-op laws
+# (`elementwise.<variant>`) apply as fitted. Beside the passes the bench counts the norms'
+# weight vector (once per call) and per token: RoPE's cos/sin, top-k's ids and weights, the
+# argmax's (value, index) pair (the `per_token` bytes of the call sites).
 _ELT = {  # variant: (passes, flops per element)
-    "rmsnorm": (2.0, 4.0), "add_rmsnorm": (4.0, 5.0), "residual_add": (3.0, 1.0 / 3.0), "silu_mul": (1.0, 5.0 / 3.0),
-    "router_topk": (1.0, 4.0), "argmax_vocab": (1.0, 1.0), "rope": (2.0, 3.0), "copy": (2.0, 0.0),
+    "rmsnorm": (2.0, 4.0), "add_rmsnorm": (4.0, 5.0), "residual_add": (3.0, 1.0), "silu_mul": (1.0, 5.0 / 3.0),
+    "router_topk": (1.0, 4.0), "argmax_vocab": (1.0, 1.0), "rope": (2.0, 6.0), "copy": (2.0, 0.0),
 }
 
 
@@ -146,12 +148,14 @@ def compute_dtype(weight_dtype: str) -> str:
 _ELT_PROBED = {"rmsnorm": "triton", "add_rmsnorm": "triton", "residual_add": "torch"}
 
 
-def _elt(name, tokens, width, count, variant: str, component="elementwise") -> Op:
+def _elt(name, tokens, width, count, variant: str, component="elementwise", per_token: float = 0.0) -> Op:
     passes, fpe = _ELT[variant]
+    weights = width * ACT if variant in ("rmsnorm", "add_rmsnorm") else 0.0
     probe = (Probe("elementwise", (("H", width), ("op", variant)), "T", tokens, _ELT_PROBED[variant])
              if variant in _ELT_PROBED else None)
     return Op(name=name, component=component, kernel_class="elementwise", variant=variant,
-              bytes=passes * tokens * width * ACT, flops=tokens * width * fpe, count=count, probe=probe)
+              bytes=passes * tokens * width * ACT + weights + tokens * per_token, flops=tokens * width * fpe,
+              count=count, probe=probe)
 
 
 def _attn_variant(q: int) -> str:
@@ -186,7 +190,7 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
         ops += [
             _gemm("kv_a", "dense", T, H, lat, wd, count),
             _elt("kv_norm", T, a.kv_lora_rank, count, "rmsnorm"),
-            _elt("q_rope", T, h * a.qk_rope_head_dim, count, "rope"),
+            _elt("q_rope", T, h * a.qk_rope_head_dim, count, "rope", per_token=2 * a.qk_rope_head_dim),
             Op("w_uk_absorb", "dense", "gemm_bf16",
                bytes=h * a.qk_nope_head_dim * a.kv_lora_rank * WEIGHT_BYTES[wd]
                + T * h * (a.qk_nope_head_dim + a.kv_lora_rank) * ACT,
@@ -215,7 +219,7 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
         hkv = max(1, a.n_kv_heads // t)
         D = a.head_dim
         ops += [_gemm("qkv_proj", "dense", T, H, (hq + 2 * hkv) * D, wd, count),
-                _elt("rope", T, (hq + hkv) * D, count, "rope")]
+                _elt("rope", T, (hq + hkv) * D, count, "rope", per_token=2 * D)]
         for frac, span, tag in ((1 - a.sliding_layer_fraction, S, "full"),
                                 (a.sliding_layer_fraction, min(S, (a.sliding_window or S) + q), "window")):
             n = round(count * frac)
@@ -261,7 +265,7 @@ def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_den
         cls = "moe_w4a16" if wd.startswith("int4") else "moe_bf16"
         ops += [_elt("mlp_norm", Ta, H, count_moe, "add_rmsnorm"),
                 _gemm("router", "dense", Ta, H, E, "bf16", count_moe),
-                _elt("topk", Ta, E, count_moe, "router_topk"),
+                _elt("topk", Ta, E, count_moe, "router_topk", per_token=8 * k),
                 Op("routed_experts", "moe", cls,
                    bytes=bytes_w + (T * k / s) * 2 * H * ACT,
                    flops=2.0 * T * k * 3 * H * I / s, count=count_moe,
@@ -310,7 +314,7 @@ def lm_head_ops(m: ModelSpec, lay: Layout, tokens: int) -> list[Op]:
             Op("lm_head", "lm_head", "gemm_bf16",
                bytes=V * m.hidden_size * WEIGHT_BYTES[m.dtypes.lm_head] + tokens * (m.hidden_size + V) * ACT,
                flops=2.0 * tokens * m.hidden_size * V, count=1),
-            _elt("sample_argmax", tokens, V, 1, "argmax_vocab")]
+            _elt("sample_argmax", tokens, V, 1, "argmax_vocab", per_token=8)]
 
 
 def decode_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, *, n_layers: int | None = None,
