@@ -325,7 +325,8 @@ def test_transfer_rules_and_their_uncertainty():
                                    "treebuild": {k: v.model_copy(update={"rmse_rel": 0.3}) for k, v in prof.treebuild.items()}})
     h200 = registry.load_gpu("h200")
     same = hand_machine(profile=prof).laws["gemm_bf16"]
-    assert (same.bw_GBps, same.tflops, same.t0_us) == pytest.approx((BW, TF, T0))
+    # the floor less its one kernel's graph node, which is priced apart as dispatch
+    assert (same.bw_GBps, same.tflops, same.t0_us) == pytest.approx((BW, TF, T0 - NODE))
     assert (same.rel_unc_bw, same.rel_unc_t0) == pytest.approx((0.2, 0.1))
     rtx = registry.load_gpu("rtx-pro-6000")
     law = hand_machine(gpu=rtx, profile=prof).laws["gemm_bf16"]
