@@ -418,6 +418,9 @@ def main() -> None:
     ap.add_argument("--tests", nargs="*", default=None, help="test files (default: all but README/kernel tests)")
     ap.add_argument("--out", default=None, help="JSON results file")
     ap.add_argument("--list", action="store_true", help="list mutation sites and exit")
+    ap.add_argument("--sample", type=int, default=0, help="run only N mutants drawn uniformly at random over all "
+                    "the files' sites (mutant sampling; the score is then an estimate, reported with its 95%% interval)")
+    ap.add_argument("--seed", type=int, default=20, help="random seed of --sample")
     ap.add_argument("--rerun", default=None, help="earlier JSON results: run again only its survivors (the "
                     "others keep their result; valid while the mutated files are unchanged and tests only added)")
     a = ap.parse_args()
@@ -455,6 +458,13 @@ def main() -> None:
         import matplotlib.pyplot  # noqa: F401
     except ImportError:
         pass
+    chosen_sites = None
+    if a.sample:
+        import random
+
+        every = [(f, s["line"], s["col"], s["desc"]) for f in files for s in sites((ROOT / f).read_text())]
+        chosen_sites = set(random.Random(a.seed).sample(every, min(a.sample, len(every))))
+        print(f"sampling {len(chosen_sites)} of {len(every)} mutants (seed {a.seed})", flush=True)
     tree = scratch_copy()
     print(f"scratch tree {tree}; tracing {len(tests)} test files ...", flush=True)
     t0 = time.monotonic()
@@ -468,6 +478,8 @@ def main() -> None:
         for f in files:
             path = tree / f
             original = path.read_text()
+            if chosen_sites is not None and not any(c[0] == f for c in chosen_sites):
+                continue
             # The mutants are written as ast.unparse output: check that the unmutated round trip passes.
             file_tests = sorted({t for k, ts in cov.items() if k.startswith(f + ":") for t in ts},
                                 key=lambda t: durations.get(t, 0.0))
@@ -476,7 +488,11 @@ def main() -> None:
             path.write_text(original)
             if st != "done" or code != 0:
                 sys.exit(f"{f}: the unparsed (unmutated) file fails its tests (exit {code}); cannot mutate it")
-            for s in sites(original):
+            todo = [s for s in sites(original)
+                    if chosen_sites is None or (f, s["line"], s["col"], s["desc"]) in chosen_sites]
+            if not todo:
+                continue
+            for s in todo:
                 key = mutant_key(f, s)
                 if s["module_level"]:
                     w = s["where"]
@@ -563,6 +579,10 @@ def summarize(results: list[dict]) -> None:
     n = tot["killed"] + tot["survived"]
     print(f"{'total':<34} {n + tot['equivalent']:>7} {tot['killed']:>7} {tot['equivalent']:>6} {tot['survived']:>5} "
           f"{tot['killed'] / n if n else 1:>6.1%}")
+    if n:  # Wilson 95% interval: the score's uncertainty when the mutants are a random sample
+        p, z = tot["killed"] / n, 1.96
+        c, h = (p + z * z / (2 * n)) / (1 + z * z / n), z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+        print(f"95% interval if sampled: {c - h:.1%} - {c + h:.1%}")
     for r in results:
         if r["status"] == "survived":
             print(f"SURVIVED {r['file']}:{r['line']} [{r['func']}] {r['change']}: {r['text'][:100]}")
