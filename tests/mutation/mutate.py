@@ -484,7 +484,8 @@ def main() -> None:
             file_tests = sorted({t for k, ts in cov.items() if k.startswith(f + ":") for t in ts},
                                 key=lambda t: durations.get(t, 0.0))
             path.write_text(ast.unparse(ast.parse(original)) + "\n")
-            st, code = run_forked(lambda: _child_pytest(tree, file_tests or all_tests, str(tree / ".noop")), 3600)
+            # (the 20 fastest tests of the file: an unparse fault breaks them all)
+            st, code = run_forked(lambda: _child_pytest(tree, (file_tests or all_tests)[:20], str(tree / ".noop")), 3600)
             path.write_text(original)
             if st != "done" or code != 0:
                 sys.exit(f"{f}: the unparsed (unmutated) file fails its tests (exit {code}); cannot mutate it")
