@@ -376,3 +376,37 @@ def test_measured_collective_fit_chosen_by_link_count_and_mode():
     for other in (build_machine(h200, 8, nv4, prof, h200, mk), build_machine(h200, 4, nv4, prof, h200, mk, graph=False),
                   build_machine(h200, 4, registry.load_link("pcie5-host"), prof, h200, mk)):
         assert "calibrated spec" in other.all_reduce.rule
+
+
+def test_calibration_factors_by_hand():
+    """calibration.py: a floor factor multiplies the group's floors, a bandwidth factor its
+    bandwidth (never past the GPU's streaming roof), `launch` every launch/node cost, collective
+    factors their link family's law (another family only widens its uncertainty by |ln k|),
+    and tau is scaled but capped; on a GPU the calibration saw, its sigma replaces the rule's."""
+    from perfmodel.model.calibration import Factors, calibrated, scaled_tau
+
+    h200 = registry.load_gpu("h200")
+    mk = registry.load_memory_kinds()
+    m = build_machine(h200, 2, registry.load_link("nvlink4-nvswitch"), hand_profile(), h200, mk)
+    f = Factors(values={"floor.gemm": 2.0, "bw.moe": 0.5, "bw.attention": 100.0, "launch": 3.0, "engine_host_us": 40.0,
+                        "coll_lat.nvlink": 2.0, "coll_bw.nvlink": 0.5, "tau": 1.5},
+                sigma={"floor.gemm": 0.07, "coll_lat.nvlink": 0.2}, gpus=("h200-sxm",))
+    c = calibrated(m, f)
+    assert c.laws["gemm_bf16"].t0_us == pytest.approx(2 * (T0 - NODE)) and c.laws["gemm_bf16"].rel_unc_t0 == 0.07
+    assert c.laws["moe_bf16"].bw_GBps == pytest.approx(BW / 2) and c.laws["moe_bf16"].t0_us == pytest.approx(T0 - 4 * NODE)
+    assert BW < c.laws["attention_mla"].bw_GBps <= max(BW, m.roof_GBps or 0.0)  # capped at the roof
+    o = c.overheads
+    assert (o.graph_node_us, o.graph_launch_us, o.launch_eager_us) == pytest.approx((3 * NODE, 3 * GLAUNCH, 3 * LAUNCH))
+    assert o.engine_host_us == 40.0
+    assert c.all_reduce.latency_us == pytest.approx(2 * m.all_reduce.latency_us)
+    assert c.all_reduce.busbw_GBps == pytest.approx(m.all_reduce.busbw_GBps / 2)
+    assert c.all_reduce.rel_unc_lat == pytest.approx(math.hypot(0.2, m.all_reduce.rel_unc_lat))
+    pcie = build_machine(h200, 2, registry.load_link("pcie5-host"), hand_profile(), h200, mk)
+    cp = calibrated(pcie, f)
+    assert cp.all_reduce.latency_us == pcie.all_reduce.latency_us
+    assert cp.all_reduce.rel_unc_lat == pytest.approx(math.hypot(pcie.all_reduce.rel_unc_lat, math.log(2)))
+    # on a GPU the calibration did not see, its sigma adds to the rule's
+    b300 = build_machine(registry.load_gpu("b300"), 1, None, hand_profile(), h200, mk)
+    assert calibrated(b300, f).laws["gemm_bf16"].rel_unc_t0 == pytest.approx(math.hypot(0.07, 0.3))
+    assert scaled_tau(4.0, f, 17) == pytest.approx(6.0) and scaled_tau(4.0, f, 5) == 5
+    assert scaled_tau(4.0, Factors(), 17) == 4.0
