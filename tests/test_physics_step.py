@@ -410,3 +410,7 @@ def test_calibration_factors_by_hand():
     assert calibrated(b300, f).laws["gemm_bf16"].rel_unc_t0 == pytest.approx(math.hypot(0.07, 0.3))
     assert scaled_tau(4.0, f, 17) == pytest.approx(6.0) and scaled_tau(4.0, f, 5) == 5
     assert scaled_tau(4.0, Factors(), 17) == 4.0
+    # a latency factor alone still calibrates its family (the bandwidth factor stays 1)
+    lat_only = calibrated(m, Factors(values={"coll_lat.nvlink": 2.0}))
+    assert lat_only.all_reduce.latency_us == pytest.approx(2 * m.all_reduce.latency_us)
+    assert lat_only.all_reduce.busbw_GBps == pytest.approx(m.all_reduce.busbw_GBps)

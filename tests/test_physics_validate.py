@@ -103,3 +103,24 @@ def test_sensitivity_signs():
     plain = {r["input"] for r in sensitivity(Request(target="b300", gpus=8, concurrency=[1]))}
     assert "acceptance (τ − 1)" not in plain
     assert sensitivity(Request(target="b300", gpus=8, concurrency=[100000])) == []
+
+
+def test_e2e_two_gpu_points_by_hand():
+    """The stored 2-GPU e2e points are Kimi stacks of n_layers over NVLink4 without lm_head:
+    predicted without the host loop, with 2 all-reduces of T x 7168 x 2 B per layer priced
+    from the link spec (bus factor 2(2-1)/2 = 1)."""
+    from importlib import resources
+
+    from perfmodel.model.e2e import predict_e2e
+    from perfmodel.profile import load_profile
+
+    prof = load_profile(str(resources.files("perfmodel").joinpath("data", "h200-sxm.json")))
+    h200 = registry.load_gpu("h200")
+    c = registry.load_link(h200.default_interconnect).calibrated
+    two = [p for p in prof.e2e if p.n_gpus == 2]
+    assert two
+    for p, est in predict_e2e(two, prof, h200, registry.load_memory_kinds()):
+        T = p.concurrency * p.q
+        want = 2 * p.n_layers * (c.allreduce_latency_us.value + T * 7168 * 2 / (c.allreduce_busbw_GBps.value * 1e3))
+        assert est.breakdown_us["collectives"] == pytest.approx(want), p.name
+        assert "host" not in est.breakdown_us

@@ -1,0 +1,108 @@
+"""Acceptance models at their limits: the boundary values each law admits, tau's 1-sigma, and
+the sources' plumbing, against hand-worked figures (chain: tau = 1 + sum of prod alpha)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from perfmodel.model.acceptance import (PRESETS, ParametricDraft, acceptance_from_cli, chain_tau_per_depth,
+                                        derive_presets, ddtree_tau_curve, eagle_build, fit_s1_for_chain,
+                                        from_calibration_json, from_scalar_alpha, from_table, parametric)
+
+
+def test_chain_per_depth_limits():
+    assert chain_tau_per_depth([1.0, 1.0]) == 3.0  # certain acceptance: every draft + the bonus
+    assert chain_tau_per_depth([0.0, 1.0]) == 1.0
+    assert chain_tau_per_depth([0.5, 0.5]) == pytest.approx(1 + 0.5 + 0.25)
+    assert chain_tau_per_depth([]) == 1.0
+    for bad in ([1.5], [-0.1], [float("nan")], [0.5, 1.01]):
+        with pytest.raises(ValueError):
+            chain_tau_per_depth(bad)
+
+
+def test_scalar_alpha_limits():
+    assert from_scalar_alpha(1.0).tau(3) == 4.0 and from_scalar_alpha(0.0).tau(3) == 1.0
+    assert from_scalar_alpha(0.5, depth=2).tau(10) == pytest.approx(1.75)  # capped at the block
+    with pytest.raises(ValueError):
+        from_scalar_alpha(1.01)
+
+
+def test_tree_inputs_validated():
+    for q in (np.zeros((0, 3)), np.zeros((3, 0))):
+        with pytest.raises(ValueError, match="non-empty"):
+            ddtree_tau_curve(q, q, 4)
+    with pytest.raises(ValueError, match="sums to"):
+        ddtree_tau_curve([[0.7, 0.6]], [[0.1, 0.1]], 2)
+    q = [[0.5, 0.3]]
+    with pytest.raises(ValueError):
+        eagle_build(q, q, 0, 1)
+    with pytest.raises(ValueError):
+        eagle_build(q, q, 1, 0)
+    t = eagle_build([[0.6, 0.3], [0.6, 0.3]], [[0.5, 0.2], [0.5, 0.2]], 1, 2)  # top-1, depth 2: a chain
+    assert list(t.depth) == [1, 2] and list(t.parent) == [-1, 0]
+    assert list(t.gain) == pytest.approx([0.5, 0.25])
+
+
+def test_parametric_draft_limits():
+    for kw in (dict(decay=0.0), dict(a=1.01), dict(a=-0.1), dict(D=0), dict(K=0), dict(D=0, K=5), dict(s1=-1.0)):
+        args = dict(s1=2.0, decay=1.0, a=1.0, D=3, K=8) | kw
+        with pytest.raises(ValueError):
+            ParametricDraft(**args)
+    for kw in (dict(a=1.0), dict(a=0.0), dict(D=1), dict(K=1), dict(s1=0.0)):
+        ParametricDraft(**(dict(s1=2.0, decay=1.0, a=1.0, D=3, K=8) | kw))
+    # a = 0: the target never agrees, tau = 1; K = 1: the single rank is certain, tau = 1 + gamma
+    assert ParametricDraft(2.0, 1.0, 0.0, 3, 8).chain_tau() == 1.0
+    assert ParametricDraft(2.0, 1.0, 1.0, 3, 1).chain_tau() == 4.0
+    assert ParametricDraft(2.0, 1.0, 1.0, 3, 1).chain_tau(0) == 1.0
+
+
+def test_fit_s1_at_the_ends_of_its_bracket():
+    hi = ParametricDraft(40.0, 1.0, 1.0, 15, 1024).chain_tau(15)
+    assert fit_s1_for_chain(hi, 15, 1.0) == pytest.approx(40.0, abs=1e-3)  # tau is flat up there
+    lo = ParametricDraft(0.0, 1.0, 1.0, 15, 1024).chain_tau(15)
+    assert fit_s1_for_chain(lo, 15, 1.0) == pytest.approx(0.0, abs=1e-6)
+    with pytest.raises(ValueError, match="outside"):
+        fit_s1_for_chain(hi + 0.01, 15, 1.0)
+
+
+def test_presets_are_what_derive_presets_gives():
+    got = derive_presets()
+    for name, p in PRESETS.items():
+        g = got[name]
+        assert (p.decay, p.a, p.D, p.K) == (pytest.approx(g.decay), g.a, g.D, g.K), name
+        assert p.s1 == pytest.approx(g.s1, abs=1e-4), name
+
+
+def test_tau_sigma():
+    """Default 1-sigma: 5% of the speculative gain (tau - 1); 0 without speculation."""
+    src = from_scalar_alpha(0.8, depth=15)
+    assert src.tau_sigma(0) == 0.0
+    assert src.tau_sigma(4) == pytest.approx(0.05 * (src.tau(4) - 1))
+    t = from_table({16: 6.0, 17: 6.1, 64: 8.0}, sigmas={16: 0.3})  # budgets 1 apart are not duplicates
+    assert t.tau_sigma(16) == pytest.approx(0.3)
+    assert t.tau_sigma(64) == pytest.approx(0.05 * 7.0)  # not given: the default
+    with pytest.raises(ValueError, match="duplicate"):
+        from_table({"16": 6.0, 16: 6.1})
+    cli = acceptance_from_cli("table:16=6.1±0.2,32=7.0±0", 15)
+    assert cli.tau_sigma(16) == pytest.approx(0.2) and cli.tau_sigma(32) == 0.0
+    with pytest.raises(ValueError, match="standard error"):
+        acceptance_from_cli("table:16=6.1±-1", 15)
+
+
+def test_calibration_file_sigma(tmp_path):
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"q": [[0.6, 0.3]], "p": [[0.5, 0.2]], "tau_sigma_rel": 0.0}))
+    src = from_calibration_json(f)
+    assert src.tau(2) == pytest.approx(1.7) and src.tau_sigma(2) == 0.0
+    f.write_text(json.dumps({"q": [[0.6, 0.3]], "p": [[0.5, 0.2]], "tau_sigma_rel": 0.2}))
+    assert from_calibration_json(f).tau_sigma(2) == pytest.approx(0.2 * 0.7)
+
+
+def test_cli_forms_reach_the_same_models():
+    a = acceptance_from_cli("parametric:ddtree_paper", 15)
+    b = parametric("ddtree_paper", depth=15)
+    assert a.tau(64) == b.tau(64) and a.tau(64) > acceptance_from_cli("auto", 15).tau(64)
+    assert "top-8" in parametric("dflash_default", depth=15, structure="eagle").description
+    assert math.isclose(acceptance_from_cli("0.5", 2).tau(9), 1.75)
