@@ -510,3 +510,21 @@ def test_elementwise_ops_counted_as_the_bench_counts_them():
     for op, variant in ((tp8["attn_norm"], "add_rmsnorm"), (one["shared_silu_mul"], "silu_mul"),
                         (tp8["topk"], "router_topk"), (tp8["q_rope"], "rope"), (tp8["sample_argmax"], "argmax_vocab")):
         assert (op.bytes, op.flops) == (bench[variant].bytes, bench[variant].flops), variant
+
+
+def test_ep_layout_ops_by_hand():
+    """EP8 (DP attention), C=9 sequences: this GPU runs ceil(9/8) = 2 sequences' attention,
+    dense MLP and shared expert on whole (unsplit) weights, and the routed experts of all 9
+    tokens on its 48 experts; dispatch + combine all-to-alls carry each local token's hidden
+    state to its 8 experts' owners."""
+    m = registry.load_model("kimi-k2.6")
+    ops, colls = decode_ops(m, Layout("ep", 8), 9, 1, 4095)
+    by = {o.name: o for o in ops}
+    assert by["attention_core"].bytes == 2 * 4096 * 576 * 2 + 2 * 2 * 64 * 512 * 2 + 2 * 64 * 576 * 2
+    assert by["q_b"].bytes == 1536 * 64 * 192 * 2 + 2 * (1536 + 64 * 192) * 2  # all 64 heads
+    assert by["dense_gate_up"].bytes == 7168 * 36864 * 2 + 2 * (7168 + 36864) * 2
+    assert by["shared_down"].bytes == 2048 * 7168 * 2 + 2 * (2048 + 7168) * 2
+    assert by["lm_head"].bytes == 20480 * 7168 * 2 + 2 * (7168 + 20480) * 2  # vocab still split 8 ways
+    a2a = next(c for c in colls if c.op == "all_to_all")
+    assert (a2a.count, a2a.bytes_per_gpu) == (120, 2 * 8 * 7168 * 2)
+    assert {c.name for c in colls} == {"ep_alltoall", "logits_gather"}
