@@ -528,3 +528,30 @@ def test_ep_layout_ops_by_hand():
     a2a = next(c for c in colls if c.op == "all_to_all")
     assert (a2a.count, a2a.bytes_per_gpu) == (120, 2 * 8 * 7168 * 2)
     assert {c.name for c in colls} == {"ep_alltoall", "logits_gather"}
+
+
+def test_expected_max_of_normals_published_values():
+    """E[max of n standard normals]: 0 (n=1), 1/sqrt(pi) = 0.5642 (n=2), 1.0294 (n=4), 1.4236 (n=8)
+    (order-statistics tables, e.g. Harter 1961)."""
+    from perfmodel.model.layers import expected_max_std_normal
+
+    assert expected_max_std_normal(1) == 0.0
+    assert expected_max_std_normal(2) == pytest.approx(1 / math.sqrt(math.pi), abs=1e-4)
+    assert expected_max_std_normal(4) == pytest.approx(1.0294, abs=1e-3)
+    assert expected_max_std_normal(8) == pytest.approx(1.4236, abs=1e-3)
+
+
+def test_mla_variants_by_hand():
+    """W_UV's flops; one head per GPU (64 heads at TP64); an MLA model without the low-rank q
+    (q_lora_rank 0, as DeepSeek-V2-Lite): one q projection 7168 -> heads x 192."""
+    m = registry.load_model("kimi-k2.6")
+    by = {o.name: o for o in decode_ops(m, Layout("tp", 8), 2, 3, 4093)[0]}
+    assert by["w_uv"].flops == 2.0 * 6 * 8 * 128 * 512
+    one = {o.name: o for o in decode_ops(m, Layout("tp", 64), 1, 1, 100)[0]}
+    assert one["q_b"].bytes == 1536 * 192 * 2 + (1536 + 192) * 2
+    nolora = m.model_copy(update={"attention": m.attention.model_copy(update={"q_lora_rank": 0})})
+    by0 = {o.name: o for o in decode_ops(nolora, Layout("tp", 8), 1, 1, 100)[0]}
+    assert "q_a" not in by0 and "q_b" not in by0
+    assert by0["q_proj"].bytes == 7168 * 8 * 192 * 2 + (7168 + 8 * 192) * 2
+    pc = param_counts(nolora)["attention"] / 61
+    assert pc == 7168 * 64 * 192 + 7168 * 576 + 512 * 64 * 256 + 64 * 128 * 7168
