@@ -555,3 +555,21 @@ def test_mla_variants_by_hand():
     assert by0["q_proj"].bytes == 7168 * 8 * 192 * 2 + (7168 + 8 * 192) * 2
     pc = param_counts(nolora)["attention"] / 61
     assert pc == 7168 * 64 * 192 + 7168 * 576 + 512 * 64 * 256 + 64 * 128 * 7168
+
+
+def test_lookup_lower_bound_uses_the_largest_sampled_concurrency():
+    """Above the largest sampled C the op takes at least that curve's time (more sequences
+    never take less); samples of another kind do not count as sampled concurrencies."""
+    from perfmodel.model.lookup import Probe, SampleTable
+    from perfmodel.profile import BenchResult, Profile, Provenance, Sample
+
+    pts = [(1, 10.0), (2, 20.0), (4, 40.0)]
+    samples = [Sample(shape={"C": c, "L": L, "kind": "x"}, median_ms=t * L / 8 / 1e3, provider="triton")
+               for c, t in pts for L in (8, 16)]
+    samples.append(Sample(shape={"C": 16, "L": 8, "kind": "z"}, median_ms=1.0, provider="triton"))
+    tab = SampleTable(Profile(provenance=Provenance(kind="measured", gpu_name="g", timestamp="t"),
+                              benches={"attention": BenchResult(status="ok", samples=samples)}))
+    pr = lambda c, L: Probe("attention", (("kind", "x"),), "L", L, "triton", "C", c)  # noqa: E731
+    assert tab.lower_bound(pr(8, 16)) == pytest.approx(80.0)  # the C=4 curve at L=16
+    assert tab.lower_bound(pr(3, 16)) is None and tab.lookup(pr(8, 16)) is None
+    assert tab.lookup(pr(3, 8)) == pytest.approx(math.exp(math.log(20) + math.log(1.5) / math.log(2) * math.log(2)))
