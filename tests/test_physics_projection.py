@@ -299,6 +299,7 @@ def test_interval_widens_with_the_self_check_error(tmp_path):
     r0 = project(Request(target="h200", gpus=1, model="llama-3.1-8b", concurrency=[1]))
     r1 = project(Request(target="h200", gpus=1, model="llama-3.1-8b", concurrency=[1], profile=str(path)))
     err0, err1 = r0["self_check"]["median_abs_err"], r1["self_check"]["median_abs_err"]
+    assert r0["self_check"]["n_points"] == sum(p.n_gpus == 1 for p in prof.e2e)  # the 1-GPU points only
     assert err1 > 0.2 > 0.05 > err0
     p0, p1 = r0["points"][0], r1["points"][0]
     assert p1["step_ms"] == pytest.approx(p0["step_ms"])  # same components, same estimate
@@ -432,8 +433,15 @@ def test_points_past_memory_are_marked_with_the_numbers():
     assert p["memory_GB"]["kv"] == pytest.approx(200 * 128 * KIB * 8192 / 1e9)
     assert f"KV {p['memory_GB']['kv']:.1f} GB" in p["note"]
     # speculative: nothing fits either, for any budget
-    s = project(Request(target="b300", gpus=8, spec="ddtree", concurrency=[100000]))["points"][0]
+    s = project(Request(target="b300", gpus=8, spec="ddtree", budget=16, concurrency=[100000]))["points"][0]
     assert s["fits_in_memory"] is False and "does not fit" in s["note"]
+    assert s["memory_GB"]["kv"] == pytest.approx(100000 * 61 * 576 * 2 * (8192 + 17) / 1e9)  # with the B + 1 tokens
+    # C=280 fits without speculation (0.576 GB of KV a sequence) but not with a 512-node tree and
+    # the drafter: the note's inequality must hold for the figures it prints
+    t = project(Request(target="b300", gpus=8, spec="ddtree", budget=512, concurrency=[280]))["points"][0]
+    g = t["memory_GB"]
+    assert t["fits_in_memory"] is False and g["weights"] + g["kv"] > g["usable"]
+    assert g["kv"] == pytest.approx(280 * 61 * 576 * 2 * (8192 + 513) / 1e9)
 
 
 def test_projection_reports_its_rules_and_sources():
@@ -573,3 +581,11 @@ def test_lookup_lower_bound_uses_the_largest_sampled_concurrency():
     assert tab.lower_bound(pr(8, 16)) == pytest.approx(80.0)  # the C=4 curve at L=16
     assert tab.lower_bound(pr(3, 16)) is None and tab.lookup(pr(8, 16)) is None
     assert tab.lookup(pr(3, 8)) == pytest.approx(math.exp(math.log(20) + math.log(1.5) / math.log(2) * math.log(2)))
+
+
+def test_budget_one_speculates():
+    """A one-node tree still speculates: tau(1) > 1, with a draft and a tree build."""
+    res = project(Request(target="b300", gpus=8, spec="ddtree", budget=1, concurrency=[1, 8]))
+    p = res["points"][0]
+    assert p["budget"] == 1 and p["tau"] > 1 and p["spec_split"]["draft_ms"] > 0
+    assert res.point(8)["concurrency"] == 8

@@ -241,7 +241,8 @@ class Projector:
                                       tokens_per_s_per_stream=tau / est.step_us * 1e6, fits_in_memory=True), est, mem))
         ok = [c for c in curve if c[0].fits_in_memory]
         if not ok:
-            return self._unfit(C, memory_use(self.model, self.gpu, self.layout, r.context), budgets[0])
+            b0 = budgets[0]  # the note's figures are those of the smallest tree tried, drafter and tree tokens included
+            return self._unfit(C, memory_use(self.model, self.gpu, self.layout, r.context, spec_tokens=b0 + 1, drafter=True), b0)
         best, est, mem = max(ok, key=lambda c: c[0].tokens_per_s_per_stream)
         spec_fits = any(c[0].budget > 0 for c in ok)
         note = None
