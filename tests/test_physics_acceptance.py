@@ -106,3 +106,8 @@ def test_cli_forms_reach_the_same_models():
     assert a.tau(64) == b.tau(64) and a.tau(64) > acceptance_from_cli("auto", 15).tau(64)
     assert "top-8" in parametric("dflash_default", depth=15, structure="eagle").description
     assert math.isclose(acceptance_from_cli("0.5", 2).tau(9), 1.75)
+
+
+def test_eagle_depth_one_is_the_top_k():
+    t = eagle_build([[0.6, 0.3]], [[0.5, 0.2]], 2, 1)  # depth 1: the draft's top-2 tokens, best first
+    assert list(t.rank) == [0, 1] and list(t.gain) == pytest.approx([0.5, 0.2])
