@@ -474,6 +474,7 @@ def main() -> None:
     all_tests = sorted((d for d in durations if "::" in d), key=durations.get)
     uses = name_uses(TARGETS)
     killers: dict[str, int] = {}
+    test_text = {t: (ROOT / t).read_text() for t in tests}
     results = []
     try:
         for f in files:
@@ -502,6 +503,8 @@ def main() -> None:
                     for name in w.get("names", []):
                         where += uses.get(name, [])
                     ids = {t for (ff, ln) in where for t in cov.get(f"{ff}:{ln}", ())}
+                    # and every test of a test file that names it (a test may read a table directly)
+                    ids |= {t for t in all_tests for name in w.get("names", []) if name in test_text[t.split("::")[0]]}
                     chosen = sorted(ids, key=lambda t: durations.get(t, 0.0)) if where else all_tests
                 else:
                     ids = set()
