@@ -111,3 +111,21 @@ def test_cli_forms_reach_the_same_models():
 def test_eagle_depth_one_is_the_top_k():
     t = eagle_build([[0.6, 0.3]], [[0.5, 0.2]], 2, 1)  # depth 1: the draft's top-2 tokens, best first
     assert list(t.rank) == [0, 1] and list(t.gain) == pytest.approx([0.5, 0.2])
+
+
+def test_preset_sigma_against_the_published_figures():
+    """A preset's 1-sigma is the RMS relative error of its (tau - 1) against the figures it was
+    fitted to: DFlash chain tau 6.29 and 6.44 at block 16 (sglang PR #16818, GSM8K) and DDTree
+    mean tau(64), tau(128) of 9.54 (GSM8K), 9.94 (MBPP), 10.72 (HumanEval) (DDTree paper)."""
+    from perfmodel.model.acceptance import preset_sigma_rel
+
+    for name, figures in (("dflash_default", [("chain", 6.29), ("chain", 6.44), ("ddtree", 9.54), ("ddtree", 9.94),
+                                              ("ddtree", 10.72)]),
+                          ("ddtree_paper", [("ddtree", 9.54), ("ddtree", 9.94), ("ddtree", 10.72)])):
+        m = PRESETS[name]
+        c = ddtree_tau_curve(m.q(), m.p(), 128)
+        model = {"chain": m.chain_tau(15), "ddtree": (c[64] + c[128]) / 2}
+        errs = [(model[s] - 1) / (pub - 1) - 1 for s, pub in figures]
+        assert preset_sigma_rel(name) == pytest.approx(math.sqrt(sum(e * e for e in errs) / len(errs))), name
+    assert not parametric("dflash_default", depth=15).measured and not from_scalar_alpha(0.8).measured
+    assert from_table({16: 6.0}).measured
