@@ -518,6 +518,9 @@ def test_elementwise_ops_counted_as_the_bench_counts_them():
     for op, variant in ((tp8["attn_norm"], "add_rmsnorm"), (one["shared_silu_mul"], "silu_mul"),
                         (tp8["topk"], "router_topk"), (tp8["q_rope"], "rope"), (tp8["sample_argmax"], "argmax_vocab")):
         assert (op.bytes, op.flops) == (bench[variant].bytes, bench[variant].flops), variant
+    # plain RMSNorm: the bench ran it over 7168, the model over q's 1536-wide rank; per element alike
+    b, q = bench["rmsnorm"], tp8["q_norm"]
+    assert (q.bytes / 1536, q.flops / 1536) == (b.bytes / 7168, b.flops / 7168)
 
 
 def test_ep_layout_ops_by_hand():

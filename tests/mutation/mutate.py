@@ -510,6 +510,10 @@ def main() -> None:
                     ids = set()
                     for ln in s["lines"]:
                         ids.update(cov.get(f"{f}:{ln}", ()))
+                    # tests of files that call the function by name: a cached function (lru_cache)
+                    # runs its body only for the first test that calls it
+                    fn = s["func"].split(".")[-1] + "("
+                    ids |= {t for t in all_tests if fn in test_text[t.split("::")[0]]}
                     chosen = sorted(ids, key=lambda t: durations.get(t, 0.0))
                 # tests that killed earlier mutants first (they tend to kill neighbours), then fastest
                 chosen = sorted(chosen, key=lambda t: (-killers.get(t, 0), durations.get(t, 0.0)))
