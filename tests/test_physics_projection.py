@@ -502,6 +502,7 @@ def test_memory_fit_boundary():
     assert mu.kv_GB(3) == 6.0
     assert MemoryUse(10.0, 2.0, 21.9).max_concurrency == 5
     assert MemoryUse(30.0, 2.0, 20.0).max_concurrency == 0
+    assert MemoryUse(10.0, 0.5, 20.0).max_concurrency == 20
 
 
 def test_elementwise_ops_counted_as_the_bench_counts_them():
@@ -592,3 +593,14 @@ def test_budget_one_speculates():
     p = res["points"][0]
     assert p["budget"] == 1 and p["tau"] > 1 and p["spec_split"]["draft_ms"] > 0
     assert res.point(8)["concurrency"] == 8
+
+
+def test_budget_curve_and_the_speculation_does_not_fit_note():
+    """Kimi TP8 on B300 at C=292: plain decode fits (0.576 GB of KV a sequence), the smallest tree
+    (B=4, +5 tokens) with the drafter's weights does not: auto picks no speculation and says why.
+    Each curve entry's tok/s is tau / step."""
+    p = project(Request(target="b300", gpus=8, spec="ddtree", concurrency=[292, 8]))["points"]
+    assert p[0]["budget"] == 0 and p[0]["budget_note"].startswith("speculation does not fit")
+    for c in p[1]["budget_curve"]:
+        if c["fits_in_memory"]:
+            assert c["tokens_per_s_per_stream"] == pytest.approx(c["tau"] / c["step_ms"] * 1e3, rel=1e-12)
