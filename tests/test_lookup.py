@@ -5,7 +5,7 @@ import math
 import pytest
 
 from perfmodel.model.lookup import Probe, SampleTable
-from perfmodel.model.ops import Op, estimate
+from perfmodel.model.ops import Op
 from perfmodel.profile import BenchResult, Profile, Provenance, Sample
 
 

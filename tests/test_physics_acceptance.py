@@ -7,9 +7,20 @@ import math
 import numpy as np
 import pytest
 
-from perfmodel.model.acceptance import (PRESETS, ParametricDraft, acceptance_from_cli, chain_tau_per_depth,
-                                        derive_presets, ddtree_tau_curve, eagle_build, fit_s1_for_chain,
-                                        from_calibration_json, from_scalar_alpha, from_table, parametric)
+from perfmodel.model.acceptance import (
+    PRESETS,
+    ParametricDraft,
+    acceptance_from_cli,
+    chain_tau_per_depth,
+    ddtree_tau_curve,
+    derive_presets,
+    eagle_build,
+    fit_s1_for_chain,
+    from_calibration_json,
+    from_scalar_alpha,
+    from_table,
+    parametric,
+)
 
 
 def test_chain_per_depth_limits():

@@ -3,7 +3,7 @@
 import pytest
 
 from perfmodel.model.derived import spec_derived_profile
-from perfmodel.model.project import Projector, Request, project
+from perfmodel.model.project import Projector, Request
 from perfmodel.model.step import step_estimate
 from perfmodel.specs import registry
 from perfmodel.validate import published_rows, run_validation
