@@ -33,4 +33,4 @@ for k in (2, 4, 6, 8, 10, 12):
     f = res.to_factors()
     errs = [abs(preps[i].predict(f) / pts[i].step_ms - 1) for i in range(len(pts)) if i not in cal]
     moved = ", ".join(f"{x.name} {x.value:.2f}" for x in res.factors if x.determined)
-    print(f"{k:2d}  {statistics.median(errs):10.1%}  {max(errs):8.1%}  ({len(errs)})  moved: {moved}")
+    print(f"{k:2d}  {statistics.median(errs):10.1%}  {max(errs):8.1%}  ({len(errs)})  pinned by the data: {moved}")
