@@ -32,7 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from perfmodel.model.calibration import FAMILIES, GROUPS, HOST, OUTSIDE, VERIFY, Factors, calibrated, group_of, link_family
+from perfmodel.model.calibration import FAMILIES, GROUPS, HOST, OUTSIDE, VERIFY, Factors, calibrated, group_of, link_family, scaled_tau
 from perfmodel.model.layers import Layout
 from perfmodel.model.machine import Machine, build_machine
 from perfmodel.model.memory import memory_use
@@ -188,7 +188,7 @@ class Prepared:
         """The point's figure, in its own unit."""
         mach = calibrated(self.machine, f)
         step = self.estimate(f, mach).step_us
-        tau = min(self.tau * f.get("tau"), self.tau_cap) if self.draft else 1.0
+        tau = scaled_tau(self.tau, f, self.tau_cap) if self.draft else 1.0
         p = self.point
         name, _ = p.figure
         if p.isl is not None:  # whole requests: one prefill forward of C x isl tokens, then osl steps
@@ -386,16 +386,15 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
 
 
 def _duplicates(points: list[ObservedPoint]) -> list[str]:
-    seen: dict[str, tuple[int, float]] = {}
+    """A warning for each point whose setup an earlier point already has, with another figure."""
+    seen: dict[str, tuple[int, tuple[str, float]]] = {}
     out = []
     for i, p in enumerate(points):
         key = p.model_dump_json(exclude={"label", "rel_sigma", *FIGURES})
-        name, v = p.figure
-        if key in seen:
-            j, w = seen[key]
-            out.append(f"points {j} and {i} describe the same setup with different figures; both are kept")
-        else:
-            seen[key] = (i, v)
+        if key not in seen:
+            seen[key] = (i, p.figure)
+        elif seen[key][1] != p.figure:
+            out.append(f"points {seen[key][0]} and {i} describe the same setup with different figures; both are kept")
     return out
 
 
@@ -481,11 +480,10 @@ def from_bench_file(path: str, kind: Literal["vllm", "sglang"], setup: dict) -> 
         pt["context"] = max(1, round((tin + tout / 2) / done))  # mean decode context
     elif isinstance(rec.get("random_input_len"), int) and isinstance(rec.get("random_output_len"), int):
         pt["context"] = rec["random_input_len"] + rec["random_output_len"] // 2
-    pt.update({k: v for k, v in setup.items() if v is not None})
+    pt.update({k: v for k, v in setup.items() if v is not None and k != "engine"})
     if "concurrency" not in pt:
         raise CalibrationError(f"--from-{kind} '{path}': the file has no max_concurrency; give --concurrency")
-    engine = setup.pop("engine", None) or f"{kind} ({rec.get('backend', kind)}, {Path(path).name})"
-    pt.pop("engine", None)
+    engine = setup.get("engine") or f"{kind} ({rec.get('backend', kind)}, {Path(path).name})"
     from pydantic import ValidationError
 
     try:

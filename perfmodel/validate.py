@@ -105,6 +105,7 @@ def _foreign_rows(prof: Profile, base: Profile, path: str) -> list[dict]:
     (`calibrate.calibration_pair`), predict the rest (`foreign-calibrated`), beside the same
     points predicted uncalibrated (`foreign-uncalibrated`)."""
     from perfmodel.calibrate import CalibrationInput, calibration_pair, fit, points_from_foreign, predict_interval, prepare
+    from perfmodel.model.calibration import Factors
 
     gpu = prof.provenance.gpu_spec or profile_source_gpu(base).name
     pts = points_from_foreign(prof, gpu)
@@ -120,17 +121,11 @@ def _foreign_rows(prof: Profile, base: Profile, path: str) -> list[dict]:
             continue
         prep = prepare(i, p, base)
         pred, lo, hi = predict_interval(prep, cal, Z90)
-        unc = prep.estimate(prep_factors_none()).step_us / 1e3
+        unc = prep.estimate(Factors()).step_us / 1e3
         for kind, v, inside in (("foreign-calibrated", pred, lo <= p.step_ms <= hi), ("foreign-uncalibrated", unc, None)):
             rows.append({"kind": kind, "point": p.describe(), "measured": p.step_ms, "unit": "ms/step", "predicted": v,
                          "err": v / p.step_ms - 1, "in_interval": inside, "source": src})
     return rows
-
-
-def prep_factors_none():
-    from perfmodel.model.calibration import Factors
-
-    return Factors()
 
 
 def _published_logo(base_path: str | None) -> list[dict]:

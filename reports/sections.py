@@ -124,7 +124,6 @@ def anchors_section(doc: dict, figs: dict[str, str]) -> list[str]:
     doc["target"]["projection"]
     sp = doc["source"]["projection"] if doc["source"] else None
     a = doc["anchors"]
-    doc["summary"]
     L: list[str] = []
     L.append(f"## 3. Measured anchors on the profile GPU ({a['gpu']})")
     L.append("")
@@ -233,7 +232,6 @@ def projection_section(doc: dict, figs: dict[str, str]) -> list[str]:
     tp = doc["target"]["projection"]
     sp = doc["source"]["projection"] if doc["source"] else None
     a = doc["anchors"]
-    doc["summary"]
     L: list[str] = []
     L.append("## 5. Projection per concurrency")
     L.append("")
@@ -263,7 +261,6 @@ def figures_section(doc: dict, figs: dict[str, str]) -> list[str]:
     tp = doc["target"]["projection"]
     doc["source"]["projection"] if doc["source"] else None
     a = doc["anchors"]
-    doc["summary"]
     L: list[str] = []
     L.append("## 6. Figures")
     L.append("")

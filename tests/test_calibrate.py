@@ -200,6 +200,9 @@ def test_cli_duplicates_warn_and_keep_both(tmp_path):
     assert code == 0, out
     res = json.loads((tmp_path / "c.json").read_text())
     assert len(res["points"]) == 2 and any("both are kept" in w for w in res["warnings"])
+    code, out = _cli(tmp_path, {"engine": "e", "points": [p | {"step_ms": 20.0}, p | {"step_ms": 20.0}]})
+    warnings = json.loads((tmp_path / "c.json").read_text())["warnings"]
+    assert code == 0 and not any("both are kept" in w for w in warnings)  # the same figure twice: no conflict
 
 
 def test_calibration_json_feeds_project(tmp_path):
