@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 
-from perfmodel.profile import BenchResult
+from perfmodel.profile import KERNEL_SETS, BenchResult, attention_units, fit_key, wave_bytes
 
 from .common import BenchContext, BenchOutput, make_sample, pct, randn
-from .fits import fit_kernel_law, launcher_of
+from .fits import fit_kernel_law, fit_unit_law, launcher_of
 from .shapes import LLAMA3_8B, QWEN3_30B
 from .timing import rotation_copies, time_fn
 
@@ -44,6 +44,50 @@ def _grid(quick: bool, big: bool):
 
 
 MAX_KV_BYTES = 12e9  # keep one config's cache under this
+GQA_SHAPES = {
+    "gqa_qwen3_30b": dict(Hq=QWEN3_30B["n_heads"], Hkv=QWEN3_30B["n_kv_heads"], D=QWEN3_30B["head_dim"]),
+    "gqa_llama3_8b": dict(Hq=LLAMA3_8B["n_heads"], Hkv=LLAMA3_8B["n_kv_heads"], D=LLAMA3_8B["head_dim"]),
+}
+SDPA = KERNEL_SETS["torch"]["attention"]
+
+
+def _sdpa_grid(quick: bool):
+    """The kernel set "torch" (SDPA): decode (q = 1) and chain verification (q = 4, 16), on a grid
+    of its own (C and L between the points a decode stack usually runs at)."""
+    if quick:
+        return [(C, q, L) for C in (1, 16) for q in (1, 4) for L in (512, 16384)]
+    return [(C, q, L) for C in (1, 4, 16, 64) for q in (1, 4, 16) for L in (512, 2048, 16384)]
+
+
+def _sdpa(ctx, read, tk, copies, notes) -> list:
+    """GQA attention through `F.scaled_dot_product_attention` (measure/ops.py `sdpa_attend`, as
+    the torch-only decode stack calls it), provider "torch.sdpa"."""
+    import torch
+
+    from perfmodel.kernels import tree_attention as ta
+
+    from .ops import sdpa_attend, verify_mask
+
+    out = []
+    for name, hp in GQA_SHAPES.items():
+        Hq, Hkv, D = hp["Hq"], hp["Hkv"], hp["D"]
+        for C, q, L in _sdpa_grid(ctx.quick):
+            if ctx.over_budget():
+                notes.append(f"{name} sdpa stopped (time budget)")
+                return out
+            S = L + q
+            if 2 * C * S * Hkv * D * 2 > MAX_KV_BYTES:
+                continue
+            qq, m = randn(C, q, Hq, D), verify_mask(q, L, "cuda")
+            kvs = [(randn(C, Hkv, S, D), randn(C, Hkv, S, D)) for _ in range(copies(2 * C * S * Hkv * D * 2))]
+            t = time_fn(lambda k, v, qq=qq, m=m: sdpa_attend(qq, k, v, m), args_list=kvs, calls_per_graph=len(kvs), **tk)
+            s = make_sample({"shape": name, "kind": "gqa", "C": C, "q": q, "L": L, **hp}, t,
+                            nbytes=ta.gqa_bytes_moved(C, q, L, Hq, Hkv, D), nflops=ta.gqa_flops(C, q, L, Hq, D), provider=SDPA)
+            s.pct_read_bw = pct(s.achieved_GBps, read)
+            out.append(s)
+            del kvs
+        torch.cuda.empty_cache()
+    return out
 
 
 def run(ctx: BenchContext) -> BenchOutput:
@@ -67,10 +111,10 @@ def run(ctx: BenchContext) -> BenchOutput:
         return masks[(C, q)]
 
     cases = [
-        ("mla_h8", "mla", dict(H=8), True, 0.45),
-        ("mla_h64", "mla", dict(H=64), False, 0.6),
-        ("gqa_qwen3_30b", "gqa", dict(Hq=QWEN3_30B["n_heads"], Hkv=QWEN3_30B["n_kv_heads"], D=QWEN3_30B["head_dim"]), True, 0.85),
-        ("gqa_llama3_8b", "gqa", dict(Hq=LLAMA3_8B["n_heads"], Hkv=LLAMA3_8B["n_kv_heads"], D=LLAMA3_8B["head_dim"]), False, 1.0),
+        ("mla_h8", "mla", dict(H=8), True, 0.35),
+        ("mla_h64", "mla", dict(H=64), False, 0.46),
+        ("gqa_qwen3_30b", "gqa", GQA_SHAPES["gqa_qwen3_30b"], True, 0.65),
+        ("gqa_llama3_8b", "gqa", GQA_SHAPES["gqa_llama3_8b"], False, 0.77),
     ]
     for name, kind, hp, big, share in cases:
         for C, q, L in _grid(ctx.quick, big):
@@ -109,11 +153,12 @@ def run(ctx: BenchContext) -> BenchOutput:
                 del qq, kvs
         torch.cuda.empty_cache()
 
-    fits = fit_attention(samples, ctx.ceilings, ctx.source)
+    samples += _sdpa(ctx, read, tk, _copies, notes)
+    fits = fit_attention(samples, ctx.ceilings, ctx.source, torch.cuda.get_device_properties(0).multi_processor_count)
     return BenchOutput(BenchResult(status="ok", samples=samples, note="; ".join(dict.fromkeys(notes))), fits=fits)
 
 
-def fit_attention(samples, ceilings, source: str) -> dict:
+def fit_attention(samples, ceilings, source: str, sm_count: int | None = None) -> dict:
     """Laws `attention_mla` / `attention_gqa` on the bytes of one read of the KV prefix, with
     a compute roof for the many-row points (trees x heads beyond one row tile).
 
@@ -122,13 +167,30 @@ def fit_attention(samples, ceilings, source: str) -> dict:
     in the 50 MB L2 (C = 1) or not (C = 128): 201 vs 200 us at q=65, H=8, L=32768 (38 MB per
     sequence) in an H200 profile. The row tiles' extra cost is SM work, so it is carried to
     other GPUs by the FLOPS ratio, not the bandwidth ratio. (Older profiles counted the
-    re-reads in the bytes; `KernelFit.rows_per_kv_pass` marks them.)"""
+    re-reads in the bytes; `KernelFit.rows_per_kv_pass` marks them.)
+    The kernel set "torch" (SDPA, GQA only) gets two laws, `attention_gqa@torch` (q = 1, the
+    unmasked decode backend) and `attention_gqa.verify@torch` (q > 1, the masked backend). The
+    masked backend does not split a sequence's prefix: one CTA per (sequence, KV head, row
+    tile) walks all of it, so with few sequences and heads most SMs idle and the time follows
+    the prefix length, not the bytes (1 or 8 sequences, 8 or 4 KV heads: the same time). Its
+    law gets a per-unit rate (`fit_unit_law`) over the waves of units on `sm_count` SMs."""
     fits = {}
-    for cls, kind in (("attention_mla", "mla"), ("attention_gqa", "gqa")):
-        pts = [s for s in samples if s.shape["kind"] == kind]
+    cases = [(cls, lambda s, k=kind: s.shape["kind"] == k and s.provider != SDPA)
+             for cls, kind in (("attention_mla", "mla"), ("attention_gqa", "gqa"))]
+    cases += [(fit_key("attention_gqa", "torch"), lambda s: s.provider == SDPA and s.shape["q"] == 1),
+              (fit_key("attention_gqa.verify", "torch"), lambda s: s.provider == SDPA and s.shape["q"] > 1)]
+    for cls, keep in cases:
+        pts = [s for s in samples if keep(s)]
         if len(pts) < 3:
             continue
-        fits[cls] = fit_kernel_law([s.bytes for s in pts], [s.flops for s in pts], [s.median_ms * 1e3 for s in pts],
-                                   bench="attention", source=source, default_bw_GBps=ceilings.read_GBps,
-                                   default_tflops=ceilings.bf16_TFLOPS, launcher=launcher_of(pts))
+        args = ([s.bytes for s in pts], [s.flops for s in pts])
+        kw = dict(bench="attention", source=source, default_bw_GBps=ceilings.read_GBps,
+                  default_tflops=ceilings.bf16_TFLOPS, launcher=launcher_of(pts))
+        t = [s.median_ms * 1e3 for s in pts]
+        if cls.startswith("attention_gqa.verify@") and sm_count:
+            waves = [wave_bytes(s.bytes, attention_units(s.shape["C"], s.shape["q"], s.shape["Hq"], s.shape["Hkv"]),
+                                sm_count) for s in pts]
+            fits[cls] = fit_unit_law(*args, waves, t, **kw)
+        else:
+            fits[cls] = fit_kernel_law(*args, t, **kw)
     return fits

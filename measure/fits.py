@@ -2,6 +2,8 @@
 5 ms point weigh the same), with the residuals kept as the projection's error bars.
 
   kernel class  t_us = t0_us + max(bytes / (bw_GBps * 1e3), flops / (tflops * 1e6))
+                (a kernel that walks each sequence's prefix on one CTA also has the term
+                 wave_bytes / (unit_GBps * 1e3), `fit_unit_law`)
   collective    t_us = latency_us + bytes_per_gpu / (bw_GBps * 1e3)
   tree build    t_us = t0_us + per_node_us * C * B
 
@@ -108,6 +110,37 @@ def fit_kernel_law(
         bytes_range=(float(np.min(b)), float(np.max(b))),
         source=src,
     )
+
+
+def fit_unit_law(nbytes: Sequence[float], nflops: Sequence[float | None], wave_bytes: Sequence[float],
+                 t_us: Sequence[float], **kw) -> KernelFit:
+    """The kernel-class law plus a per-work-unit streaming rate (KernelFit.unit_GBps):
+    t = t0 + max(bytes / bw, flops / F, wave_bytes / unit_GBps), where wave_bytes is what one
+    work unit reads times the waves of units (profile.wave_bytes). Starts from the plain law;
+    the unit rate is kept only where it binds at some point and improves the fit."""
+    base = fit_kernel_law(nbytes, nflops, t_us, **kw)
+    b = np.asarray(nbytes, float)
+    f = np.asarray([0.0 if x is None else x for x in nflops], float)
+    w = np.asarray(wave_bytes, float)
+    t = np.asarray(t_us, float)
+
+    def model(p):
+        t0, bw, fl, u = np.exp(p)
+        return np.maximum(kernel_law(t0, bw, fl, b, f), t0 + w / (u * 1e3))
+
+    u0 = float(np.max(w / (t * 1e3)))
+    best = None
+    for scale in (1.0, 0.5, 2.0):
+        p0 = np.log([max(base.t0_us, 1e-4), base.bw_GBps, base.tflops, max(u0 * scale, 1e-3)])
+        r = least_squares(lambda p: _rel(model(p), t), p0, method="trf", max_nfev=4000)
+        if best is None or r.cost < best.cost:
+            best = r
+    t0, bw, fl, u = (float(x) for x in np.exp(best.x))
+    res = _rel(model(best.x), t)
+    binds = np.any(w / (u * 1e3) > kernel_law(0.0, bw, fl, b, f))
+    if not binds or float(np.sqrt(np.mean(res**2))) >= base.rmse_rel:
+        return base
+    return base.model_copy(update=dict(t0_us=t0, bw_GBps=bw, tflops=fl, unit_GBps=u, **_residual_fields(res)))
 
 
 def _fit_affine(x: np.ndarray, t: np.ndarray) -> tuple[float, float, np.ndarray]:

@@ -60,14 +60,6 @@ def points(n_gpus: int, quick: bool, pcie: bool = False) -> list[tuple[int, int,
     return [(C, q, L) for C in (1, 8, 32) for L in (1024, 8192) for q in (1, 4)]
 
 
-def verify_mask(q: int, L: int, device: str = "cpu"):
-    """q new tokens against the L-token prefix and causally among themselves (bottom-right
-    aligned); None for q = 1 (no mask: SDPA's unmasked decode path)."""
-    import torch
-
-    return torch.ones(q, L + q, device=device, dtype=torch.bool).tril(diagonal=L) if q > 1 else None
-
-
 class TorchStack:
     """One rank's shard of a full-depth decode model, built from torch ops only."""
 
@@ -101,6 +93,8 @@ class TorchStack:
     def state(self, C: int, q: int, L: int) -> dict:
         import torch
 
+        from .ops import verify_mask
+
         D, S = self.s["D"], L + q
         st = dict(C=C, q=q, L=L)
         st["x"] = torch.randn(C * q, self.s["H"], device="cuda").to(torch.bfloat16)
@@ -113,29 +107,6 @@ class TorchStack:
         st["mask"] = verify_mask(q, L, "cuda")
         return st
 
-    def _rope(self, t, cos, sin):
-        half = t.shape[-1] // 2
-        rot = __import__("torch").cat((-t[..., half:], t[..., :half]), dim=-1)
-        return t * cos + rot * sin
-
-    def _attend(self, qh, k, v, mask):
-        """Decode (q = 1, no mask): SDPA's GQA-native path (`enable_gqa`, the flash backend, one
-        program per query head). Verification (q > 1, a mask): each KV head's query group folded
-        into the query rows ([C, hkv, q*g, D] against [C, hkv, S, D]), since the masked backends
-        would otherwise expand the KV heads; the mask repeats per group row. An engine's decode
-        and verify kernels differ like this too. qh is [C, q, hq, D]; returns [C*q, hq*D]."""
-        import torch.nn.functional as F
-
-        C, q, hq, D = qh.shape
-        if mask is None:
-            a = F.scaled_dot_product_attention(qh.transpose(1, 2), k, v, enable_gqa=hq != self.hkv)
-            return a.transpose(1, 2).reshape(C * q, hq * D)
-        g = hq // self.hkv
-        qf = qh.view(C, q, self.hkv, g, D).permute(0, 2, 1, 3, 4).reshape(C, self.hkv, q * g, D)
-        m = mask.repeat_interleave(g, dim=0) if mask is not None else None
-        a = F.scaled_dot_product_attention(qf, k, v, attn_mask=m)
-        return a.view(C, self.hkv, q, g, D).permute(0, 2, 1, 3, 4).reshape(C * q, hq * D)
-
     def _all_reduce(self, t):
         if self.group is not None:
             import torch.distributed as dist
@@ -144,42 +115,42 @@ class TorchStack:
         return t
 
     def _moe(self, h, W):
-        import torch
         import torch.nn.functional as F
 
         from perfmodel.kernels.moe_bf16 import grouped_mm_moe_torch
 
-        probs = F.softmax(F.linear(h, W["router"]).float(), dim=-1)
-        wts, ids = torch.topk(probs, self.s["k"], dim=-1)
-        wts = (wts / wts.sum(-1, keepdim=True)).to(h.dtype)
+        from .ops import torch_router_topk
+
+        wts, ids = torch_router_topk(F.linear(h, W["router"]), self.s["k"])
         return grouped_mm_moe_torch(h, W["w13"], W["w2"], ids, wts)
 
     def step(self, st):
         import torch
         import torch.nn.functional as F
 
+        from .ops import sdpa_attend, torch_add_rmsnorm, torch_rmsnorm, torch_rope
+
         C, q, L = st["C"], st["q"], st["L"]
-        H, D, eps = self.s["H"], self.s["D"], self.s["eps"]
+        D, eps = self.s["D"], self.s["eps"]
         x = st["x"]
         for li, W in enumerate(self.layers):
-            h = F.rms_norm(x, (H,), W["ln1"], eps)
+            h = torch_rmsnorm(x, W["ln1"], eps)
             qkv = F.linear(h, W["qkv"]).view(C, q, self.hq + 2 * self.hkv, D)
             qh, kh, vh = qkv.split((self.hq, self.hkv, self.hkv), dim=2)
-            qh = self._rope(qh, st["cos"][None, :, None], st["sin"][None, :, None])
-            kh = self._rope(kh, st["cos"][None, :, None], st["sin"][None, :, None]).transpose(1, 2)
+            qh = torch_rope(qh, st["cos"][None, :, None], st["sin"][None, :, None])
+            kh = torch_rope(kh, st["cos"][None, :, None], st["sin"][None, :, None]).transpose(1, 2)
             st["k"][li][:, :, L:L + q] = kh  # KV-cache write
             st["v"][li][:, :, L:L + q] = vh.transpose(1, 2)
-            a = self._attend(qh, st["k"][li], st["v"][li], st["mask"])
+            a = sdpa_attend(qh, st["k"][li], st["v"][li], st["mask"])
             o = self._all_reduce(F.linear(a, W["o"]))
-            x = x + o
-            h = F.rms_norm(x, (H,), W["ln2"], eps)
+            h, x = torch_add_rmsnorm(x, o, W["ln2"], eps)
             if self.moe:
                 y = self._moe(h, W)
             else:
                 gu = F.linear(h, W["gu"])
                 y = F.linear(F.silu(gu[:, :self.I]) * gu[:, self.I:], W["down"])
             x = x + self._all_reduce(y)
-        h = F.rms_norm(x, (H,), self.final_ln, eps)
+        h = torch_rmsnorm(x, self.final_ln, eps)
         val, idx = F.linear(h, self.lm_head).max(dim=-1)
         pair = torch.stack((val.float(), idx.float()), dim=-1)
         return self._all_reduce(pair)  # stands in for the (value, index) gather across vocab shards

@@ -9,7 +9,7 @@ Each sample records tokens per touched expert and % of the measured read bandwid
 
 from __future__ import annotations
 
-from perfmodel.profile import BenchResult
+from perfmodel.profile import KERNEL_SETS, BenchResult, fit_key
 
 from .common import BenchContext, BenchOutput, log_spaced, make_sample, pct, randn, uniform_topk
 from .fits import fit_kernel_law, launcher_of
@@ -98,14 +98,21 @@ def run(ctx: BenchContext) -> BenchOutput:
         del w13, w2
         torch.cuda.empty_cache()
 
-    c = ctx.ceilings
+    fits = fit_moe(samples, ctx.ceilings, ctx.source)
+    return BenchOutput(BenchResult(status="ok", samples=samples, note="; ".join(dict.fromkeys(notes))), fits=fits)
+
+
+def fit_moe(samples, ceilings, source: str) -> dict:
+    """`moe_w4a16` and `moe_bf16` from perfmodel's kernels; `moe_bf16@torch` from the
+    torch._grouped_mm baseline (the kernel set "torch")."""
     fits = {}
-    for cls, prov in (("moe_w4a16", "triton_w4a16"), ("moe_bf16", "triton_bf16")):
+    for cls, prov in (("moe_w4a16", "triton_w4a16"), ("moe_bf16", "triton_bf16"),
+                      (fit_key("moe_bf16", "torch"), KERNEL_SETS["torch"]["moe"])):
         pts = [s for s in samples if s.provider == prov]
         if len(pts) >= 3:
             fits[cls] = fit_kernel_law(
                 [s.bytes for s in pts], [s.flops for s in pts], [s.median_ms * 1e3 for s in pts],
-                bench="moe", source=ctx.source, default_bw_GBps=c.read_GBps, default_tflops=c.bf16_TFLOPS,
+                bench="moe", source=source, default_bw_GBps=ceilings.read_GBps, default_tflops=ceilings.bf16_TFLOPS,
                 launcher=launcher_of(pts),
             )
-    return BenchOutput(BenchResult(status="ok", samples=samples, note="; ".join(dict.fromkeys(notes))), fits=fits)
+    return fits

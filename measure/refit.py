@@ -14,6 +14,17 @@ from perfmodel.profile import load_profile, save_profile
 
 from .attention import fit_attention
 from .elementwise import fit_elementwise
+from .moe import fit_moe
+
+
+def _sm_count(profile) -> int | None:
+    """The profile GPU's SM count, from its hwspecs entry (None if it has none)."""
+    from perfmodel.specs import registry
+
+    try:
+        return int(registry.load_gpu(profile.provenance.gpu_spec).sm_count.value) if profile.provenance.gpu_spec else None
+    except registry.SpecError:
+        return None
 
 
 def refit(profile):
@@ -22,9 +33,11 @@ def refit(profile):
     b = profile.benches.get("elementwise")
     if b is not None and b.status == "ok" and b.samples:
         profile.fits.update(fit_elementwise(b.samples, profile.ceilings, source))
-    a = profile.benches.get("attention")
-    if a is not None and a.status == "ok" and a.samples:
-        profile.fits.update(fit_attention(a.samples, profile.ceilings, source))
+    sms = _sm_count(profile)
+    for bench, fit in (("attention", lambda *a: fit_attention(*a, sms)), ("moe", fit_moe)):
+        a = profile.benches.get(bench)
+        if a is not None and a.status == "ok" and a.samples:
+            profile.fits.update(fit(a.samples, profile.ceilings, source))
     stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     note = profile.provenance.note
     profile.provenance.note = (note.rstrip("; ") + "; " if note else "") + f"fits recomputed from stored samples at {stamp} (perfmodel.measure.refit)"

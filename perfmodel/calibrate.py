@@ -30,14 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from perfmodel.model.calibration import FAMILIES, GROUPS, HOST, OUTSIDE, VERIFY, Factors, calibrated, group_of, link_family, scaled_tau
 from perfmodel.model.layers import Layout
 from perfmodel.model.machine import Machine, build_machine
 from perfmodel.model.memory import memory_use
 from perfmodel.model.step import step_estimate
-from perfmodel.profile import Profile
+from perfmodel.profile import Profile, check_kernel_set
 
 FIGURES = ("tokens_per_s_per_stream", "tokens_per_s", "step_ms", "tpot_ms")
 REL_SIGMA = 0.03
@@ -119,7 +119,12 @@ class ObservedPoint(_Strict):
 
 class CalibrationInput(_Strict):
     engine: str = Field(min_length=1, description="the engine and its kernels, free text carried into every output")
+    kernels: str = Field("perfmodel", description="the kernel set the factors start from: perfmodel (its own "
+                                                  "kernels) or torch (PyTorch's native ops: SDPA, torch._grouped_mm, "
+                                                  "unfused norms); the closest to the engine's kernels")
     points: list[ObservedPoint] = Field(min_length=1)
+
+    _kernel_set = field_validator("kernels")(lambda v: check_kernel_set(v))
 
 
 class FactorResult(_Strict):
@@ -145,6 +150,7 @@ class PointResult(_Strict):
 class CalibrationResult(_Strict):
     schema_version: int = 1
     engine: str
+    kernels: str = Field("perfmodel", description="the kernel set the factors apply to")
     profile: str = Field(description="the profile the factors were fitted against")
     machines: list[str]
     gpus: list[str]
@@ -203,7 +209,7 @@ def _where(i: int, p: ObservedPoint) -> str:
     return f"point {i} ({p.describe()})"
 
 
-def prepare(i: int, p: ObservedPoint, profile: Profile) -> Prepared:
+def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmodel") -> Prepared:
     from perfmodel.model.project import profile_source_gpu
     from perfmodel.specs import registry
 
@@ -213,7 +219,7 @@ def prepare(i: int, p: ObservedPoint, profile: Profile) -> Prepared:
         model = registry.load_model_file(p.model_file) if p.model_file else registry.load_model(p.model)
         link = registry.load_link(p.link or gpu.default_interconnect) if p.gpus > 1 else None
         src = profile_source_gpu(profile)
-        mach = build_machine(gpu, p.gpus, link, profile, src, registry.load_memory_kinds(), 1.0, p.graphs)
+        mach = build_machine(gpu, p.gpus, link, profile, src, registry.load_memory_kinds(), 1.0, p.graphs, kernels)
         if p.dtypes:
             model = model.model_copy(update={"dtypes": model.dtypes.model_validate(model.dtypes.model_dump() | p.dtypes)})
     except (registry.SpecError, ValueError) as e:
@@ -335,7 +341,7 @@ def _fit(preps: list[Prepared], keys: list[str], prior: dict[str, float], x0=Non
 def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> CalibrationResult:
     import numpy as np
 
-    preps = [prepare(i, p, profile) for i, p in enumerate(inp.points)]
+    preps = [prepare(i, p, profile, inp.kernels) for i, p in enumerate(inp.points)]
     warnings = _duplicates(inp.points)
     prior: dict[str, float] = {}
     for p in preps:
@@ -378,9 +384,10 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
                        for p in preps})
     loos = [abs(x) for x in loo if x is not None]
     return CalibrationResult(
-        engine=inp.engine, profile=profile_label, machines=machines, gpus=gpus,
+        engine=inp.engine, kernels=inp.kernels, profile=profile_label, machines=machines, gpus=gpus,
         describes=f"calibrated to {inp.engine} from {len(preps)} point{'s' if len(preps) != 1 else ''} on "
-                  f"{', '.join(machines)}",
+                  f"{', '.join(machines)}" + (f", starting from the kernel set '{inp.kernels}'"
+                                              if inp.kernels != "perfmodel" else ""),
         factors=factors, points=points, median_abs_err=statistics.median(abs(p.err) for p in points),
         loo_median_abs_err=statistics.median(loos) if loos else None, warnings=warnings)
 
@@ -556,11 +563,12 @@ def calibration_pair(points: list[ObservedPoint]) -> list[int]:
     return [min(one, key=lambda i: points[i].step_ms), max(one, key=lambda i: points[i].step_ms)]
 
 
-def uncalibrated_description(profile: Profile) -> str:
+def uncalibrated_description(profile: Profile, kernels: str = "perfmodel") -> str:
     p = profile.provenance
     if p.kind != "measured":
         return f"spec-derived laws for {p.gpu_spec or p.gpu_name} (no kernels measured)"
-    return (f"perfmodel kernels measured on {p.gpu_name} ({p.timestamp[:10] if p.timestamp else 'undated'}, "
+    what = "perfmodel kernels" if kernels == "perfmodel" else f"the kernel set '{kernels}'"
+    return (f"{what} measured on {p.gpu_name} ({p.timestamp[:10] if p.timestamp else 'undated'}, "
             f"git {p.git_sha[:7] if p.git_sha else 'unknown'})")
 
 

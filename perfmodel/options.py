@@ -76,6 +76,8 @@ class ProjectionOptions:
     model_file: str | None = _opt(None, "--model-file",
                                      help="Your own model YAML, or a HuggingFace config.json (overrides --model).")
     calibration: str | None = _opt(None, "--calibration", help="Calibration JSON written by `perfmodel calibrate`.")
+    kernels: str = _opt("perfmodel", "--kernels", help="Kernel set priced: perfmodel (its own kernels) | torch (PyTorch's "
+                                                      "native ops: SDPA, torch._grouped_mm, unfused norms).")
 
     def _request(self, target: str, gpus: int, parallel: str) -> Request:
         return make_request(
@@ -83,7 +85,7 @@ class ProjectionOptions:
             concurrency=_ints(self.concurrency, "--concurrency"), context=self.context, spec=self.spec,
             budget=_budget(self.budget), acceptance=self.acceptance, graphs=self.graphs, tree_build=self.tree_build,
             profile=self.profile, link=self.link, host_cpu_factor=self.host_cpu_factor, observed=self.observed,
-            hw_file=self.hw_file, model_file=self.model_file, calibration=self.calibration)
+            hw_file=self.hw_file, model_file=self.model_file, calibration=self.calibration, kernels=self.kernels)
 
     def requests(self) -> list[Request]:
         """The cross product target × gpus × parallel, in that order."""

@@ -36,6 +36,45 @@ KERNEL_CLASSES = (
     "elementwise",  # norms, activations, residual adds, rope, sampling
 )
 
+# Kernel sets: which implementation of each kernel class a projection prices. "perfmodel" is
+# the package's own kernels (the default). "torch" is PyTorch's native ops, as an engine built
+# on them runs a decode step: torch._grouped_mm for the routed experts, SDPA for GQA attention,
+# unfused norms, RoPE and routing in plain tensor ops (measure/ops.py torch_*). Per bench, the
+# provider whose samples time a set's kernels; a set's fits are keyed `<class>@<set>`. A class
+# the set does not re-measure (dense GEMMs are cuBLAS in both; MLA has no SDPA path) keeps
+# the default's law.
+KERNEL_SETS: dict[str, dict[str, str]] = {
+    "perfmodel": {},
+    "torch": {"attention": "torch.sdpa", "moe": "torch._grouped_mm", "elementwise": "torch"},
+}
+
+
+ROW_TILE = 64  # query rows per CTA of an unsplit attention kernel (FlashAttention-2 / SDPA's efficient backend)
+
+
+def attention_units(C: int, q: int, hq: int, hkv: int) -> int:
+    """Work units of a GQA attention kernel that does not split the prefix: one CTA per
+    (sequence, KV head, tile of 64 query rows), the head's query group folded into the rows."""
+    return C * hkv * -(-q * (hq // max(hkv, 1)) // ROW_TILE)
+
+
+def wave_bytes(nbytes: float, units: int, slots: int) -> float:
+    """What the busiest SM of such a kernel reads: each unit's share of the bytes, once per
+    wave of units over the GPU's SMs (`slots`)."""
+    return nbytes / units * -(-units // max(slots, 1)) if units > 0 else 0.0
+
+
+def check_kernel_set(name: str) -> str:
+    """The name, if it is a kernel set (a pydantic validator's body)."""
+    if name not in KERNEL_SETS:
+        raise ValueError(f"unknown kernel set '{name}' (known: {', '.join(KERNEL_SETS)})")
+    return name
+
+
+def fit_key(cls: str, kernel_set: str = "perfmodel") -> str:
+    """The profile's fit key of a kernel class (or `class.variant`) in a kernel set."""
+    return cls if kernel_set == "perfmodel" else f"{cls}@{kernel_set}"
+
 
 class _M(BaseModel):
     # Every number finite: a NaN or Infinity in a profile would silently drop or blow up a term.
@@ -108,6 +147,10 @@ class KernelFit(_M):
         "torch", description="what launches the kernel eagerly: a torch op, or a Triton kernel's Python launcher "
                              "(priced by Overheads.launch_eager_triton_us)")
     bytes_range: tuple[float, float] | None = None
+    unit_GBps: float | None = Field(
+        None, gt=0, description="per work-unit streaming rate of a kernel that keeps each sequence's prefix on one "
+        "CTA per (sequence, KV head, 64-row tile) instead of splitting it (SDPA's masked backend): the call takes "
+        "at least wave_bytes / unit_GBps (profile.wave_bytes)")
     rows_per_kv_pass: int | None = Field(
         None, description="legacy (older profiles), ignored: attention fits once counted a KV "
         "re-read per row tile in their bytes; see measure/attention.py fit_attention")

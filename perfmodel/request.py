@@ -21,7 +21,7 @@ from pydantic import ConfigDict, Field, StrictBool, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass
 
 from perfmodel.model import sanity
-from perfmodel.profile import Profile, load_profile
+from perfmodel.profile import Profile, check_kernel_set, load_profile
 from perfmodel.specs import registry
 from perfmodel.specs.schema import GpuSpec, InterconnectSpec, MemoryKinds, ModelSpec
 
@@ -62,6 +62,9 @@ class Request:
     model_file: str | None = None
     dtype_overrides: dict[str, str] | None = None  # e.g. {"routed_experts": "nvfp4"} (validation rows)
     calibration: str | None = None  # calibration JSON (`perfmodel calibrate`); applied by the model
+    kernels: str = "perfmodel"  # kernel set (profile.KERNEL_SETS): perfmodel's kernels, or torch's native ops
+
+    _kernel_set = field_validator("kernels")(lambda v: check_kernel_set(v))
 
     @field_validator("concurrency", mode="before")
     @classmethod

@@ -102,8 +102,10 @@ def _summary(rows: list[dict]) -> dict:
 
 def _foreign_rows(prof: Profile, base: Profile, path: str) -> list[dict]:
     """The torch-only stack (kernels perfmodel did not write): calibrate on two of its points
-    (`calibrate.calibration_pair`), predict the rest (`foreign-calibrated`), beside the same
-    points predicted uncalibrated (`foreign-uncalibrated`)."""
+    (`calibrate.calibration_pair`), predict the rest. `foreign-calibrated` starts from the
+    kernel set "torch" (the laws of torch's own ops, timed in isolation by the attention, MoE
+    and elementwise benches); `foreign-uncalibrated` is that set before calibrating;
+    `foreign-calibrated-own-kernels` starts from perfmodel's own kernels instead."""
     from perfmodel.calibrate import CalibrationInput, calibration_pair, fit, points_from_foreign, predict_interval, prepare
     from perfmodel.model.calibration import Factors
 
@@ -112,19 +114,25 @@ def _foreign_rows(prof: Profile, base: Profile, path: str) -> list[dict]:
     if len(pts) < 3:
         return []
     pair = calibration_pair(pts)
-    cal = fit(CalibrationInput(engine="torch-only decode stack (cuBLAS, SDPA, torch._grouped_mm, NCCL)",
-                               points=[pts[i] for i in pair]), base, base.label)
-    src = f"{Path(path).name} ({prof.provenance.gpu_name}); calibrated on " + " and ".join(pts[i].describe() for i in pair)
     rows = []
-    for i, p in enumerate(pts):
-        if i in pair:
-            continue
-        prep = prepare(i, p, base)
-        pred, lo, hi = predict_interval(prep, cal, Z90)
-        unc = prep.estimate(Factors()).step_us / 1e3
-        for kind, v, inside in (("foreign-calibrated", pred, lo <= p.step_ms <= hi), ("foreign-uncalibrated", unc, None)):
-            rows.append({"kind": kind, "point": p.describe(), "measured": p.step_ms, "unit": "ms/step", "predicted": v,
-                         "err": v / p.step_ms - 1, "in_interval": inside, "source": src})
+    for kernels, kind in (("torch", "foreign-calibrated"), ("perfmodel", "foreign-calibrated-own-kernels")):
+        if kernels != "perfmodel" and not any(k.endswith(f"@{kernels}") for k in base.fits):
+            continue  # an older profile: no laws of that kernel set
+        cal = fit(CalibrationInput(engine="torch-only decode stack (cuBLAS, SDPA, torch._grouped_mm, NCCL)",
+                                   kernels=kernels, points=[pts[i] for i in pair]), base, base.label)
+        src = (f"{Path(path).name} ({prof.provenance.gpu_name}); kernel set {kernels}; calibrated on "
+               + " and ".join(pts[i].describe() for i in pair))
+        for i, p in enumerate(pts):
+            if i in pair:
+                continue
+            prep = prepare(i, p, base, kernels)
+            pred, lo, hi = predict_interval(prep, cal, Z90)
+            out = [(kind, pred, lo <= p.step_ms <= hi)]
+            if kind == "foreign-calibrated":
+                out.append(("foreign-uncalibrated", prep.estimate(Factors()).step_us / 1e3, None))
+            for k, v, inside in out:
+                rows.append({"kind": k, "point": p.describe(), "measured": p.step_ms, "unit": "ms/step", "predicted": v,
+                             "err": v / p.step_ms - 1, "in_interval": inside, "source": src})
     return rows
 
 

@@ -6,7 +6,7 @@ plus an additive per-step engine host term:
 
   floor.<group>      latency floor t0 of the group's kernel classes
   bw.<group>         achievable bandwidth of the group's kernel classes (capped at the
-                     GPU's streaming roof)
+                     GPU's streaming roof), and the per-unit rate of an unsplit kernel
   coll_lat.<family>  collective latency on links of one family (pcie, nvlink, xgmi)
   coll_bw.<family>   collective bus bandwidth on links of that family
   launch             CUDA-graph node, graph launch and eager launch cost
@@ -96,7 +96,8 @@ def calibrated(mach: Machine, f: Factors) -> Machine:
             bw = min(bw, max(law.bw_GBps, mach.roof_GBps or bw))
         unc_t0 = law.rel_unc_t0 if kf not in f.sigma else (f.sigma[kf] if seen else _hyp(f.sigma[kf], law.rel_unc_t0))
         unc_bw = law.rel_unc_bw if kb not in f.sigma else (f.sigma[kb] if seen else _hyp(f.sigma[kb], law.rel_unc_bw))
-        laws[cls] = replace(law, t0_us=law.t0_us * f.get(kf), bw_GBps=bw, rel_unc_t0=unc_t0, rel_unc_bw=unc_bw,
+        unit = law.unit_GBps * fb if law.unit_GBps else law.unit_GBps
+        laws[cls] = replace(law, t0_us=law.t0_us * f.get(kf), bw_GBps=bw, unit_GBps=unit, rel_unc_t0=unc_t0, rel_unc_bw=unc_bw,
                             rule=law.rule + f"; calibrated: t0 x {f.get(kf):.3g}, bw x {fb:.3g}")
     fam = link_family(mach.link.kind if mach.link else None)
     coll = {op: _coll(getattr(mach, op), fam, f) for op in ("all_reduce", "all_to_all")}

@@ -38,6 +38,7 @@ from typing import Literal
 
 from perfmodel.model.lookup import Probe
 from perfmodel.model.ops import Op
+from perfmodel.profile import attention_units
 from perfmodel.specs.schema import WEIGHT_BYTES, GQASpec, MLASpec, ModelSpec
 
 Parallel = Literal["tp", "ep", "tp-attn-ep-moe"]
@@ -227,6 +228,7 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
                 ops.append(Op(f"attention_core_{tag}", "attention", "attention_gqa",
                               bytes=Cg * span * 2 * hkv * D * kvb + 2 * T * hq * D * ACT,
                               flops=4.0 * T * hq * span * D, count=n, variant=_attn_variant(q),
+                              units=attention_units(Cg, q, hq, hkv),
                               probe=Probe("attention", (("D", D), ("Hkv", hkv), ("Hq", hq), ("kind", "gqa"), ("q", q)),
                                                   "L", span - q, "triton", "C", Cg)
                               if kvb == 2.0 and span > q else None))

@@ -48,19 +48,39 @@ def _loglog(x: float, x0: float, x1: float, t0: float, t1: float) -> float:
 
 
 class SampleTable:
-    def __init__(self, profile: Profile):
+    """`providers` (bench -> provider) is a kernel set's (profile.KERNEL_SETS): a probe of such a
+    bench is priced from that provider's samples wherever the provider timed the probe's
+    shape family, and from the probe's own provider where it did not (a class the set does
+    not re-measure)."""
+
+    def __init__(self, profile: Profile, providers: dict[str, str] | None = None):
         self._samples: dict[tuple, float] = {}  # (bench, provider, shape items) -> median µs
         self._curves: dict[tuple, list[tuple[float, float]]] = {}  # per probe: sorted (x, µs)
+        self._providers = providers or {}
         for bench, res in profile.benches.items():
             if res.status != "ok":
                 continue
             for s in res.samples:
                 self._samples[(bench, s.provider, tuple(sorted(s.shape.items())))] = s.median_ms * 1e3
 
+    def _in_set(self, probe: Probe) -> Probe:
+        alt = self._providers.get(probe.bench)
+        if alt is None or alt == probe.provider:
+            return probe
+        # the shape family: the probe's fixed fields but the verify width, which the set's
+        # grid sweeps on its own values (a width it did not time falls to the law, not to
+        # another provider's samples)
+        want = {k: v for k, v in probe.match if k != "q"}
+        for (bench, provider, shape) in self._samples:
+            if bench == probe.bench and provider == alt and all(dict(shape).get(k) == v for k, v in want.items()):
+                return Probe(probe.bench, probe.match, probe.x_name, probe.x, alt, probe.y_name, probe.y)
+        return probe
+
     def lookup(self, probe: Probe | None) -> float | None:
         """Measured µs per call, or None when the samples do not bracket the op."""
         if probe is None:
             return None
+        probe = self._in_set(probe)
         if probe.y_name is None:
             return self._on_curve(probe)
         ys = self._ys(probe)
@@ -79,6 +99,7 @@ class SampleTable:
         largest sampled one (the op does at least that work), else None."""
         if probe is None or probe.y_name is None:
             return None
+        probe = self._in_set(probe)
         ys = self._ys(probe)
         if not ys or probe.y <= ys[-1]:
             return None

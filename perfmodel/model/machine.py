@@ -13,6 +13,8 @@ One rule per kind of term, each with its stated uncertainty (relative, 1σ):
   compute-bound     F_t = F_fit · peak_t(dtype) / peak_s(dtype); unc 15% across architectures
   measured samples  where the profile timed the very op (same kernel and shape), its sample
                     is used on the profile's own GPU (lookup.py; unc 5%); other GPUs use the laws
+  per-unit rate     (unsplit kernels, KernelFit.unit_GBps) one SM's stream: latency-bound, carried
+                    unchanged like the floor; the units run in waves over the target's SMs
   latency floor     t0 carried unchanged (a per-kernel GPU-side floor, similar across recent
                     NVIDIA parts); unc 10% on the source GPU, 30% on another architecture.
                     The fits are graph-captured, so t0 holds one graph node per kernel: that
@@ -34,7 +36,7 @@ from dataclasses import dataclass, field
 from perfmodel.collective_math import bus_factor
 from perfmodel.model.lookup import SampleTable
 from perfmodel.model.ops import KERNELS_PER_CALL, KernelLaw
-from perfmodel.profile import KERNEL_CLASSES, CollectiveFit, Profile
+from perfmodel.profile import KERNEL_CLASSES, KERNEL_SETS, CollectiveFit, Profile, check_kernel_set
 from perfmodel.specs.schema import GpuSpec, InterconnectSpec, MemoryKinds
 
 
@@ -153,9 +155,24 @@ def missing_fits(profile: Profile) -> list[str]:
     return [c for c in KERNEL_CLASSES if c not in profile.fits]
 
 
+def in_kernel_set(laws: dict, kernel_set: str) -> dict:
+    """The laws of one kernel set (profile.KERNEL_SETS): the set's own fits (`class@set`)
+    in place of the default's, the other sets' dropped."""
+    check_kernel_set(kernel_set)
+    tag = f"@{kernel_set}"
+    if kernel_set != "perfmodel" and not any(k.endswith(tag) for k in laws):
+        raise ValueError(f"the profile has no laws of kernel set '{kernel_set}' (measured before it existed: "
+                         "re-measure, or use --kernels perfmodel)")
+    out = {k: v for k, v in laws.items() if "@" not in k}
+    out.update({k.removesuffix(tag): v for k, v in laws.items() if k.endswith(tag)})
+    return out
+
+
 def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, profile: Profile,
                   source_gpu: GpuSpec, memory_kinds: MemoryKinds, host_cpu_factor: float = 1.0,
-                  graph: bool = True) -> Machine:
+                  graph: bool = True, kernel_set: str = "perfmodel") -> Machine:
+    """The target machine's laws, carried from the profile by the transfer rules, for one
+    kernel set (the default: perfmodel's own kernels)."""
     same = gpu.name == source_gpu.name
     bw_ratio = gpu.memory.bandwidth_GBps.value / source_gpu.memory.bandwidth_GBps.value
     kt, ks = memory_kinds.kinds[gpu.memory.kind], memory_kinds.kinds[source_gpu.memory.kind]
@@ -180,7 +197,7 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
         bw_t = dram_src * bw_ratio * kind_ratio
         capped = not same and bw_t > dram_roof
         bw_t = min(bw_t, dram_roof) if not same else bw_t
-        nodes = min(f.t0_us, node_us * KERNELS_PER_CALL[cls.split(".")[0]]) / node_us if node_us > 0 else 0.0
+        nodes = min(f.t0_us, node_us * KERNELS_PER_CALL[cls.split("@")[0].split(".")[0]]) / node_us if node_us > 0 else 0.0
         t0 = f.t0_us - nodes * node_us
         # An L2-resident call is never slower than streaming the same bytes from DRAM.
         l2 = dict(bw_l2_GBps=max(f.bw_GBps, bw_t), l2_bytes=l2_bytes) if in_l2 else {}
@@ -191,13 +208,14 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
         laws[cls] = KernelLaw(
             t0_us=t0, bw_GBps=bw_t, tflops=f.tflops * f_ratio,
             rel_unc_bw=max(unc_bw, 0.03), rel_unc_t0=((0.1 if same else 0.3)**2 + vendor_unc**2) ** 0.5,
-            launcher=f.launcher, graph_nodes=nodes, **l2,
+            launcher=f.launcher, graph_nodes=nodes, unit_GBps=f.unit_GBps, slots=int(gpu.sm_count.value), **l2,
             rule=(rule_bw + f"; F {f.tflops:.0f} TF × {f_ratio:.3f}; t0 {f.t0_us:.1f} us carried, of which "
                   f"{nodes * node_us:.2f} us graph nodes priced as dispatch"
                   + (f"; ±{vendor_unc:.0%} across vendors" if vendor_unc else "")),
         )
         src_l2 = dict(bw_l2_GBps=f.bw_GBps, l2_bytes=source_gpu.l2_MB.value * 1e6 if source_gpu.l2_MB else 0.0) if in_l2 else {}
-        source_laws[cls] = KernelLaw(t0, dram_src, f.tflops, graph_nodes=nodes, **src_l2)
+        source_laws[cls] = KernelLaw(t0, dram_src, f.tflops, graph_nodes=nodes, unit_GBps=f.unit_GBps,
+                                     slots=int(source_gpu.sm_count.value), **src_l2)
     coll: dict[str, CollectiveLaw | None] = {"all_reduce": None, "all_to_all": None}
     if n_gpus > 1:
         for op in coll:
@@ -226,7 +244,8 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
         scale = host_cpu_factor if impl == "cpu" else 1.0
         tb[impl] = TreeBuildLaw(f.t0_us * scale, f.per_node_us * scale, max(0.15, f.rmse_rel),
                                 f"{impl} tree build fit ({f.source})" + (f" × host factor {scale:g}" if impl == "cpu" else ""))
-    table = SampleTable(profile) if profile.provenance.kind == "measured" else None
+    laws, source_laws = in_kernel_set(laws, kernel_set), in_kernel_set(source_laws, kernel_set)
+    table = SampleTable(profile, KERNEL_SETS[kernel_set]) if profile.provenance.kind == "measured" else None
     dtype_eff = {}
     c, pk = profile.ceilings, source_gpu.compute
     if c.fp8_TFLOPS and c.bf16_TFLOPS and pk.fp8_dense_TFLOPS:  # the profile GPU runs fp8 GEMMs natively

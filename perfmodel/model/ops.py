@@ -2,6 +2,9 @@
 
     t = t0 + max(bytes / bw, flops / F)
 
+(a kernel that walks each sequence's prefix unsplit, on one SM per work unit, also takes at
+least the busiest SM's waves of units at the law's per-unit rate: `KernelLaw.unit_GBps`)
+
 with (t0, bw, F) the *effective* law of the op's kernel class on the machine being modelled
 (see `machine.py`: measured fits carried across by the transfer rules). The floor t0 is
 reported as its own component ("latency_floor") so that the step breakdown separates work
@@ -17,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from perfmodel.profile import wave_bytes
 
 Component = Literal[
     "moe", "attention", "dense", "elementwise", "lm_head", "latency_floor", "collectives",
@@ -43,6 +48,7 @@ class Op:
     compute_dtype: str = "bf16"
     variant: str = ""  # op within the class (e.g. "rmsnorm"): priced by `<class>.<variant>` if the profile has it
     probe: object = None  # lookup.Probe: the profile samples that time this very op, if any
+    units: int = 0  # work units if the kernel keeps each sequence's prefix unsplit (profile.attention_units)
 
     @property
     def n_kernels(self) -> int:
@@ -63,6 +69,8 @@ class KernelLaw:
     bw_l2_GBps: float | None = None  # L2-resident rate, for calls whose bytes fit in l2_bytes
     l2_bytes: float = 0.0
     graph_nodes: float = 0.0  # CUDA-graph nodes per call taken out of the fitted floor (priced as dispatch)
+    unit_GBps: float | None = None  # per work-unit rate of an unsplit kernel (profile.KernelFit.unit_GBps) ...
+    slots: int = 0  # ... whose units run in waves over this many SMs
 
     def bandwidth(self, call_bytes: float) -> float:
         """The rate one call of `call_bytes` streams at: L2-resident where it fits, else DRAM."""
@@ -92,6 +100,8 @@ def estimate(op: Op, law: KernelLaw, flops_scale: float = 1.0) -> OpEstimate:
     """Cost of all `count` calls of `op`. `flops_scale` converts the law's bf16 rate to the
     op's compute dtype (e.g. 2 for fp8 on a chip whose fp8 peak is twice bf16)."""
     mem = op.bytes / (law.bandwidth(op.bytes) * 1e3)
+    if law.unit_GBps and op.units:  # an unsplit kernel: the busiest SM's waves of units, if slower
+        mem = max(mem, wave_bytes(op.bytes, op.units, law.slots) / (law.unit_GBps * 1e3))
     comp = op.flops / (law.tflops * flops_scale * 1e6)
     per = law.t0_us + max(mem, comp)
     return OpEstimate(

@@ -81,24 +81,28 @@ class Projector:
         self.acc = acc if acc is not None else rs.acc
         if acceptance_fn is not None and self.acc is not None:
             self.acc = acceptance_fn(self.acc)
-        try:
-            self.machine: Machine = machine or build_machine(self.gpu, r.gpus, self.link, self.profile,
-                                                             self.source_gpu, self.mk, r.host_cpu_factor, r.graphs)
-        except ValueError as e:
-            raise ProjectionError(str(e)) from None
         self.layout = Layout(r.parallel, r.gpus)
         self.check = cached_self_check(self.profile)
         self.observed = None
         self.calibration = None  # perfmodel.calibrate.CalibrationResult
         self.factors = Factors()
         if r.calibration or r.observed:
-            key = (r.calibration, r.observed, r.model, r.model_file, r.context, r.graphs, r.acceptance, id(self.profile))
+            key = (r.calibration, r.observed, r.model, r.model_file, r.context, r.graphs, r.acceptance, r.kernels,
+                   id(self.profile))
             if key not in _CALIBRATIONS:
                 _CALIBRATIONS[key] = (self._calibrate(), self.observed)
             self.calibration, self.observed = _CALIBRATIONS[key]
             self.factors = self.calibration.to_factors()
-            if machine is None:  # a variant's machine is calibrated already
-                self.machine = calibrated(self.machine, self.factors)
+        self.kernels = self.calibration.kernels if self.calibration is not None else r.kernels
+        if r.kernels != "perfmodel" and r.kernels != self.kernels:
+            raise ProjectionError(f"--kernels {r.kernels}: the calibration was fitted on kernel set '{self.kernels}'")
+        try:
+            self.machine: Machine = machine or build_machine(self.gpu, r.gpus, self.link, self.profile, self.source_gpu,
+                                                             self.mk, r.host_cpu_factor, r.graphs, self.kernels)
+        except ValueError as e:
+            raise ProjectionError(str(e)) from None
+        if self.calibration is not None and machine is None:  # a variant's machine is calibrated already
+            self.machine = calibrated(self.machine, self.factors)
         if whatif is not None:
             self.machine = whatif(self.machine)
 
@@ -124,8 +128,8 @@ class Projector:
                 spec=o.get("spec") or "none", budget=o.get("budget"),
                 acceptance=r.acceptance if (o.get("spec") or "none") != "none" else None, graphs=r.graphs,
                 tokens_per_s_per_stream=o["tokens_per_s"], label=f"--observed {r.observed}")
-            cal = fit(CalibrationInput(engine="the engine behind --observed", points=[pt]), self.profile,
-                      self.profile.label)
+            cal = fit(CalibrationInput(engine="the engine behind --observed", points=[pt], kernels=r.kernels),
+                      self.profile, self.profile.label)
             self.observed = {"point": pt.describe(), "observed_tokens_per_s_per_stream": o["tokens_per_s"],
                              "uncalibrated_tokens_per_s_per_stream": cal.points[0].uncalibrated,
                              "calibrated_tokens_per_s_per_stream": cal.points[0].predicted}
@@ -148,7 +152,7 @@ class Projector:
     def describes(self) -> str:
         from perfmodel.calibrate import uncalibrated_description
 
-        return self.calibration.describes if self.calibration else uncalibrated_description(self.profile)
+        return self.calibration.describes if self.calibration else uncalibrated_description(self.profile, self.kernels)
 
 
     # --------------------------------------------------------------- one point
