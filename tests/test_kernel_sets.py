@@ -10,8 +10,7 @@ import pytest
 from perfmodel.model.lookup import Probe, SampleTable
 from perfmodel.model.machine import in_kernel_set
 from perfmodel.model.ops import KernelLaw, Op, estimate
-from perfmodel.profile import (BenchResult, Profile, Provenance, Sample, attention_units, check_kernel_set, fit_key,
-                               wave_bytes)
+from perfmodel.profile import BenchResult, Profile, Provenance, Sample, attention_units, check_kernel_set, fit_key, wave_bytes
 
 
 # ------------------------------------------------------------------ which laws a set uses
