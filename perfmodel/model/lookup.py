@@ -57,6 +57,8 @@ class SampleTable:
         self._samples: dict[tuple, float] = {}  # (bench, provider, shape items) -> median µs
         self._curves: dict[tuple, list[tuple[float, float]]] = {}  # per probe: sorted (x, µs)
         self._providers = providers or {}
+        self._yss: dict[tuple, list[float]] = {}  # per probe family: the sampled values of its second field
+        self._families: dict[tuple, bool] = {}  # (bench, provider, shape family) -> timed by that provider
         for bench, res in profile.benches.items():
             if res.status != "ok":
                 continue
@@ -70,11 +72,14 @@ class SampleTable:
         # the shape family: the probe's fixed fields but the verify width, which the set's
         # grid sweeps on its own values (a width it did not time falls to the law, not to
         # another provider's samples)
-        want = {k: v for k, v in probe.match if k != "q"}
-        for (bench, provider, shape) in self._samples:
-            if bench == probe.bench and provider == alt and all(dict(shape).get(k) == v for k, v in want.items()):
-                return Probe(probe.bench, probe.match, probe.x_name, probe.x, alt, probe.y_name, probe.y)
-        return probe
+        family = (probe.bench, alt, tuple(kv for kv in probe.match if kv[0] != "q"))
+        timed = self._families.get(family)
+        if timed is None:
+            want = dict(family[2])
+            timed = self._families[family] = any(
+                bench == probe.bench and provider == alt and all(dict(shape).get(k) == v for k, v in want.items())
+                for (bench, provider, shape) in self._samples)
+        return Probe(probe.bench, probe.match, probe.x_name, probe.x, alt, probe.y_name, probe.y) if timed else probe
 
     def lookup(self, probe: Probe | None) -> float | None:
         """Measured µs per call, or None when the samples do not bracket the op."""
@@ -122,6 +127,12 @@ class SampleTable:
         return Probe(probe.bench, probe.match + ((probe.y_name, y),), probe.x_name, probe.x, probe.provider)
 
     def _ys(self, probe: Probe) -> list[float]:
+        key = (probe.bench, probe.provider, probe.match, probe.x_name, probe.y_name)
+        if key not in self._yss:
+            self._yss[key] = self._scan_ys(probe)
+        return self._yss[key]
+
+    def _scan_ys(self, probe: Probe) -> list[float]:
         want = dict(probe.match)
         ys = set()
         for (bench, provider, shape) in self._samples:
