@@ -190,6 +190,8 @@ CASES = [
     ("budget_huge", P + ("--spec", "ddtree", "--budget", "1000000"), ["--budget", "1000000"]),
     # --spec / --tree-build / --graphs
     ("spec_bad", P + ("--spec", "medusa"), ["medusa"]),
+    ("kernels_bad", P + ("--kernels", "cutlass"), ["--kernels", "unknown kernel set 'cutlass'"]),
+    ("kernels_spec_profile", P + ("--kernels", "torch", "--profile", "spec"), ["kernel set 'torch'"]),
     ("spec_no_drafter", PM + ("--spec", "ddtree"), ["--spec ddtree", "drafter"]),
     ("tree_bad", P + ("--tree-build", "fpga"), ["fpga"]),
     # --acceptance
