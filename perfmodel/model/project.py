@@ -82,7 +82,6 @@ class Projector:
         if acceptance_fn is not None and self.acc is not None:
             self.acc = acceptance_fn(self.acc)
         self.layout = Layout(r.parallel, r.gpus)
-        self.check = cached_self_check(self.profile)
         self.observed = None
         self.calibration = None  # perfmodel.calibrate.CalibrationResult
         self.factors = Factors()
@@ -101,6 +100,7 @@ class Projector:
                                                              self.mk, r.host_cpu_factor, r.graphs, self.kernels)
         except ValueError as e:
             raise ProjectionError(str(e)) from None
+        self.check = cached_self_check(self.profile)
         if self.calibration is not None and machine is None:  # a variant's machine is calibrated already
             self.machine = calibrated(self.machine, self.factors)
         if whatif is not None:
