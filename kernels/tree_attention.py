@@ -319,7 +319,8 @@ def _get_combine():
 # (runs/README.md, "Kernel defaults")
 PDL_DEFAULT = True
 # the combine loads every split's (lse, o) in one tile when they fit (<= 8192 fp32), instead of a
-# max pass over the lse then a weighted pass (runs/README.md, "Kernel defaults")
+# max pass over the lse then a weighted pass: GQA, and MLA up to 64 splits (MLA with 64 heads
+# and 65-66 splits was 0.3 us faster in two passes; runs/README.md, "Kernel defaults")
 COMBINE_ONE_PASS = True
 SPLIT_ONLY = False  # tuning only: skip the combine, return the partials
 
@@ -390,7 +391,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         o, lse, out, nsplit, R, Hkv,
         o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
         out.stride(0), out.stride(1), out.stride(2),
-        G=G, BLOCK_D=block_d, BLOCK_P=max(2, block_p), PDL=pdl, ONE_PASS=COMBINE_ONE_PASS and nsplit <= block_p,
+        G=G, BLOCK_D=block_d, BLOCK_P=max(2, block_p), PDL=pdl, ONE_PASS=COMBINE_ONE_PASS and nsplit <= block_p and (dv <= 128 or block_p <= 64),
         num_warps=8 if tile >= 8192 else 4 if tile >= 2048 else 2, launch_pdl=pdl,
     )
     return out

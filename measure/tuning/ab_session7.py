@@ -147,15 +147,13 @@ def moe(before, rounds: int, warm: bool) -> None:
 
     shapes = {"kimi_tp8": (H, KIMI["moe_inter"] // 8, E, k), "kimi_I2048": (H, KIMI["moe_inter"], E, k),
               "qwen3": (QWEN3_30B["hidden"], QWEN3_30B["moe_inter"], QWEN3_30B["n_experts"], QWEN3_30B["top_k"])}
-    plan = [("kimi_tp8", T) for T in (1, 2, 4, 8)] + [("kimi_I2048", 1), ("kimi_I2048", 8), ("qwen3", 1), ("qwen3", 8),
+    plan = [("kimi_tp8", T) for T in (1, 2, 4, 8)] + [("qwen3", 1), ("qwen3", 8), ("kimi_I2048", 1), ("kimi_I2048", 8),
                                                      ("kimi_I2048", 32)]
-    variants = {("kimi_tp8", 1): [dict(gate_up_config=dict(split_k=4)), dict(gate_up_config=dict(split_k=14)),
-                                  dict(gate_up_config=dict(block_n=32, split_k=4)), dict(down_config=dict(block_n=64)),
-                                  dict(gate_up_config=dict(num_stages=4))],
-                ("kimi_tp8", 8): [dict(gate_up_config=dict(split_k=2)), dict(gate_up_config=dict(block_n=32)),
-                                  dict(down_config=dict(block_n=64)), dict(direct=False)],
-                ("kimi_tp8", 4): [dict(gate_up_config=dict(split_k=4)), dict(direct=False)],
-                ("kimi_tp8", 2): [dict(gate_up_config=dict(split_k=7))]}
+    variants = {("kimi_tp8", 1): [dict(gate_up_config=dict(split_k=2)), dict(gate_up_config=dict(split_k=7)),
+                                  dict(direct=False)],
+                ("kimi_tp8", 2): [dict(gate_up_config=dict(split_k=4)), dict(direct=False)],
+                ("kimi_tp8", 4): [dict(gate_up_config=dict(split_k=2)), dict(direct=False)],
+                ("kimi_tp8", 8): [dict(direct=False)]}
     weights = {}
     _p("\n## W4A16 MoE layer: us per call (CUDA graph of 8 calls, 8 routings, cold weights): before | new, per round")
     for name, T in plan:
@@ -196,21 +194,17 @@ def moe(before, rounds: int, warm: bool) -> None:
            f"{100 * nb / min(tn) / 1e3 / READ_GBPS:3.0f}% of read (route 0: {int(torch.unique(routes[0][0]).numel())} experts)")
         for v in variants.get((name, T), []):
             _p(f"    new {v}: {min(t_of(new, **v) for _ in range(2)):6.1f} us")
+        if T <= new.DIRECT_MAX_T:
+            new.DIRECT_PARTS = "gate_up"
+            _p(f"    new, direct gate_up alone: {min(t_of(new) for _ in range(2)):6.1f} us")
+            new.DIRECT_PARTS = "both"
 
 
 # ------------------------------------------------------------------------------------ attention
 DECODE = [("mla", 8, 1024), ("mla", 8, 8192), ("mla", 64, 1024), ("mla", 64, 4096), ("mla", 64, 8192),
           ("qwen", 0, 1024), ("qwen", 0, 8192), ("llama", 0, 1024), ("llama", 0, 8192)]
-LARGE = [("mla", 8, 128, 1, 32768), ("mla", 64, 128, 1, 8192), ("qwen", 0, 32, 1, 32768), ("llama", 0, 8, 1, 8192),
-         ("llama", 0, 32, 17, 8192)]
-ATT_VARIANTS = [
-    (("mla", 64, 1, 1, 8192), [{"block_s": 32, "num_splits": 66}, {"block_s": 32, "num_splits": 33},
-                               {"block_r": 32, "block_s": 32, "num_warps": 8, "num_splits": 66},
-                               {"block_r": 64, "block_s": 32, "num_warps": 8, "num_splits": 132},
-                               {"block_r": 64, "block_s": 64, "num_warps": 8, "num_splits": 132, "num_stages": 1}]),
-    (("llama", 0, 1, 1, 8192), [{"num_splits": 24}, {"num_splits": 48}, {"block_s": 128, "num_splits": 24, "num_stages": 2},
-                                {"num_warps": 2}]),
-]
+LARGE = [("mla", 8, 128, 1, 32768), ("qwen", 0, 32, 1, 32768), ("llama", 0, 8, 1, 8192)]
+ATT_VARIANTS = [(("mla", 64, 1, 1, 8192), []), (("mla", 64, 1, 1, 4096), []), (("llama", 0, 1, 1, 8192), [])]
 
 
 def attn(before, rounds: int, warm: bool) -> None:
