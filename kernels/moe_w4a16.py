@@ -508,20 +508,6 @@ if triton is not None:
             tl.store(dst + N, tl.trans(acc_up), mask=m)
 
     @triton.jit
-    def _split8_k(a):
-        """[BM, 256] -> its 8 groups of 32 columns, each [BM, 32]."""
-        BM: tl.constexpr = a.shape[0]
-        st = tl.permute(tl.reshape(a, (BM, 8, 32)), (0, 2, 1))  # [BM, 32, 8]: group last
-        even, odd = tl.split(tl.reshape(st, (BM, 32, 4, 2)))
-        e0, e1 = tl.split(tl.reshape(even, (BM, 32, 2, 2)))
-        o0, o1 = tl.split(tl.reshape(odd, (BM, 32, 2, 2)))
-        s0, s4 = tl.split(e0)
-        s2, s6 = tl.split(e1)
-        s1, s5 = tl.split(o0)
-        s3, s7 = tl.split(o1)
-        return s0, s1, s2, s3, s4, s5, s6, s7
-
-    @triton.jit
     def _w4a16_direct_down(
         part_ptr, q_ptr, s_ptr, ids_ptr, tw_ptr, sum_ptr, cnt_ptr, out_ptr,
         T, E, N, K, n_last, num_kb, n_split,
@@ -543,8 +529,10 @@ if triton is not None:
                 q_ptr, s_ptr, expert, pid_n, offs_n, stride_qe, stride_se, num_kb, 0, n_last, FAST_COLS, True,
                 BLOCK_N)
             t = tl.arange(0, BLOCK_M)
-            kk = tl.arange(0, 256)
-            h_base = part_ptr + p * sp_p + t[:, None] * sp_t + kk[None, :]
+            sp = tl.arange(0, SP)
+            j = tl.arange(0, 32)
+            h_base = part_ptr + p * sp_p + sp[:, None, None] * sp_s + t[None, :, None] * sp_t + j[None, None, :]
+            h_ok = (sp < n_split)[:, None, None] & row_ok[None, :, None]
             acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
             for kb in range(0, num_kb):
                 q_kb = q_e + kb * 4096
@@ -552,22 +540,18 @@ if triton is not None:
                 lo = tl.load(q_kb + q_off)
                 hi = tl.load(q_kb + q_off + 32)
                 sc = _split8(tl.load(s_kb + s_off))
-                # the K-block's activation [BM, 256] from every split's partials at once (the loads
-                # go out together), then its 8 groups of 32
-                m = row_ok[:, None] & ((kb * 256 + kk) < K)[None, :]
-                g = tl.zeros((BLOCK_M, 256), dtype=tl.float32)
-                u = g
-                for sp in tl.static_range(SP):
-                    hp = h_base + sp * sp_s + kb * 256
-                    g += tl.load(hp, mask=m & (sp < n_split), other=0.0)
-                    u += tl.load(hp + K, mask=m & (sp < n_split), other=0.0)
-                a = (g / (1.0 + tl.exp(-g)) * u).to(out_ptr.dtype.element_ty)
-                if DOT_F32:
-                    a = a.to(tl.float32)
-                a8 = _split8_k(a)
                 for i in tl.static_range(8):
+                    k0 = kb * 256 + i * 32
+                    m = h_ok & ((k0 + j) < K)[None, None, :]
+                    g = tl.sum(tl.load(h_base + k0, mask=m, other=0.0), axis=0)
+                    u = tl.sum(tl.load(h_base + k0 + K, mask=m, other=0.0), axis=0)
+                    a = g / (1.0 + tl.exp(-g)) * u
+                    if DOT_F32:
+                        a = a.to(out_ptr.dtype.element_ty).to(tl.float32)  # the bf16 intermediate's rounding
+                    else:
+                        a = a.to(out_ptr.dtype.element_ty)
                     w = _dequant_group(lo if i < 4 else hi, sc[i][:, None], i % 4, DEQUANT, DOT_F32)
-                    acc = _group_mma(acc, a8[i], w, True, DOT_F32)
+                    acc = _group_mma(acc, a, w, True, DOT_F32)
             rw = tl.load(tw_ptr + t * stride_tw + (pair - t * K_TOP), mask=row_ok, other=0.0).to(tl.float32)
             acc = tl.trans(acc) * rw[:, None]
             tl.atomic_add(sum_ptr + t[:, None] * N + offs_n[None, :], acc, mask=row_ok[:, None] & n_ok[None, :],
@@ -667,9 +651,9 @@ def fused_moe_w4a16(
     applies SiLU*mul, and down's last program per column tile casts the fp32 sum to the output
     dtype (arrival counters), instead of a torch activation and a torch cast (9 launches).
 
-    direct (default: T <= DIRECT_MAX_T when block_m is not given): the layer in two launches
-    with no alignment step (`_direct_layer`); the configs then set its gate_up (block_n,
-    split_k, warps, stages) and down (block_n, warps, stages) launches."""
+    direct (default: T <= DIRECT_MAX_T when block_m is not given; DIRECT_MAX_T is 0): the
+    layer in two launches with no alignment step (`_direct_layer`), T <= 8; the configs then
+    set its gate_up (block_n, split_k, warps, stages) and down (block_n, warps, stages)."""
     T, H = x.shape
     E = w13_q.shape[0]
     I = w13_q.shape[1] * TILE_N // 2  # I is a multiple of 32, so 2I needs no column padding
@@ -745,20 +729,25 @@ def _fused_layer(x, topk_ids, topk_weights, gemm, *, E, I, block_m, gu, dn, act=
     return acc.to(x.dtype)
 
 
-# The layer at T <= DIRECT_MAX_T tokens: two launches and no alignment step. Each (token, slot)
-# pair reads its expert from topk_ids; the first pair of each expert gathers the expert's tokens
-# (at most T <= 8: the MMA's N) and the others exit. gate_up stores per-split partial sums (no
-# atomics, so nothing to zero) and zeroes down's fp32 sum and counters; down forms SiLU*mul on
-# load from the partials, sums the top-k with fp32 atomics, and its last program per column tile
-# casts (runs/README.md, "Kernel defaults").
-DIRECT_MAX_T = 8
+# The layer at T <= 8 tokens in two launches with no alignment step (`direct=True`; off by
+# default). Each (token, slot) pair reads its expert from topk_ids; the first pair of each expert
+# gathers the expert's tokens (at most T <= 8: the MMA's N) and the others exit. gate_up stores
+# per-split partial sums (no atomics, so nothing to zero) and zeroes down's fp32 sum and
+# counters; down forms SiLU*mul on load from the partials, sums the top-k with fp32 atomics, and
+# its last program per column tile casts. Measured slower than the aligned path on the H200 at
+# every T <= 8 (Kimi TP8 slice: 22.8 against 22.4 us at T=1 with 4 splits, 87.5 against 66.9 at
+# T=8), though its gate_up alone, zeroing included, takes 9.8 us at T=1: down, which re-reads the
+# partials per column tile, is the slow part (runs/README.md, "Kernel defaults"). DIRECT_MAX_T
+# turns it on by default up to that T.
+DIRECT_MAX_T = 0
 DIRECT_PARTS = "both"  # tuning only (measure/tuning/ab_session7.py): "gate_up" skips down
 
 
 def direct_configs(T: int, k: int, E: int, H: int, I: int, num_sms: int = 132):
     """(gate_up, down) MoEGemmConfig of the two-launch path: gate_up 64 columns x 4 warps x 3
     stages split along K to about one program per SM (each split >= 7 K-blocks: down reads
-    every split's partials), down 128 columns x 4 warps x 2 stages, no split."""
+    every split's partials; at T=1 on the Kimi TP8 slice 4 splits took 22.8 us for the layer,
+    7 took 47.3 and 14 took 86.9), down 128 columns x 4 warps x 2 stages, no split."""
     num_kb = padded_k(H) // KBLOCK
     base = -(-I // 64) * T * min(k, E)
     split = max(1, min(num_kb // 7, num_sms // max(base, 1)))

@@ -118,7 +118,7 @@ def test_fused_moe_w4a16_expert_parallel_shard():
     ids, tw = _routing(T, E, k, gen)
     x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
     ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
-    for direct in (True, False):  # the two-launch path (the default at this T) and the aligned one
+    for direct in (True, False):  # the two-launch path and the aligned one
         total = torch.zeros(T, H, dtype=torch.float32, device=DEV)
         for lo in (0, 4):
             shard = [w[lo : lo + 4] for w in wts]
@@ -362,14 +362,19 @@ def test_direct_layer_matches_reference(T, E, H, I, k, gate_up, down):
             assert_close(out, ref, torch.bfloat16, f"direct {T=} {E=} {H=} {I=} {k=} cfg {i} {id_dtype}")
 
 
-def test_direct_layer_is_the_default_at_few_tokens(monkeypatch):
+def test_direct_layer_default_follows_direct_max_t(monkeypatch):
     calls = []
     monkeypatch.setattr(m, "_direct_layer", lambda *a, **kw: calls.append(kw) or a[0])
     x = torch.zeros(2, 256, dtype=torch.bfloat16, device=DEV)
     w = m.random_kernel_weights(4, 128, 256, device=DEV) + m.random_kernel_weights(4, 256, 64, device=DEV)
     ids, tw = torch.tensor([[0, 1], [1, 2]], device=DEV), torch.full((2, 2), 0.5, device=DEV)
+    monkeypatch.setattr(m, "DIRECT_MAX_T", 2)
     m.fused_moe_w4a16(x, *w, ids, tw)
     assert len(calls) == 1 and calls[0]["I"] == 64
+    m.fused_moe_w4a16(x, *w, ids, tw, block_m=8)  # a given block_m: the aligned path
+    monkeypatch.setattr(m, "DIRECT_MAX_T", 1)
+    m.fused_moe_w4a16(x, *w, ids, tw)
+    assert len(calls) == 1
     with pytest.raises(ValueError, match="at most 8 tokens"):
         m.fused_moe_w4a16(torch.zeros(9, 256, dtype=torch.bfloat16, device=DEV), *w,
                           torch.zeros(9, 2, dtype=torch.int64, device=DEV), torch.ones(9, 2, device=DEV), direct=True)
