@@ -2,15 +2,20 @@
 
 `fn[grid](*args)` spends tens of microseconds of host time per call in Triton's generic
 path (binding the signature, specialising every argument, hashing the cache key, building
-launch metadata). `FastLauncher` compiles through that path on the first call for a given
-specialisation, keeps the compiled kernel, and afterwards calls its C launcher directly.
+launch metadata, calling the launch hooks). `FastLauncher` compiles through that path on the
+first call for a given specialisation, keeps the compiled kernel, and afterwards calls its C
+launcher (`CompiledKernel.run.launch`, the compiled `__triton_launcher` module) directly, with
+the tensors passed as raw device pointers: the C launcher then skips, per tensor, a Python
+`data_ptr()` call and a `cuPointerGetAttribute` check.
 
 The cache key is the part of the specialisation that changes what Triton compiles: each
-tensor's dtype and 16-byte alignment, each integer's value class (== 1, divisible by 16,
+tensor's dtype and 16-byte alignment (and that it is a CUDA tensor: a CPU tensor gets its own
+key, so Triton's own path reports it), each integer's value class (== 1, divisible by 16,
 needs 64 bits), each float as a float, and the constexpr keywords. That is what Triton
 3.x's `specialize_impl` looks at for parameters without `do_not_specialize` (all of
-ours). Under the interpreter, or with a launch hook installed (profilers), it defers to
-`fn[grid]` every time.
+ours). A wrapper that knows its arguments can give a cheaper key of its own
+(`launch_keyed`). Under the interpreter, or with a launch hook installed (profilers), it
+defers to `fn[grid]` every time.
 """
 from __future__ import annotations
 
@@ -20,22 +25,31 @@ import torch
 
 __all__ = ["FastLauncher"]
 
+_Tensor = torch.Tensor
+_I32 = 2**31
+
 
 def _spec(a):
-    if isinstance(a, torch.Tensor):
-        return (a.dtype, a.data_ptr() % 16 == 0)
-    if isinstance(a, bool) or a is None:
-        return a
-    if isinstance(a, int):
-        return ("i", a == 1, a % 16 == 0, not -(2**31) <= a < 2**31)
-    if isinstance(a, float):
+    """The key part of one argument (the generic path's per-argument rule, spelled out)."""
+    c = a.__class__
+    if c is int:
+        return (1 if a == 1 else 16 if not a & 15 else 0) + (0 if -_I32 <= a < _I32 else 64)
+    if c is bool or a is None:
+        return ("b", a)
+    if c is float:
         return "f"
+    if isinstance(a, _Tensor):
+        return (a.dtype, (not a.data_ptr() & 15) + 2 * a.is_cuda)
+    if isinstance(a, int):  # numpy / other int types: as ints
+        return _spec(int(a))
     return (type(a).__name__, a)
 
 
 class FastLauncher:
     """`FastLauncher(jit_fn)[grid](*args, CONST=..., num_warps=...)`: positional runtime
     arguments in signature order, constexprs and launch options as keywords."""
+
+    RAW_POINTERS = True  # hand tensors to the C launcher as integer device pointers
 
     def __init__(self, fn):
         self.fn = fn
@@ -50,11 +64,38 @@ class FastLauncher:
         from triton.runtime.driver import driver
 
         self._knobs = knobs.runtime
-        self._device = driver.active.get_current_device
+        torch.cuda.init()
+        # torch.cuda.current_device() is a Python wrapper (lazy init + this call)
+        self._device = getattr(torch._C, "_cuda_getDevice", None) or driver.active.get_current_device
         self._stream = driver.active.get_current_stream
+
+    def _hooked(self):
+        hook = self._knobs.launch_enter_hook  # an empty HookChain in Triton 3.6: no hook
+        return hook is not None and bool(getattr(hook, "calls", True))
 
     def __getitem__(self, grid):
         return lambda *args, **kw: self.launch(grid, args, kw)
+
+    def _compile(self, key, grid, args, kw):
+        """Triton's own path: compiles (once per specialisation) and launches; then caches
+        what a direct launch needs under `key`."""
+        kernel = self.fn[grid](*args, **kw)
+        if kernel is None:
+            return
+        # the C launcher takes every parameter in signature order, constexprs included
+        params = self.fn.params[len(args):]
+        if not all(p.name in kw or p.has_default for p in params):
+            return
+        tail = tuple(kw[p.name] if p.name in kw else p.default for p in params)
+        run = kernel.run
+        c_launch = getattr(run, "launch", None)
+        if c_launch is not None and not getattr(run, "global_scratch_size", 1) and not getattr(run, "profile_scratch_size", 1):
+            # CudaLauncher.__call__ minus its scratch allocation (none here): the C entry point
+            head = (kernel.function, run.launch_cooperative_grid, run.launch_pdl, None, None,
+                    kernel.packed_metadata, None, None, None)
+            self.cache[key] = (c_launch, head, tail, self.RAW_POINTERS)
+        else:
+            self.cache[key] = (run, (kernel.function, kernel.packed_metadata, None, None, None), tail, False)
 
     def launch(self, grid, args, kw):
         if self.interpret:
@@ -62,19 +103,56 @@ class FastLauncher:
         if self._stream is None:
             self._bind()
         device = self._device()
-        key = (device, tuple(_spec(a) for a in args), tuple(kw.items()))
+        key = [device]
+        ptrs = []
+        for a in args:
+            c = a.__class__
+            if c is int:
+                key.append((1 if a == 1 else 16 if not a & 15 else 0) + (0 if -_I32 <= a < _I32 else 64))
+                ptrs.append(a)
+            elif c is _Tensor:
+                p = a.data_ptr()
+                key.append(a.dtype)
+                key.append((not p & 15) + 2 * a.is_cuda)
+                ptrs.append(p)
+            else:
+                key.append(_spec(a))
+                ptrs.append(a.data_ptr() if isinstance(a, _Tensor) else a)
+        key.append(tuple(kw.items()))
+        key = tuple(key)
         hit = self.cache.get(key)
-        hook = self._knobs.launch_enter_hook  # an empty HookChain in Triton 3.6: no hook
-        if hit is None or (hook is not None and getattr(hook, "calls", True)):
-            kernel = self.fn[grid](*args, **kw)  # compiles (once) and launches
-            if hit is None and kernel is not None:
-                # the C launcher takes every parameter in signature order, constexprs included
-                params = self.fn.params[len(args):]
-                if all(p.name in kw or p.has_default for p in params):
-                    self.cache[key] = (kernel, tuple(kw[p.name] if p.name in kw else p.default for p in params))
+        if hit is None or self._hooked():
+            if hit is None:
+                self._compile(key, grid, args, kw)
+            else:
+                self.fn[grid](*args, **kw)
             return
-        kernel, tail = hit
-        g = tuple(grid) + (1, 1)
+        run, head, tail, raw = hit
+        n = len(grid)
         self.hits += 1
-        kernel.run(g[0], g[1], g[2], self._stream(device), kernel.function,
-                   kernel.packed_metadata, None, None, None, *args, *tail)
+        run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, self._stream(device), *head,
+            *(ptrs if raw else args), *tail)
+
+    def launch_keyed(self, key, grid, args, ptrs, kw):
+        """A launch whose caller vouches that `key` determines the specialisation (dtypes,
+        alignments, integer classes, constexprs) and gives `ptrs`: `args` with each tensor
+        as its data_ptr(). Skips the per-argument key of `launch`."""
+        if self.interpret:
+            return self.fn[grid](*args, **kw)
+        if self._stream is None:
+            self._bind()
+        device = self._device()
+        key = (device, key)
+        hit = self.cache.get(key)
+        h = self._knobs.launch_enter_hook  # (a profiler's hook: Triton's own path)
+        if hit is None or (h is not None and getattr(h, "calls", True)):
+            if hit is None:
+                self._compile(key, grid, args, kw)
+            else:
+                self.fn[grid](*args, **kw)
+            return
+        run, head, tail, raw = hit
+        n = len(grid)
+        self.hits += 1
+        run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, self._stream(device), *head,
+            *(ptrs if raw else args), *tail)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import torch
 
+from ._launch import FastLauncher
 from ._moe_common import (
     AlignedRouting,
     MoEGemmConfig,
@@ -324,6 +325,39 @@ if triton is not None:
             tl.store(dst_ptr + r[:, None].to(tl.int64) * stride_dst + offs_n[None, :], v.to(dst_ptr.dtype.element_ty), mask=m)
 
     @triton.jit
+    def _weight_tiles(q_ptr, s_ptr, expert, pid_n, offs_n, stride_qe, stride_se, num_kb, up_offset, n_last,
+                      FAST_COLS: tl.constexpr, SWAP: tl.constexpr, BLOCK_N: tl.constexpr):
+        """Where column tile pid_n of `expert` lives: the expert's half-word and scale bases and
+        the offsets of one K-block's weight tile ([BN, 32] with SWAP, else [32, BN]) and scales
+        [BN, 8], for the columns offs_n and (gate_up) offs_n + up_offset."""
+        offs_j = tl.arange(0, 32)
+        offs_g = tl.arange(0, 8)
+        # Kernel layout: column n is column n % 64 of tile n // 64; a K-block of a tile is
+        # 64*64 half-words and 64*8 scales.
+        q_tile = num_kb * 4096  # int16 half-words per 64-column tile
+        s_tile = num_kb * 512
+        q_e = q_ptr + expert * stride_qe
+        s_e = s_ptr + expert * stride_se
+        if FAST_COLS:  # whole tiles, gate and up: one scalar base plus a compile-time pattern
+            q_e += (pid_n * (BLOCK_N // 64)).to(tl.int64) * q_tile
+            s_e += (pid_n * (BLOCK_N // 64)).to(tl.int64) * s_tile
+            q_col, s_col = _tile_cols(tl.arange(0, BLOCK_N), q_tile, s_tile)
+            q_col_up = q_col + (up_offset // 64) * q_tile
+            s_col_up = s_col + (up_offset // 64) * s_tile
+        else:  # any column: clamped into the padded N (results past N are masked at the store)
+            q_col, s_col = _tile_cols(tl.minimum(offs_n, n_last), q_tile, s_tile)
+            q_col_up, s_col_up = _tile_cols(tl.minimum(offs_n + up_offset, n_last), q_tile, s_tile)
+        if SWAP:  # weight tiles [BN, 32]
+            q_off = q_col[:, None] + offs_j[None, :]
+            q_up_off = q_col_up[:, None] + offs_j[None, :]
+        else:  # [32, BN]
+            q_off = q_col[None, :] + offs_j[:, None]
+            q_up_off = q_col_up[None, :] + offs_j[:, None]
+        s_off = s_col[:, None] + offs_g[None, :]
+        s_up_off = s_col_up[:, None] + offs_g[None, :]
+        return q_e, s_e, q_off, q_up_off, s_off, s_up_off
+
+    @triton.jit
     def _w4a16_moe_gemm_kernel(
         a_ptr, q_ptr, s_ptr, c_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
         N, K, num_pairs, up_offset, n_last, kb_per_split, num_kb,
@@ -361,33 +395,12 @@ if triton is not None:
         pair, row_ok, a_row = moe_block_rows(sorted_ids_ptr, pid_m, num_pairs, A_ROW_DIV, BLOCK_M)
 
         offs_j = tl.arange(0, 32)
-        offs_g = tl.arange(0, 8)
         kb_begin = pid_k * kb_per_split
         kb_end = tl.minimum(kb_begin + kb_per_split, num_kb)
 
-        # Kernel layout: column n is column n % 64 of tile n // 64; a K-block of a tile is
-        # 64*64 half-words and 64*8 scales.
-        q_tile = num_kb * 4096  # int16 half-words per 64-column tile
-        s_tile = num_kb * 512
-        q_e = q_ptr + expert * stride_qe
-        s_e = s_ptr + expert * stride_se
-        if FAST_COLS:  # whole tiles, gate and up: one scalar base plus a compile-time pattern
-            q_e += (pid_n * (BLOCK_N // 64)).to(tl.int64) * q_tile
-            s_e += (pid_n * (BLOCK_N // 64)).to(tl.int64) * s_tile
-            q_col, s_col = _tile_cols(tl.arange(0, BLOCK_N), q_tile, s_tile)
-            q_col_up = q_col + (up_offset // 64) * q_tile
-            s_col_up = s_col + (up_offset // 64) * s_tile
-        else:  # any column: clamped into the padded N (results past N are masked at the store)
-            q_col, s_col = _tile_cols(tl.minimum(offs_n, n_last), q_tile, s_tile)
-            q_col_up, s_col_up = _tile_cols(tl.minimum(offs_n + up_offset, n_last), q_tile, s_tile)
-        if SWAP:  # weight tiles [BN, 32]
-            q_off = q_col[:, None] + offs_j[None, :]
-            q_up_off = q_col_up[:, None] + offs_j[None, :]
-        else:  # [32, BN]
-            q_off = q_col[None, :] + offs_j[:, None]
-            q_up_off = q_col_up[None, :] + offs_j[:, None]
-        s_off = s_col[:, None] + offs_g[None, :]
-        s_up_off = s_col_up[:, None] + offs_g[None, :]
+        q_e, s_e, q_off, q_up_off, s_off, s_up_off = _weight_tiles(
+            q_ptr, s_ptr, expert, pid_n, offs_n, stride_qe, stride_se, num_kb, up_offset, n_last, FAST_COLS, SWAP,
+            BLOCK_N)
         a_base = a_ptr + a_row[:, None] * stride_am + offs_j[None, :]
 
         if SWAP:
@@ -428,6 +441,127 @@ if triton is not None:
             else:
                 moe_store_rows(acc, c_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_cm, 1,
                                C_ROW_DIV, MUL_ROUTED_WEIGHT, ATOMIC)
+
+    # ------------------------------------------------------------------------------------
+    # The layer at a few tokens (T <= 8) in two launches, no alignment step (`_direct_layer`)
+    # ------------------------------------------------------------------------------------
+    @triton.jit
+    def _direct_rows(ids_ptr, p, T, E, stride_it, K_TOP: tl.constexpr, KP: tl.constexpr, BLOCK_M: tl.constexpr):
+        """(token, slot) pair p = t*K_TOP + s read straight from topk_ids: its expert e, whether p
+        is the expert's first pair (its leader: only leaders compute, so each touched expert is
+        read once), and the expert's rows: row t is token t (T <= BLOCK_M), present iff token t
+        routes to e, at pair t*K_TOP + (its slot). A token's top-k ids are distinct."""
+        e = tl.load(ids_ptr + (p // K_TOP) * stride_it + p % K_TOP).to(tl.int32)
+        t = tl.arange(0, BLOCK_M)
+        s = tl.arange(0, KP)
+        ok = (t < T)[:, None] & (s < K_TOP)[None, :]
+        ids = tl.load(ids_ptr + t[:, None] * stride_it + s[None, :], mask=ok, other=-1).to(tl.int32)
+        match = ok & (ids == e)
+        flat = t[:, None] * K_TOP + s[None, :]
+        earlier = tl.sum((match & (flat < p)).to(tl.int32))
+        lead = (earlier == 0) & (e >= 0) & (e < E)
+        row_ok = tl.max(match.to(tl.int32), axis=1) > 0
+        slot = tl.min(tl.where(match, s[None, :], KP), axis=1)
+        pair = t * K_TOP + tl.where(row_ok, slot, 0)
+        return e.to(tl.int64), lead, row_ok, pair
+
+    @triton.jit
+    def _w4a16_direct_gate_up(
+        x_ptr, q_ptr, s_ptr, ids_ptr, part_ptr, zero_ptr,
+        T, E, K, N, n_last, kb_per_split, num_kb, n_zero,
+        stride_xm, stride_qe, stride_se, stride_it, sp_s, sp_p, sp_t,
+        K_TOP: tl.constexpr, KP: tl.constexpr, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr,
+        EVEN_K: tl.constexpr, FAST_COLS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+        BLOCK_Z: tl.constexpr,
+    ):
+        """gate and up partial sums of one (column tile, leader pair, K split): plain stores into
+        part[split, pair, token, :2N] (no atomics, no zeroing). Every program also zeroes its share
+        of `zero` (the down launch's fp32 sum and arrival counters)."""
+        pid_n = tl.program_id(0)
+        p = tl.program_id(1)
+        pid_k = tl.program_id(2)
+        nprog = tl.num_programs(0) * tl.num_programs(1) * tl.num_programs(2)
+        lin = pid_n + tl.num_programs(0) * (p + tl.num_programs(1) * pid_k)
+        for z0 in range(lin * BLOCK_Z, n_zero, nprog * BLOCK_Z):
+            oz = z0 + tl.arange(0, BLOCK_Z)
+            tl.store(zero_ptr + oz, tl.zeros((BLOCK_Z,), tl.float32), mask=oz < n_zero)
+        expert, lead, row_ok, pair = _direct_rows(ids_ptr, p, T, E, stride_it, K_TOP, KP, BLOCK_M)
+        if lead:
+            offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            n_ok = offs_n < N
+            q_e, s_e, q_off, q_up_off, s_off, s_up_off = _weight_tiles(
+                q_ptr, s_ptr, expert, pid_n, offs_n, stride_qe, stride_se, num_kb, N, n_last, FAST_COLS, True,
+                BLOCK_N)
+            t = tl.arange(0, BLOCK_M)
+            a_base = x_ptr + tl.where(row_ok, t, 0).to(tl.int64)[:, None] * stride_xm + tl.arange(0, 32)[None, :]
+            acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+            acc_up = acc
+            kb_begin = pid_k * kb_per_split
+            for kb in range(kb_begin, tl.minimum(kb_begin + kb_per_split, num_kb)):
+                q_kb = q_e + kb * 4096
+                s_kb = s_e + kb * 512
+                acc, acc_up = _k_block(acc, a_base + kb * 256, row_ok, kb * 256, K, q_kb + q_off, s_kb + s_off,
+                                       DEQUANT, DOT_F32, EVEN_K, acc_up, q_kb + q_up_off, s_kb + s_up_off, True, True)
+            dst = part_ptr + pid_k * sp_s + p * sp_p + t[:, None] * sp_t + offs_n[None, :]
+            m = row_ok[:, None] & n_ok[None, :]
+            tl.store(dst, tl.trans(acc), mask=m)
+            tl.store(dst + N, tl.trans(acc_up), mask=m)
+
+    @triton.jit
+    def _w4a16_direct_down(
+        part_ptr, q_ptr, s_ptr, ids_ptr, tw_ptr, sum_ptr, cnt_ptr, out_ptr,
+        T, E, N, K, n_last, num_kb, n_split,
+        stride_qe, stride_se, stride_it, stride_tw, sp_s, sp_p, sp_t, stride_om,
+        K_TOP: tl.constexpr, KP: tl.constexpr, SP: tl.constexpr, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr,
+        FAST_COLS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    ):
+        """down for one (column tile, leader pair): the activation silu(gate)*up is formed on load
+        from the gate_up partials (summed over the splits), times the expert's weights, times
+        the routed weight, fp32-atomically summed over the top-k into sum[token]; the last program
+        of each column tile to arrive (all pairs) casts its columns into out."""
+        pid_n = tl.program_id(0)
+        p = tl.program_id(1)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        n_ok = offs_n < N
+        expert, lead, row_ok, pair = _direct_rows(ids_ptr, p, T, E, stride_it, K_TOP, KP, BLOCK_M)
+        if lead:
+            q_e, s_e, q_off, q_up_off, s_off, s_up_off = _weight_tiles(
+                q_ptr, s_ptr, expert, pid_n, offs_n, stride_qe, stride_se, num_kb, 0, n_last, FAST_COLS, True,
+                BLOCK_N)
+            t = tl.arange(0, BLOCK_M)
+            sp = tl.arange(0, SP)
+            j = tl.arange(0, 32)
+            h_base = part_ptr + p * sp_p + sp[:, None, None] * sp_s + t[None, :, None] * sp_t + j[None, None, :]
+            h_ok = (sp < n_split)[:, None, None] & row_ok[None, :, None]
+            acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+            for kb in range(0, num_kb):
+                q_kb = q_e + kb * 4096
+                s_kb = s_e + kb * 512
+                lo = tl.load(q_kb + q_off)
+                hi = tl.load(q_kb + q_off + 32)
+                sc = _split8(tl.load(s_kb + s_off))
+                for i in tl.static_range(8):
+                    k0 = kb * 256 + i * 32
+                    m = h_ok & ((k0 + j) < K)[None, None, :]
+                    g = tl.sum(tl.load(h_base + k0, mask=m, other=0.0), axis=0)
+                    u = tl.sum(tl.load(h_base + k0 + K, mask=m, other=0.0), axis=0)
+                    a = g / (1.0 + tl.exp(-g)) * u
+                    if DOT_F32:
+                        a = a.to(out_ptr.dtype.element_ty).to(tl.float32)  # the bf16 intermediate's rounding
+                    else:
+                        a = a.to(out_ptr.dtype.element_ty)
+                    w = _dequant_group(lo if i < 4 else hi, sc[i][:, None], i % 4, DEQUANT, DOT_F32)
+                    acc = _group_mma(acc, a, w, True, DOT_F32)
+            rw = tl.load(tw_ptr + t * stride_tw + (pair - t * K_TOP), mask=row_ok, other=0.0).to(tl.float32)
+            acc = tl.trans(acc) * rw[:, None]
+            tl.atomic_add(sum_ptr + t[:, None] * N + offs_n[None, :], acc, mask=row_ok[:, None] & n_ok[None, :],
+                          sem="relaxed")
+        if _arrive(cnt_ptr + pid_n, tl.num_programs(1)):
+            _cast_columns(sum_ptr, out_ptr, T, N, stride_om, offs_n, n_ok, 8)
+
+
+    _DIRECT_GATE_UP = FastLauncher(_w4a16_direct_gate_up)
+    _DIRECT_DOWN = FastLauncher(_w4a16_direct_down)
 
 
 def _launch(
@@ -502,6 +636,7 @@ def fused_moe_w4a16(
     gate_up_config: MoEGemmConfig | dict | None = None,
     down_config: MoEGemmConfig | dict | None = None,
     fused_epilogues: bool | None = None,
+    direct: bool | None = None,
 ) -> torch.Tensor:
     """Kernel-layout weights (`pack_for_kernel`): w13_q [E, 2I/64, Hp/256, 64, 2, 32] (gate rows
     0..I-1, up rows I..2I-1), w2_q [E, Hp'/64, Ip/256, 64, 2, 32] with Hp' = H padded to 64.
@@ -514,7 +649,11 @@ def fused_moe_w4a16(
     fused_epilogues (default: T <= FUSED_EPILOGUE_MAX_T): align, one zeroed workspace, gate_up
     and down are the whole layer (4 launches): a split-K gate_up's last split of each tile
     applies SiLU*mul, and down's last program per column tile casts the fp32 sum to the output
-    dtype (arrival counters), instead of a torch activation and a torch cast (9 launches)."""
+    dtype (arrival counters), instead of a torch activation and a torch cast (9 launches).
+
+    direct (default: T <= DIRECT_MAX_T when block_m is not given; DIRECT_MAX_T is 0): the
+    layer in two launches with no alignment step (`_direct_layer`), T <= 8; the configs then
+    set its gate_up (block_n, split_k, warps, stages) and down (block_n, warps, stages)."""
     T, H = x.shape
     E = w13_q.shape[0]
     I = w13_q.shape[1] * TILE_N // 2  # I is a multiple of 32, so 2I needs no column padding
@@ -523,6 +662,12 @@ def fused_moe_w4a16(
         f"w13_q {tuple(w13_q.shape)} is not the kernel layout for H={H}, I={I}"
     assert w2_q.shape[1:] == (padded_n(H) // TILE_N, padded_k(I) // KBLOCK, TILE_N, 2, GROUP), \
         f"w2_q {tuple(w2_q.shape)} is not the kernel layout for H={H}, I={I}"
+    if direct if direct is not None else (T <= DIRECT_MAX_T and block_m is None):
+        if T > 8:
+            raise ValueError(f"direct=True takes at most 8 tokens, got T={T}")
+        gu, dn = direct_configs(T, k, E, H, I)
+        return _direct_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, E=E, I=I,
+                             gu=as_config(gate_up_config, gu), dn=as_config(down_config, dn))
     bm, gu, dn = default_configs(T, k, E, H, I)
     weights = {"w13": (w13_q, w13_s), "w2": (w2_q, w2_s)}
 
@@ -582,6 +727,79 @@ def _fused_layer(x, topk_ids, topk_weights, gemm, *, E, I, block_m, gu, dn, act=
         return out
     gemm(h, "w2", acc, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True, cfg=dn)
     return acc.to(x.dtype)
+
+
+# The layer at T <= 8 tokens in two launches with no alignment step (`direct=True`; off by
+# default). Each (token, slot) pair reads its expert from topk_ids; the first pair of each expert
+# gathers the expert's tokens (at most T <= 8: the MMA's N) and the others exit. gate_up stores
+# per-split partial sums (no atomics, so nothing to zero) and zeroes down's fp32 sum and
+# counters; down forms SiLU*mul on load from the partials, sums the top-k with fp32 atomics, and
+# its last program per column tile casts. Measured slower than the aligned path on the H200 at
+# every T <= 8 (Kimi TP8 slice: 22.8 against 22.4 us at T=1 with 4 splits, 87.5 against 66.9 at
+# T=8), though its gate_up alone, zeroing included, takes 9.8 us at T=1: down, which re-reads the
+# partials per column tile, is the slow part (runs/README.md, "Kernel defaults"). DIRECT_MAX_T
+# turns it on by default up to that T.
+DIRECT_MAX_T = 0
+DIRECT_PARTS = "both"  # tuning only (measure/tuning/ab_session7.py): "gate_up" skips down
+
+
+def direct_configs(T: int, k: int, E: int, H: int, I: int, num_sms: int = 132):
+    """(gate_up, down) MoEGemmConfig of the two-launch path: gate_up 64 columns x 4 warps x 3
+    stages split along K to about one program per SM (each split >= 7 K-blocks: down reads
+    every split's partials; at T=1 on the Kimi TP8 slice 4 splits took 22.8 us for the layer,
+    7 took 47.3 and 14 took 86.9), down 128 columns x 4 warps x 2 stages, no split."""
+    num_kb = padded_k(H) // KBLOCK
+    base = -(-I // 64) * T * min(k, E)
+    split = max(1, min(num_kb // 7, num_sms // max(base, 1)))
+    return (MoEGemmConfig(block_n=64, block_k=KBLOCK, split_k=split, num_warps=4, num_stages=3),
+            MoEGemmConfig(block_n=128, block_k=KBLOCK, split_k=1, num_warps=4, num_stages=2))
+
+
+def _direct_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, *, E, I, gu, dn):
+    T, H = x.shape
+    k = topk_ids.shape[1]
+    P = T * k
+    for name, cfg in (("gate_up", gu), ("down", dn)):
+        if cfg.block_n < 16 or cfg.block_n & (cfg.block_n - 1):
+            raise ValueError(f"{name} block_n={cfg.block_n}: the INT4 kernel takes a power of two >= 16")
+    if topk_ids.stride(1) != 1:
+        topk_ids = topk_ids.contiguous()
+    if topk_weights.stride(1) != 1 or topk_weights.stride(0) != topk_weights.shape[1]:
+        topk_weights = topk_weights.contiguous()
+    if x.stride(1) != 1:
+        x = x.contiguous()
+    num_kb = w13_q.shape[2]
+    kb_per_split = -(-num_kb // max(1, gu.split_k))
+    S = -(-num_kb // kb_per_split)
+    n_part = S * P * T * 2 * I
+    n_cnt = -(-H // dn.block_n)
+    ws = torch.empty(n_part + T * H + n_cnt, dtype=torch.float32, device=x.device)
+    part, zero = ws[:n_part], ws[n_part:]
+    out = torch.empty((T, H), dtype=x.dtype, device=x.device)
+    interp = interpreting()
+    dq = DEQUANT_CVT if interp else gu.dequant
+    kp = triton.next_power_of_2(k)
+    np13, np2 = w13_q.shape[1] * TILE_N, w2_q.shape[1] * TILE_N
+    _DIRECT_GATE_UP[(triton.cdiv(I, gu.block_n), P, S)](
+        x, w13_q, w13_s, topk_ids, part, zero,
+        T, E, H, I, np13 - 1, kb_per_split, num_kb, T * H + n_cnt,
+        x.stride(0), w13_q.stride(0), w13_s.stride(0), topk_ids.stride(0), P * T * 2 * I, T * 2 * I, 2 * I,
+        K_TOP=k, KP=kp, DEQUANT=dq, DOT_F32=interp, EVEN_K=H % KBLOCK == 0,
+        FAST_COLS=gu.block_n >= TILE_N and np13 % gu.block_n == 0 and I % gu.block_n == 0,
+        BLOCK_M=8, BLOCK_N=gu.block_n, BLOCK_Z=256, num_warps=gu.num_warps, num_stages=gu.num_stages,
+    )
+    if DIRECT_PARTS == "gate_up":  # tuning only: gate_up alone
+        return out
+    _DIRECT_DOWN[(triton.cdiv(H, dn.block_n), P)](
+        part, w2_q, w2_s, topk_ids, topk_weights, zero, zero[T * H:].view(torch.int32), out,
+        T, E, H, I, np2 - 1, w2_q.shape[2], S,
+        w2_q.stride(0), w2_s.stride(0), topk_ids.stride(0), topk_weights.stride(0), P * T * 2 * I, T * 2 * I, 2 * I,
+        out.stride(0),
+        K_TOP=k, KP=kp, SP=max(2, triton.next_power_of_2(S)), DEQUANT=DEQUANT_CVT if interp else dn.dequant,
+        DOT_F32=interp, FAST_COLS=dn.block_n >= TILE_N and np2 % dn.block_n == 0,
+        BLOCK_M=8, BLOCK_N=dn.block_n, num_warps=dn.num_warps, num_stages=dn.num_stages,
+    )
+    return out
 
 
 def expert_bytes(H: int, I: int) -> float:

@@ -58,31 +58,63 @@ def _kernel():
     return _KERNEL
 
 
-def _run(x, r, w, eps):
-    import triton
+_KW: dict = {}  # (H, add) -> the launch's constexprs and options
 
+
+def _launch_kw(H: int, add: bool) -> dict:
+    kw = _KW.get((H, add))
+    if kw is None:
+        import triton
+
+        block = triton.next_power_of_2(H)
+        kw = _KW[(H, add)] = dict(ADD=add, BLOCK=block, num_warps=max(1, min(16, block // 512)))
+    return kw
+
+
+def _run(x, r, w, eps, out=None):
     H = x.shape[-1]
+    add = r is not None
+    if out is not None and (out.shape != x.shape or out.dtype != x.dtype or not out.is_contiguous()):
+        raise ValueError(f"out: {tuple(out.shape)} {out.dtype} (contiguous: {out.is_contiguous()}) "
+                         f"must be a contiguous {tuple(x.shape)} {x.dtype} tensor")
+    if x.is_contiguous() and w.is_contiguous() and (not add or r.is_contiguous() and r.shape == x.shape):
+        # the eager fast path: no reshapes (every row stride is H), one allocation per output,
+        # and a launch keyed by what the wrapper knows (kernels/_launch.py launch_keyed)
+        out = torch.empty_like(x) if out is None else out
+        s = torch.empty_like(x) if add else out
+        px, pw, po, ps = x.data_ptr(), w.data_ptr(), out.data_ptr(), s.data_ptr()
+        pr = r.data_ptr() if add else px
+        if not (px | pw | po | ps | pr) & 15:
+            kl = _KERNEL or _kernel()
+            sr = H if add else 0
+            kl.launch_keyed((x.dtype, w.dtype, r.dtype if add else None, H, x.is_cuda and w.is_cuda), (x.numel() // H,),
+                            (x, r if add else x, w, out, s, H, H, sr, H, H, eps),
+                            (px, pr, pw, po, ps, H, H, sr, H, H, eps), _launch_kw(H, add))
+            return out, s
     rows = x.reshape(-1, H)
     if rows.stride(-1) != 1:
         rows = rows.contiguous()
     rr = None
-    if r is not None:
+    if add:
         rr = r.reshape(-1, H)
         if rr.stride(-1) != 1:
             rr = rr.contiguous()
-    out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
-    s = torch.empty(rows.shape, dtype=x.dtype, device=x.device) if r is not None else out
-    block = triton.next_power_of_2(H)
+    o = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
+    s = torch.empty(rows.shape, dtype=x.dtype, device=x.device) if add else o
     _kernel()[(rows.shape[0],)](
-        rows, rr if rr is not None else rows, w, out, s, H, rows.stride(0),
-        rr.stride(0) if rr is not None else 0, out.stride(0), s.stride(0), eps,
-        ADD=r is not None, BLOCK=block, num_warps=max(1, min(16, block // 512)),
+        rows, rr if rr is not None else rows, w, o, s, H, rows.stride(0),
+        rr.stride(0) if rr is not None else 0, o.stride(0), s.stride(0), eps, **_launch_kw(H, add),
     )
-    return out.reshape(x.shape), s.reshape(x.shape)
+    if out is not None:
+        out.copy_(o.reshape(x.shape))
+        return out, s.reshape(x.shape)
+    return o.reshape(x.shape), s.reshape(x.shape)
 
 
-def rmsnorm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    return _run(x, None, w, eps)[0]
+def rmsnorm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6, *, out: torch.Tensor | None = None) -> torch.Tensor:
+    """`out`: a caller-provided output (contiguous, x's shape and dtype), as engines' RMSNorm
+    ops take one (vLLM's rms_norm(out, x, w, eps)); saves the allocation of an eager call."""
+    return _run(x, None, w, eps, out)[0]
 
 
 def add_rmsnorm(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, eps: float = 1e-6):

@@ -268,7 +268,7 @@ def _get_combine():
                         so_c, so_h, so_p, so_r, sl_c, sl_h, sl_p,
                         sout_c, sout_i, sout_h,
                         G: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_P: tl.constexpr,
-                        PDL: tl.constexpr = False):
+                        PDL: tl.constexpr = False, ONE_PASS: tl.constexpr = False):
         if PDL:  # launched early (programmatic dependent launch): wait for the partials
             tl.extra.cuda.gdc_wait()
         pid_ch = tl.program_id(0)
@@ -277,24 +277,34 @@ def _get_combine():
         c = (pid_ch // HKV).to(tl.int64)
         hkv = pid_ch % HKV
         lse_base = lse_ptr + c * sl_c + hkv * sl_h + r
-        m = tl.full((BLOCK_P,), float("-inf"), dtype=tl.float32)
-        for p0 in range(0, P, BLOCK_P):
-            offs_p = p0 + tl.arange(0, BLOCK_P)
-            m = tl.maximum(m, tl.load(lse_base + offs_p * sl_p, mask=offs_p < P, other=float("-inf")))
-        m_all = tl.max(m, axis=0)
-        m_all = tl.where(m_all == float("-inf"), 0.0, m_all)
         dv = d0 + tl.arange(0, BLOCK_D)
         o_base = o_ptr + c * so_c + hkv * so_h + r * so_r
-        acc = tl.zeros((BLOCK_D,), dtype=tl.float32)
-        wsum = tl.zeros((BLOCK_P,), dtype=tl.float32)
-        for p0 in range(0, P, BLOCK_P):
-            offs_p = p0 + tl.arange(0, BLOCK_P)
+        if ONE_PASS:  # every split in one tile: the lse and o loads go out together (one round trip)
+            offs_p = tl.arange(0, BLOCK_P)
             p_ok = offs_p < P
             lse = tl.load(lse_base + offs_p * sl_p, mask=p_ok, other=float("-inf"))
-            w = tl.where(p_ok, tl.exp2(lse - m_all), 0.0)
             o = tl.load(o_base + offs_p[:, None] * so_p + dv[None, :], mask=p_ok[:, None], other=0.0).to(tl.float32)
-            acc += tl.sum(o * w[:, None], axis=0)
-            wsum += w
+            m_all = tl.max(lse, axis=0)
+            m_all = tl.where(m_all == float("-inf"), 0.0, m_all)
+            wsum = tl.where(p_ok, tl.exp2(lse - m_all), 0.0)
+            acc = tl.sum(o * wsum[:, None], axis=0)
+        else:
+            m = tl.full((BLOCK_P,), float("-inf"), dtype=tl.float32)
+            for p0 in range(0, P, BLOCK_P):
+                offs_p = p0 + tl.arange(0, BLOCK_P)
+                m = tl.maximum(m, tl.load(lse_base + offs_p * sl_p, mask=offs_p < P, other=float("-inf")))
+            m_all = tl.max(m, axis=0)
+            m_all = tl.where(m_all == float("-inf"), 0.0, m_all)
+            acc = tl.zeros((BLOCK_D,), dtype=tl.float32)
+            wsum = tl.zeros((BLOCK_P,), dtype=tl.float32)
+            for p0 in range(0, P, BLOCK_P):
+                offs_p = p0 + tl.arange(0, BLOCK_P)
+                p_ok = offs_p < P
+                lse = tl.load(lse_base + offs_p * sl_p, mask=p_ok, other=float("-inf"))
+                w = tl.where(p_ok, tl.exp2(lse - m_all), 0.0)
+                o = tl.load(o_base + offs_p[:, None] * so_p + dv[None, :], mask=p_ok[:, None], other=0.0).to(tl.float32)
+                acc += tl.sum(o * w[:, None], axis=0)
+                wsum += w
         out = acc / tl.sum(wsum, axis=0)
         qi = r // G
         head = hkv * G + r % G
@@ -308,6 +318,10 @@ def _get_combine():
 # grid starts while the split kernel drains and waits in griddepcontrol.wait for its writes
 # (runs/README.md, "Kernel defaults")
 PDL_DEFAULT = True
+# the combine loads every split's (lse, o) in one tile when they fit (<= 8192 fp32), instead of a
+# max pass over the lse then a weighted pass: GQA, and MLA up to 64 splits (MLA with 64 heads
+# and 65-66 splits was 0.3 us faster in two passes; runs/README.md, "Kernel defaults")
+COMBINE_ONE_PASS = True
 SPLIT_ONLY = False  # tuning only: skip the combine, return the partials
 
 
@@ -377,7 +391,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         o, lse, out, nsplit, R, Hkv,
         o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
         out.stride(0), out.stride(1), out.stride(2),
-        G=G, BLOCK_D=block_d, BLOCK_P=max(2, block_p), PDL=pdl,
+        G=G, BLOCK_D=block_d, BLOCK_P=max(2, block_p), PDL=pdl, ONE_PASS=COMBINE_ONE_PASS and nsplit <= block_p and (dv <= 128 or block_p <= 64),
         num_warps=8 if tile >= 8192 else 4 if tile >= 2048 else 2, launch_pdl=pdl,
     )
     return out

@@ -10,7 +10,9 @@
   * floor_*_us: the floor probe (measure/floor.py): an empty kernel, one wave of DRAM reads
     over 1 MB, and a split-K pair, each as CUDA-graph nodes.
 The Triton wrapper launches through kernels/_launch.py's FastLauncher (the compiled kernel's
-C launcher, cached per argument specialisation), as every small-op and attention kernel does."""
+C launcher called directly, with raw pointers, cached per argument specialisation), as every
+small-op and attention kernel does; rmsnorm keys it by what it knows of its arguments
+(`launch_keyed`) and allocates its output with one `torch.empty_like`."""
 
 from __future__ import annotations
 

@@ -63,3 +63,47 @@ def test_fast_launcher_caches_per_specialisation(monkeypatch):
     fl._knobs.launch_enter_hook = types.SimpleNamespace(calls=[print])  # a profiler's hook: Triton's own path
     fl[(3,)](x, 32, 1e-6, BLOCK=64)
     assert fake.compiles == 5 and fl.hits == 1
+
+
+class _FakeCudaLauncher:
+    """Stands in for Triton's CudaLauncher: `.launch` is its C entry point."""
+
+    global_scratch_size = profile_scratch_size = 0
+    launch_cooperative_grid, launch_pdl = False, True
+
+    def __init__(self, calls):
+        self.launch = lambda *a: calls.append(a)
+
+    def __call__(self, *a):  # the generic path (not taken once cached)
+        raise AssertionError("the direct path calls .launch")
+
+
+def test_fast_launcher_calls_the_c_entry_with_raw_pointers():
+    def kernel(x_ptr, y_ptr, n, BLOCK):
+        pass
+
+    fake = _FakeJit(kernel)
+    calls = []
+
+    def getitem(grid):
+        def call(*args, **kw):
+            fake.compiles += 1
+            return types.SimpleNamespace(function="f", packed_metadata="m", run=_FakeCudaLauncher(calls))
+        return call
+
+    fake.__class__ = type("FakeJitC", (_FakeJit,), {"__getitem__": lambda self, g: getitem(g)})
+    fl = _launch.FastLauncher(fake)
+    fl.interpret = False
+    fl._knobs = types.SimpleNamespace(launch_enter_hook=types.SimpleNamespace(calls=[]))
+    fl._device, fl._stream = (lambda: 0), (lambda dev: 99)
+    x, y = torch.zeros(64), torch.ones(32)
+    fl[(2,)](x, y, 64, BLOCK=64)
+    fl[(2,)](y, x, 32, BLOCK=64)  # same key: direct launch, pointers as ints
+    assert fake.compiles == 1 and fl.hits == 1
+    (args,) = calls
+    assert args == (2, 1, 1, 99, "f", False, True, None, None, "m", None, None, None, y.data_ptr(), x.data_ptr(), 32, 64)
+    # a caller-chosen key: compiled once under it, then direct
+    fl.launch_keyed("k", (3, 4), (x, y, 16), (x.data_ptr(), y.data_ptr(), 16), dict(BLOCK=64))
+    fl.launch_keyed("k", (3, 4), (y, x, 16), (y.data_ptr(), x.data_ptr(), 16), dict(BLOCK=64))
+    assert fake.compiles == 2 and fl.hits == 2 and calls[-1][:4] == (3, 4, 1, 99)
+    assert calls[-1][13:] == (y.data_ptr(), x.data_ptr(), 16, 64)

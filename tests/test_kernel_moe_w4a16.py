@@ -117,13 +117,14 @@ def test_fused_moe_w4a16_expert_parallel_shard():
     wts = _weights(E, H, I, gen)
     ids, tw = _routing(T, E, k, gen)
     x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
-    total = torch.zeros(T, H, dtype=torch.float32, device=DEV)
-    for lo in (0, 4):
-        shard = [w[lo : lo + 4] for w in wts]
-        out = m.fused_moe_w4a16(x, *_kernel_layout(shard), (ids - lo).to(torch.int32), tw)
-        total += out.float()
     ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
-    assert_close(total, ref, torch.bfloat16, "moe_w4a16 EP shards")
+    for direct in (True, False):  # the two-launch path and the aligned one
+        total = torch.zeros(T, H, dtype=torch.float32, device=DEV)
+        for lo in (0, 4):
+            shard = [w[lo : lo + 4] for w in wts]
+            out = m.fused_moe_w4a16(x, *_kernel_layout(shard), (ids - lo).to(torch.int32), tw, direct=direct)
+            total += out.float()
+        assert_close(total, ref, torch.bfloat16, f"moe_w4a16 EP shards {direct=}")
 
 
 def test_align_block_size():
@@ -331,3 +332,49 @@ def test_align_zeroes_the_workspace():
     ws = torch.full((1500,), 7.0, device=DEV)  # more than one 1024-wide store loop
     r = moe_align_block_size(ids, 4, 8, zero=ws)
     assert torch.count_nonzero(ws) == 0 and r.num_pairs == 4
+
+
+# (T, E, H, I, k, gate_up, down): one token; awkward H / I (masked K, clamped columns); every
+# expert shared by several tokens (leaders gather up to 8 rows); whole tiles (FAST_COLS)
+DIRECT = [
+    (1, 8, 64, 32, 2, {}, {}),
+    (3, 6, 160, 96, 4, dict(split_k=1, block_n=32), dict(block_n=16)),
+    (8, 4, 544, 96, 2, dict(split_k=3), dict(block_n=32)),
+    (5, 8, 256, 64, 3, dict(split_k=2), {}),
+]
+
+
+@pytest.mark.parametrize("T,E,H,I,k,gate_up,down", DIRECT)
+def test_direct_layer_matches_reference(T, E, H, I, k, gate_up, down):
+    """The two-launch path at T <= 8 (no alignment; per-split partials; SiLU*mul on load in
+    down; fp32 atomics and the last program's cast) against the reference, in int64 and int32
+    ids, with the default and the given configs."""
+    gen = torch.Generator().manual_seed(T * 31 + H)
+    wts = _weights(E, H, I, gen)
+    ids, tw = _routing(T, E, k, gen)
+    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
+    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+    kl = _kernel_layout(wts)
+    for i, cfg in enumerate(({}, dict(gate_up_config=gate_up, down_config=down))):
+        for id_dtype in (torch.int64, torch.int32):
+            out = m.fused_moe_w4a16(x, *kl, ids.to(id_dtype), tw, direct=True, **cfg)
+            assert out.dtype == torch.bfloat16 and out.shape == (T, H) and torch.isfinite(out).all()
+            assert_close(out, ref, torch.bfloat16, f"direct {T=} {E=} {H=} {I=} {k=} cfg {i} {id_dtype}")
+
+
+def test_direct_layer_default_follows_direct_max_t(monkeypatch):
+    calls = []
+    monkeypatch.setattr(m, "_direct_layer", lambda *a, **kw: calls.append(kw) or a[0])
+    x = torch.zeros(2, 256, dtype=torch.bfloat16, device=DEV)
+    w = m.random_kernel_weights(4, 128, 256, device=DEV) + m.random_kernel_weights(4, 256, 64, device=DEV)
+    ids, tw = torch.tensor([[0, 1], [1, 2]], device=DEV), torch.full((2, 2), 0.5, device=DEV)
+    monkeypatch.setattr(m, "DIRECT_MAX_T", 2)
+    m.fused_moe_w4a16(x, *w, ids, tw)
+    assert len(calls) == 1 and calls[0]["I"] == 64
+    m.fused_moe_w4a16(x, *w, ids, tw, block_m=8)  # a given block_m: the aligned path
+    monkeypatch.setattr(m, "DIRECT_MAX_T", 1)
+    m.fused_moe_w4a16(x, *w, ids, tw)
+    assert len(calls) == 1
+    with pytest.raises(ValueError, match="at most 8 tokens"):
+        m.fused_moe_w4a16(torch.zeros(9, 256, dtype=torch.bfloat16, device=DEV), *w,
+                          torch.zeros(9, 2, dtype=torch.int64, device=DEV), torch.ones(9, 2, device=DEV), direct=True)

@@ -29,6 +29,27 @@ def test_rmsnorm_and_fused_add(T, H, dtype):
     assert torch.equal(x, x.clone()) and s.data_ptr() != x.data_ptr()  # out of place
 
 
+def test_rmsnorm_out_strided_and_3d_inputs():
+    """The eager fast path (contiguous inputs, caller-provided out) and the general path
+    (a strided view, a 3-D input, a misaligned row) give the reference's values."""
+    g = torch.Generator().manual_seed(7)
+    dtype = torch.bfloat16
+    x3 = (torch.randn(2, 3, 96, generator=g) * 2).to(DEV, dtype)
+    w = (torch.rand(96, generator=g) + 0.5).to(DEV, dtype)
+    out = torch.full_like(x3, float("nan"))
+    got = rn.rmsnorm(x3, w, out=out)
+    assert got.data_ptr() == out.data_ptr()
+    assert_close(out, rn.rmsnorm_reference(x3, w), dtype, "rmsnorm out=")
+    wide = torch.randn(4, 200, generator=g).to(DEV, dtype)
+    view = wide[:, 8:104]  # rows 200 apart, not contiguous
+    assert_close(rn.rmsnorm(view, w), rn.rmsnorm_reference(view, w), dtype, "strided rows")
+    flat = torch.randn(3 * 96 + 1, generator=g).to(DEV, dtype)
+    odd = flat[1:].view(3, 96)  # contiguous, 2 bytes off 16-byte alignment
+    assert_close(rn.rmsnorm(odd, w), rn.rmsnorm_reference(odd, w), dtype, "misaligned")
+    with pytest.raises(ValueError, match="out:"):
+        rn.rmsnorm(x3, w, out=torch.empty(2, 3, 95, dtype=dtype, device=DEV))
+
+
 @pytest.mark.parametrize("C,q,nh", [(1, 1, 8), (2, 3, 5), (4, 9, 16)])
 def test_rope_on_strided_q_view(C, q, nh):
     g = torch.Generator().manual_seed(C * q * nh)
