@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ._launch import FastLauncher
+
 
 @dataclass(frozen=True)
 class AlignedRouting:
@@ -126,7 +128,7 @@ def _align_triton(topk_ids: torch.Tensor, num_experts: int, block_m: int,
             tl.store(sorted_ptr + dest, pair, mask=valid)
             tl.store(block_expert_ptr + dest // BLOCK_M, se, mask=valid)  # same value per block
 
-        _ALIGN_KERNEL = _align_kernel
+        _ALIGN_KERNEL = FastLauncher(_align_kernel)
     flat = topk_ids.reshape(-1)
     if flat.dtype != torch.int32:
         flat = flat.to(torch.int32)
@@ -295,7 +297,7 @@ def _get_kernel():
         moe_store_rows(acc, c_ptr, topk_w_ptr, pair, row_ok, offs_n_safe, n_ok, stride_cm, stride_cn,
                        C_ROW_DIV, MUL_ROUTED_WEIGHT, ATOMIC)
 
-    _KERNEL = _moe_gemm_kernel
+    _KERNEL = FastLauncher(_moe_gemm_kernel)  # eager calls skip Triton's Python binder
     return _KERNEL
 
 

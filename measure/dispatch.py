@@ -3,6 +3,9 @@
   * launch_eager_triton_us: the same for one of the package's Triton kernels called eagerly
     through its wrapper (kernels.rmsnorm on one 64-wide row: output allocation, grid, and
     the launch of the compiled kernel with 13 arguments).
+  * launch_eager_call_us: the same for one call of each attention and MoE wrapper at decode
+    size, all its kernels together (`_eager_calls`): their wrappers plan splits and allocate
+    workspaces, which a one-kernel norm does not.
   * graph_node_us: GPU time of a graph of N+1 tiny kernels minus a graph of 1, per node.
   * graph_launch_us: host wall time of replaying a 1-node graph, per replay.
   * host_step_us: one Python decode-loop step: argmax over a [1, V/8] logits row, .item()
@@ -39,6 +42,10 @@ def run(ctx: BenchContext) -> BenchOutput:
     xr, wr = torch.randn(1, 64, device="cuda", dtype=torch.bfloat16), torch.ones(64, device="cuda", dtype=torch.bfloat16)
     t_triton = _host_per_call(lambda: rmsnorm(xr, wr), N, torch)
     samples.append(make_sample({"what": "eager_launch_triton", "N": N}, t_triton, provider="triton (kernels.rmsnorm)"))
+
+    calls = _eager_calls(torch, N // 4)
+    for cls, t in calls.items():
+        samples.append(make_sample({"what": "eager_call", "class": cls, "N": N // 4}, t, provider=f"triton ({cls} wrapper)"))
 
     def graph_of(n):
         s = torch.cuda.Stream()
@@ -92,6 +99,7 @@ def run(ctx: BenchContext) -> BenchOutput:
     ov = Overheads(
         launch_eager_us=max(t_launch.median_ms * 1e3, 1e-3),
         launch_eager_triton_us=max(t_triton.median_ms * 1e3, 1e-3),
+        launch_eager_call_us={c: max(t.median_ms * 1e3, 1e-3) for c, t in calls.items()},
         graph_node_us=node_us,
         graph_launch_us=t_glaunch.median_ms * 1e3,
         host_step_us=t_step.median_ms * 1e3,
@@ -101,12 +109,53 @@ def run(ctx: BenchContext) -> BenchOutput:
         source=ctx.source,
     )
     del g1, gn
-    note = (f"eager launch {ov.launch_eager_us:.2f} us (Triton {ov.launch_eager_triton_us:.2f} us); graph node {ov.graph_node_us:.2f} us; "
+    per_call = ", ".join(f"{c} {v:.1f}" for c, v in ov.launch_eager_call_us.items())
+    note = (f"eager launch {ov.launch_eager_us:.2f} us (Triton {ov.launch_eager_triton_us:.2f} us; per wrapper call: "
+            f"{per_call} us); graph node {ov.graph_node_us:.2f} us; "
             f"graph launch {ov.graph_launch_us:.2f} us; host step {ov.host_step_us:.1f} us; floor probe: empty node "
             f"{floors['empty_node_us']:.2f} us, 1 MB DRAM wave {floors['dram_wave_us']:.2f} us, split-K pair "
             f"{floors['splitk_pair_us']:.2f} us")
     ctx.log("dispatch: " + note)
     return BenchOutput(BenchResult(status="ok", samples=samples, note=note), overheads=ov)
+
+
+def _eager_calls(torch, N: int) -> dict:
+    """Host time of one eager call of each attention and MoE class's wrapper at decode size
+    (C = 1, q = 1, L = 1024; T = 1 routed token), as the e2e stack calls them: the launches of
+    all the call's kernels plus the wrapper's own Python work (split planning, workspace
+    allocation)."""
+    from perfmodel.kernels.moe_bf16 import fused_moe_bf16
+    from perfmodel.kernels.moe_w4a16 import fused_moe_w4a16, random_kernel_weights
+    from perfmodel.kernels.tree_attention import tree_attention_gqa, tree_attention_mla
+
+    from .attention import random_tree_mask
+    from .common import uniform_topk
+    from .shapes import LLAMA3_8B, QWEN3_30B
+
+    out = {}
+    L, nh = 1024, KIMI["n_heads"] // 8
+    mask = random_tree_mask(1, 1)
+    ql, qr, ckv, kpe = randn(1, 1, nh, 512), randn(1, 1, nh, 64), randn(1, L + 1, 512), randn(1, L + 1, 64)
+    out["attention_mla"] = _host_per_call(lambda: tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07), N, torch)
+    hq, hkv, D = LLAMA3_8B["n_heads"], LLAMA3_8B["n_kv_heads"], LLAMA3_8B["head_dim"]
+    qq, k, v = randn(1, 1, hq, D), randn(1, L + 1, hkv, D), randn(1, L + 1, hkv, D)
+    out["attention_gqa"] = _host_per_call(lambda: tree_attention_gqa(qq, k, v, mask), N, torch)
+    del ql, qr, ckv, kpe, qq, k, v
+    H, E, top = KIMI["hidden"], KIMI["n_experts"], KIMI["top_k"]
+    I = KIMI["moe_inter"] // 8
+    w13, s13 = random_kernel_weights(E, 2 * I, H)
+    w2, s2 = random_kernel_weights(E, H, I)
+    x = randn(1, H)
+    ids, wts = uniform_topk(1, E, top)
+    out["moe_w4a16"] = _host_per_call(lambda: fused_moe_w4a16(x, w13, s13, w2, s2, ids, wts), N, torch)
+    del w13, s13, w2, s2
+    H, E, top, I = QWEN3_30B["hidden"], QWEN3_30B["n_experts"], QWEN3_30B["top_k"], QWEN3_30B["moe_inter"]
+    b13, b2, xb = randn(E, 2 * I, H, scale=0.02), randn(E, H, I, scale=0.02), randn(1, H)
+    ids, wts = uniform_topk(1, E, top)
+    out["moe_bf16"] = _host_per_call(lambda: fused_moe_bf16(xb, b13, b2, ids, wts), N, torch)
+    del b13, b2
+    torch.cuda.empty_cache()
+    return out
 
 
 def _host_per_call(fn, N: int, torch):

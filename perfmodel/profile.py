@@ -175,6 +175,10 @@ class Overheads(_M):
     launch_eager_triton_us: float | None = Field(
         None, gt=0, description="host cost of one eager call of a Triton kernel through its Python launcher "
                                 "(None in older profiles: priced as launch_eager_us)")
+    launch_eager_call_us: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        {}, description="host cost of one eager call of a kernel class's Triton wrapper, all its kernels together "
+                        "(attention: split + combine; MoE: align + gate_up + down), by class; a class not listed is "
+                        "priced per kernel at launch_eager_triton_us")
     graph_node_us: float = Field(ge=0, description="GPU-side cost per node inside a CUDA graph")
     graph_launch_us: float = Field(ge=0, description="host cost to replay one graph")
     host_step_us: float = Field(ge=0, description="per decode step host work: scheduling, sampling, sync")

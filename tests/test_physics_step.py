@@ -415,3 +415,24 @@ def test_calibration_factors_by_hand():
     lat_only = calibrated(m, Factors(values={"coll_lat.nvlink": 2.0}))
     assert lat_only.all_reduce.latency_us == pytest.approx(2 * m.all_reduce.latency_us)
     assert lat_only.all_reduce.busbw_GBps == pytest.approx(m.all_reduce.busbw_GBps)
+
+
+def test_eager_launch_prices_a_timed_wrapper_per_call_and_other_kernels_per_kernel():
+    """A wrapper the profile timed per call (MoE: align + gate_up + down, 40 us for the lot)
+    costs 40 us per call, whatever its kernel count; an untimed Triton class costs the
+    one-kernel wrapper's 10 us per kernel; a torch op 6 us per kernel. Hand-worked totals."""
+    from types import SimpleNamespace
+
+    from perfmodel.model.ops import Op
+    from perfmodel.model.step import eager_launch_us
+
+    o = SimpleNamespace(launch_eager_call_us={"moe_w4a16": 40.0}, launch_eager_triton_us=10.0, launch_eager_us=6.0)
+    moe = Op("routed_experts", "moe", "moe_w4a16", bytes=1.0, flops=1.0, count=61)
+    norm = Op("attn_norm", "elementwise", "elementwise", bytes=1.0, flops=1.0, count=61)
+    gemm = Op("q_a", "dense", "gemm_bf16", bytes=1.0, flops=1.0, count=61)
+    assert eager_launch_us(moe, "triton", o) == 61 * 40.0
+    assert eager_launch_us(norm, "triton", o) == 61 * 1 * 10.0
+    assert eager_launch_us(gemm, "torch", o) == 61 * 1 * 6.0
+    # the moe class without a timed wrapper: its 4 kernels at the one-kernel cost each
+    assert eager_launch_us(moe, "triton", SimpleNamespace(launch_eager_call_us={}, launch_eager_triton_us=10.0,
+                                                          launch_eager_us=6.0)) == 61 * 4 * 10.0

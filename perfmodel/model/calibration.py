@@ -106,6 +106,7 @@ def calibrated(mach: Machine, f: Factors) -> Machine:
     unc_node = o.rel_unc_node if "launch" not in f.sigma else (f.sigma["launch"] if seen else _hyp(f.sigma["launch"], o.rel_unc_node))
     ov = replace(o, graph_node_us=o.graph_node_us * fl, graph_launch_us=o.graph_launch_us * fl,
                  launch_eager_us=o.launch_eager_us * fl, launch_eager_triton_us=o.launch_eager_triton_us * fl,
+                 launch_eager_call_us={c: v * fl for c, v in o.launch_eager_call_us.items()},
                  rel_unc_node=unc_node, engine_host_us=f.get(HOST),
                  engine_host_sigma_us=f.sigma.get(HOST, 0.0),
                  rule=o.rule + f"; calibrated: launch x {fl:.3g}, engine host {f.get(HOST):.0f} us/step")

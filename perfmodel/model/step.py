@@ -98,7 +98,7 @@ def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | Non
                 unc, unc_t0 = SAMPLE_UNC, SAMPLE_UNC
         acc.ops.append(e)
         acc.n_kernels += op.n_kernels
-        acc.eager_launch_us += op.n_kernels * (o.launch_eager_triton_us if law.launcher == "triton" else o.launch_eager_us)
+        acc.eager_launch_us += eager_launch_us(op, law.launcher, o)
         floor = min(law.t0_us * op.count, e.total_us)
         node = law.graph_nodes * node_us * op.count
         comp = comp_override or op.component
@@ -149,6 +149,16 @@ def draft_ops(m: ModelSpec, lay: Layout, C: int, L: int) -> list[Op]:
     ops.append(_gemm("draft_fc", "dense", Cg, d.n_target_layers_fused * m.hidden_size, m.hidden_size, d.dtype, 1))
     ops += lm_head_ops(m, lay, Cg * (d.block_size - 1))
     return ops
+
+
+def eager_launch_us(op: Op, launcher: str, o) -> float:
+    """Host time to launch all `count` calls of an op eagerly: a Triton class whose wrapper the
+    profile timed per call (attention, MoE: their wrappers plan splits and allocate
+    workspaces) at that cost per call; other Triton kernels at the one-kernel wrapper's cost
+    per kernel; torch ops at a torch launch per kernel."""
+    if launcher == "triton" and op.kernel_class in o.launch_eager_call_us:
+        return op.count * o.launch_eager_call_us[op.kernel_class]
+    return op.n_kernels * (o.launch_eager_triton_us if launcher == "triton" else o.launch_eager_us)
 
 
 def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: int, *, graph: bool = True,

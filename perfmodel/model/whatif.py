@@ -43,10 +43,14 @@ def scale_collectives(k: float, attr: str) -> MachineFn:
     return f
 
 
+def _scaled(v, k: float):
+    return {c: x * k for c, x in v.items()} if isinstance(v, dict) else v * k
+
+
 def scale_overheads(k: float, *attrs: str) -> MachineFn:
     def f(m: Machine) -> Machine:
         o = m.overheads
-        return replace(m, overheads=replace(o, **{a: getattr(o, a) * k for a in attrs}))
+        return replace(m, overheads=replace(o, **{a: _scaled(getattr(o, a), k) for a in attrs}))
     return f
 
 
@@ -117,7 +121,7 @@ def variants(req, has_moe: bool, has_drafter: bool) -> list[WhatIf]:
     return v
 
 
-HOST_FIELDS = ("host_step_us", "graph_launch_us", "launch_eager_us", "launch_eager_triton_us")
+HOST_FIELDS = ("host_step_us", "graph_launch_us", "launch_eager_us", "launch_eager_triton_us", "launch_eager_call_us")
 
 
 def evaluate(req, w: WhatIf, base_points: list[dict]) -> dict:
