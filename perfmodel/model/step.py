@@ -54,6 +54,7 @@ class _Acc:
         self.ops: list[OpEstimate] = []
         self.n_kernels = 0
         self.eager_launch_us = 0.0  # host time to launch every kernel of the step eagerly
+        self.timeline: list[tuple[float, float, int]] = []  # per op, in issue order: (GPU us, host us) per call, calls
 
     def add(self, comp: str, us: float, group: str, rel_unc: float) -> None:
         self.by_comp[comp] += us
@@ -98,9 +99,11 @@ def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | Non
                 unc, unc_t0 = SAMPLE_UNC, SAMPLE_UNC
         acc.ops.append(e)
         acc.n_kernels += op.n_kernels
-        acc.eager_launch_us += eager_launch_us(op, law.launcher, o)
+        host_us = eager_launch_us(op, law.launcher, o)
+        acc.eager_launch_us += host_us
         floor = min(law.t0_us * op.count, e.total_us)
         node = law.graph_nodes * node_us * op.count
+        acc.timeline.append(((e.total_us + node) / op.count, host_us / op.count, op.count))
         comp = comp_override or op.component
         acc.add(comp, e.total_us - floor, f"{op.kernel_class}:{e.bound}", unc)
         acc.add(comp_override or "latency_floor", floor, f"{op.kernel_class}:t0", unc_t0)
@@ -121,6 +124,7 @@ def _price_collectives(acc: _Acc, mach: Machine, colls: list[Collective], comp: 
         acc.add(comp, bw, f"{c.op}:bw", law.rel_unc_bw)
         acc.n_kernels += c.count
         acc.eager_launch_us += c.count * mach.overheads.launch_eager_us
+        acc.timeline.append(((lat + bw) / c.count, mach.overheads.launch_eager_us, c.count))
         total += lat + bw
     return total
 
@@ -149,6 +153,23 @@ def draft_ops(m: ModelSpec, lay: Layout, C: int, L: int) -> list[Op]:
     ops.append(_gemm("draft_fc", "dense", Cg, d.n_target_layers_fused * m.hidden_size, m.hidden_size, d.dtype, 1))
     ops += lm_head_ops(m, lay, Cg * (d.block_size - 1))
     return ops
+
+
+def eager_timeline_us(timeline: list[tuple[float, float, int]]) -> float:
+    """End of an eagerly launched step: the host issues calls one after another, and each
+    kernel starts when it is issued and the GPU is free (end = max(end, issued) + GPU time).
+    So the GPU idles after every call whose launch outlasts the work queued before it, and a
+    lead the host builds on long kernels is spent on the short ones after them; neither the
+    sum nor the max of the two totals. Calls are interleaved layer by layer: an op of `count`
+    calls issues count / layers of them per layer (layers = the largest count), in op order."""
+    layers = max((n for _, _, n in timeline), default=0)
+    issued = end = 0.0
+    for _ in range(layers):
+        for gpu, host, n in timeline:
+            k = n / layers
+            issued += host * k
+            end = max(end, issued) + gpu * k
+    return end
 
 
 def eager_launch_us(op: Op, launcher: str, o) -> float:
@@ -186,9 +207,9 @@ def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: i
     if graph:
         acc.add("dispatch", o.graph_launch_us, "graph_launch", o.rel_unc_host)
     else:
-        # Eager: no graph launch, but the GPU waits whenever the host's launches (each priced by
-        # its launcher: torch op or Triton's Python launcher) take longer than the GPU's own work.
-        acc.add("dispatch", max(0.0, acc.eager_launch_us - gpu_us), "eager_launch", o.rel_unc_host)
+        # Eager: no graph launch, but the GPU waits whenever a kernel's launch (priced by its
+        # launcher: torch op, Triton kernel or timed wrapper) is not yet issued when the GPU is free.
+        acc.add("dispatch", max(0.0, eager_timeline_us(acc.timeline) - gpu_us), "eager_launch", o.rel_unc_host)
     if host:
         acc.add("host", o.host_step_us, "host", o.rel_unc_host)
         if o.engine_host_us > 0:
