@@ -91,15 +91,22 @@ def _get_kernel():
         G: tl.constexpr,
         DK: tl.constexpr, DPE: tl.constexpr, DV: tl.constexpr, V_IS_K: tl.constexpr,
         BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, DOT_F32: tl.constexpr,
-        RESCALE_LOG2: tl.constexpr = 8.0, PDL: tl.constexpr = False,
+        BLOCK_DV: tl.constexpr, RESCALE_LOG2: tl.constexpr = 8.0, PDL: tl.constexpr = False,
     ):
         if PDL:  # let the combine grid launch now; it waits (griddepcontrol.wait) for this grid's writes
             tl.extra.cuda.gdc_launch_dependents()
         pid_ch = tl.program_id(0)
-        pid_r = tl.program_id(1)
         pid_s = tl.program_id(2)
         c = (pid_ch // HKV).to(tl.int64)  # pid_ch = c * HKV + hkv
         hkv = pid_ch % HKV
+        if BLOCK_DV == DV:  # each program accumulates all DV output columns
+            pid_r = tl.program_id(1)
+            dv = tl.arange(0, DV)
+        else:  # output columns split over programs (axis 1 = row block x column block): a
+            # BLOCK_DV-wide accumulator lets a tile hold all 64 heads of MLA in registers; the
+            # scores are recomputed per column block (the KV tile is then an L2 hit)
+            pid_r = tl.program_id(1) // (DV // BLOCK_DV)
+            dv = (tl.program_id(1) % (DV // BLOCK_DV)) * BLOCK_DV + tl.arange(0, BLOCK_DV)
 
         rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
         row_ok = rows < R
@@ -116,12 +123,11 @@ def _get_kernel():
             q = q.to(tl.float32)
             if DPE > 0:
                 qp = qp.to(tl.float32)
-        dv = tl.arange(0, DV)
         qk_scale = sm_scale * 1.4426950408889634  # exp2 domain
 
         m_i = tl.full((BLOCK_R,), float("-inf"), dtype=tl.float32)
         l_i = tl.zeros((BLOCK_R,), dtype=tl.float32)
-        acc = tl.zeros((BLOCK_R, DV), dtype=tl.float32)
+        acc = tl.zeros((BLOCK_R, BLOCK_DV), dtype=tl.float32)
         s_begin = pid_s * split_len
         s_stop = tl.minimum(s_begin + split_len, S)
         for s0 in range(s_begin, s_begin + split_len, BLOCK_S):
@@ -160,7 +166,7 @@ def _get_kernel():
                 m_i = m_new
             p = tl.exp2(sc - tl.where(m_i == float("-inf"), 0.0, m_i)[:, None])
             l_i = l_i + tl.sum(p, 1)
-            if V_IS_K:
+            if V_IS_K and BLOCK_DV == DV:
                 vt = kt
             else:
                 vt = tl.load(v_ptr + c * sv_c + offs[:, None] * sv_s + hkv * sv_h + dv[None, :],
@@ -363,7 +369,10 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     skh = k.stride(2) if k.dim() == 4 else 0
     svh = v.stride(2) if v.dim() == 4 else 0
     assert q.stride(-1) == 1 and k.stride(-1) == 1 and v.stride(-1) == 1, "last dim must be contiguous"
-    grid = (C * Hkv, triton.cdiv(R, d["block_r"]), nsplit)
+    block_dv = d.get("block_dv") or dv
+    if dv % block_dv or block_dv & (block_dv - 1):
+        raise ValueError(f"block_dv={block_dv}: expected a power of two dividing {dv}")
+    grid = (C * Hkv, triton.cdiv(R, d["block_r"]) * (dv // block_dv), nsplit)
     _get_kernel()[grid](
         q, qpe_, k, kpe_, v, mask, o, lse,
         L, S, R, Hkv, split_len, float(sm_scale),
@@ -373,7 +382,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
         G=G, DK=q.shape[-1], DPE=dpe, DV=dv, V_IS_K=v_is_k,
         BLOCK_R=d["block_r"], BLOCK_S=d["block_s"],
-        DOT_F32=interpret, PDL=pdl,
+        DOT_F32=interpret, PDL=pdl, BLOCK_DV=block_dv,
         num_warps=d["num_warps"], num_stages=d["num_stages"],
     )
     if SPLIT_ONLY:  # tuning (measure/tuning/sweep_decode.py): the split kernel alone
@@ -398,25 +407,28 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
 
 
 def tree_attention_gqa(q, k, v, tree_mask, sm_scale=None, *, block_r=None, block_s=None,
-                       num_splits=None, num_warps=None, num_stages=None, pdl=None, partials=None) -> torch.Tensor:
+                       num_splits=None, num_warps=None, num_stages=None, pdl=None, partials=None,
+                       block_dv=None) -> torch.Tensor:
     """q [C,Q,Hq,D], k/v [C,S,Hkv,D] (S = L + Q), tree_mask bool [C,Q,Q] -> [C,Q,Hq,D]."""
     C, Q, Hq, D = q.shape
     Hkv = k.shape[2]
     assert Hq % Hkv == 0 and D & (D - 1) == 0, f"{Hq=} {Hkv=} {D=} (D a power of two)"
     scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)
     cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
-               num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials)
+               num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials, block_dv=block_dv)
     return _run(q, None, k, None, v, tree_mask, scale, G=Hq // Hkv, Hkv=Hkv, dv=D,
                 v_is_k=False, cfg=cfg)
 
 
 def tree_attention_mla(q_latent, q_rope, ckv, kpe, tree_mask, sm_scale, *, block_r=None,
-                       block_s=None, num_splits=None, num_warps=None, num_stages=None, pdl=None, partials=None) -> torch.Tensor:
+                       block_s=None, num_splits=None, num_warps=None, num_stages=None, pdl=None, partials=None,
+                       block_dv=None) -> torch.Tensor:
     """Absorbed MLA: q_latent [C,Q,H,512], q_rope [C,Q,H,64], ckv [C,S,512], kpe [C,S,64]
-    -> [C,Q,H,512]; score = q_latent.ckv + q_rope.kpe, value = ckv (one latent head)."""
+    -> [C,Q,H,512]; score = q_latent.ckv + q_rope.kpe, value = ckv (one latent head).
+    block_dv < 512 splits the output columns over programs (each recomputes the scores)."""
     C, Q, H, DL = q_latent.shape
     cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
-               num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials)
+               num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials, block_dv=block_dv)
     return _run(q_latent, q_rope, ckv, kpe, ckv, tree_mask, sm_scale, G=H, Hkv=1, dv=DL,
                 v_is_k=True, cfg=cfg)
 

@@ -104,6 +104,26 @@ def test_tree_attention_mla(C, Q, L, H, dtype):
     assert_close(out, ref, dtype, f"mla bf16 partials {C=} {Q=} {L=} {H=} {dtype=}")
 
 
+@pytest.mark.parametrize("block_dv", [128, 256])
+def test_mla_output_columns_split_over_programs(block_dv):
+    """block_dv < 512: each program accumulates a slice of the 512 output columns (the value is
+    loaded per slice, the scores recomputed), across row tiles, splits and the tree part."""
+    gen = torch.Generator().manual_seed(block_dv)
+    C, Q, L, H = 2, 3, 40, 8
+    S = L + Q
+    ql, qr = torch.randn(C, Q, H, 512, generator=gen).to(DEV), torch.randn(C, Q, H, 64, generator=gen).to(DEV)
+    ckv, kpe = torch.randn(C, S, 512, generator=gen).to(DEV), torch.randn(C, S, 64, generator=gen).to(DEV)
+    mask = random_tree_mask(C, Q, gen)
+    ref = ta.tree_attention_mla_reference(ql, qr, ckv, kpe, mask, 0.07)
+    out = ta.tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07, block_dv=block_dv, block_r=16, block_s=16, num_splits=3)
+    assert_close(out, ref, torch.float32, f"mla {block_dv=}")
+    q, k, v = (torch.randn(C, Q if i == 0 else S, 4 if i == 0 else 2, 32, generator=gen).to(DEV) for i in range(3))
+    ref = ta.tree_attention_gqa_reference(q, k, v, mask)
+    assert_close(ta.tree_attention_gqa(q, k, v, mask, block_dv=16, num_splits=2), ref, torch.float32, "gqa block_dv=16")
+    with pytest.raises(ValueError, match="block_dv=96"):
+        ta.tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07, block_dv=96)
+
+
 def test_partials_knob_rejects_unknown_dtype():
     q = torch.zeros(1, 1, 2, 16, device=DEV)
     kv = torch.zeros(1, 3, 1, 16, device=DEV)

@@ -1,0 +1,131 @@
+"""A/B of decode-size attention, round 2 (issue 19), on one GPU, in one call: the previous
+tree_attention module against this tree's, interleaved per round, at C=1, q=1 (the goal
+shapes) and at large shapes, with the attention bench's timing (ab_decode's Case and _time:
+CUDA graph over KV copies, cold L2). At the goal shapes each round also times variants of
+this tree's kernel given as explicit knobs: for MLA with 64 heads, all heads in one 64-row
+tile (wgmma-sized) with the 512 output columns whole or split over programs (`block_dv`);
+for GQA, split counts that fill 3 programs per SM and split output columns.
+Every variant is checked against the torch reference on the GPU before it is timed.
+
+    python -m perfmodel.measure.tuning.ab_attn2 --before perfmodel.kernels_before
+    python -m perfmodel.measure.tuning.ab_attn2 --before ... --warm 0/3   # compile a third only
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import time
+
+READ_GBPS = 4281.0  # the embedded profile's streaming read ceiling (H200)
+
+
+def _p(*a):
+    print(*a, flush=True)
+
+
+def _mla64(dv, warps, splits, stages=2, **kw):
+    return dict(block_r=64, block_s=32, block_dv=dv, num_warps=warps, num_stages=stages, num_splits=splits, **kw)
+
+
+MLA64_VARIANTS = {
+    "r64 dv512 w8 x132": _mla64(512, 8, 132),
+    "r64 dv512 w8 x132 bf16": _mla64(512, 8, 132, partials="bf16"),
+    "r64 dv512 w8 x66": _mla64(512, 8, 66),
+    "r64 dv256 w8 x66": _mla64(256, 8, 66),
+    "r64 dv256 w8 x33": _mla64(256, 8, 33),
+    "r64 dv128 w4 x33": _mla64(128, 4, 33),
+    "r64 dv128 w4 st3 x33": _mla64(128, 4, 33, stages=3),
+    "r64 dv128 w4 x66": _mla64(128, 4, 66),
+}
+LLAMA_VARIANTS = {
+    "x44": dict(num_splits=44),
+    "x44 st2": dict(num_splits=44, num_stages=2),
+    "dv64 x33": dict(block_dv=64, num_splits=33),
+    "dv64 x17": dict(block_dv=64, num_splits=17),
+}
+QWEN_VARIANTS = {"x99": dict(num_splits=99), "dv64 x33": dict(block_dv=64, num_splits=33)}
+# (kind, heads, L, variants) at C=1, q=1
+DECODE = [("mla", 64, 1024, MLA64_VARIANTS), ("mla", 64, 4096, MLA64_VARIANTS), ("mla", 64, 8192, MLA64_VARIANTS),
+          ("mla", 8, 1024, {}), ("mla", 8, 8192, {}),
+          ("llama", 0, 1024, {}), ("llama", 0, 8192, LLAMA_VARIANTS),
+          ("qwen", 0, 1024, {}), ("qwen", 0, 8192, QWEN_VARIANTS)]
+LARGE = [("mla", 8, 128, 1, 32768), ("mla", 64, 128, 1, 8192), ("qwen", 0, 32, 1, 32768), ("llama", 0, 8, 1, 8192)]
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", required=True, help="importable package of the previous kernels")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--large-rounds", type=int, default=2)
+    ap.add_argument("--warm", default=None, help="i/n: compile and check the i-th of n parts only")
+    a = ap.parse_args(argv)
+    from ..runner import exit_unless_cuda
+
+    exit_unless_cuda("ab_attn2")
+    import torch
+    import triton
+
+    from perfmodel.kernels import tree_attention as new
+    from perfmodel.kernels._testing import calc_diff
+
+    from .ab_decode import Case, _time
+
+    old = importlib.import_module(a.before + ".tree_attention")
+    _p(f"# {torch.cuda.get_device_name(0)}, torch {torch.__version__}, triton {triton.__version__}")
+    t0 = time.time()
+    part = tuple(int(x) for x in a.warm.split("/")) if a.warm else None
+    jobs = 0
+    for kind, H, L, variants in DECODE:
+        c = Case(kind, H, 1, 1, L)
+        ref = c.ref().float()
+        runs = {"before": (old, {}), "new": (new, {})} | {k: (new, v) for k, v in variants.items()}
+        ok = {}
+        for name, (mod, kw) in runs.items():
+            jobs += 1
+            if part and jobs % part[1] != part[0]:
+                continue
+            try:
+                d = calc_diff(c.fn(mod, **kw)(*c.kvs[0]).float(), ref)
+                ok[name] = d < 1e-4
+                _p(f"check {c.name} {name}: calc_diff {d:.1e} ({'ok' if ok[name] else 'FAIL'})")
+            except Exception as e:  # noqa: BLE001 -- a config that does not fit: report, skip
+                ok[name] = False
+                _p(f"check {c.name} {name}: failed: {type(e).__name__}: {str(e)[:160]}")
+        if part:
+            continue
+        res = {n: [] for n in runs if ok[n]}
+        for _ in range(a.rounds):
+            for n in res:
+                mod, kw = runs[n]
+                res[n].append(_time(c.fn(mod, **kw), c))
+        nb = c.nbytes()
+        base = min(res["before"]) if res.get("before") else float("nan")
+        for n, ts in res.items():
+            _p(f"{c.name:24s} {n:24s} {' '.join(f'{x:6.1f}' for x in ts)} | best {min(ts):6.1f} us "
+               f"({base / min(ts):4.2f}x before) | {nb / min(ts) / 1e3:5.0f} GB/s")
+        del c
+        torch.cuda.empty_cache()
+    if part:
+        _p(f"# warm part {a.warm} done at {time.time() - t0:.0f} s")
+        return
+    _p(f"# decode done at {time.time() - t0:.0f} s")
+    _p("\n## large shapes: before | new (defaults), per round")
+    for spec in LARGE:
+        c = Case(spec[0], spec[1], *spec[2:])
+        d = calc_diff(c.fn(new)(*c.kvs[0]).float(), c.ref().float())
+        tb, tn = [], []
+        for _ in range(a.large_rounds):
+            tb.append(_time(c.fn(old), c))
+            tn.append(_time(c.fn(new), c))
+        nb = c.nbytes()
+        _p(f"{c.name:30s} before {' '.join(f'{x:7.1f}' for x in tb)} | new {' '.join(f'{x:7.1f}' for x in tn)} | best "
+           f"{min(tb):7.1f} -> {min(tn):7.1f} us | new {nb / min(tn) / 1e3:5.0f} GB/s = "
+           f"{100 * nb / min(tn) / 1e3 / READ_GBPS:3.0f}% of read | calc_diff {d:.1e} ({'ok' if d < 1e-4 else 'FAIL'})")
+        del c
+        torch.cuda.empty_cache()
+    _p(f"# done at {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
