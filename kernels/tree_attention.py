@@ -92,6 +92,7 @@ def _get_kernel():
         DK: tl.constexpr, DPE: tl.constexpr, DV: tl.constexpr, V_IS_K: tl.constexpr,
         BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, DOT_F32: tl.constexpr,
         BLOCK_DV: tl.constexpr, RESCALE_LOG2: tl.constexpr = 8.0, PDL: tl.constexpr = False,
+        Q_IN_LOOP: tl.constexpr = False,
     ):
         if PDL:  # let the combine grid launch now; it waits (griddepcontrol.wait) for this grid's writes
             tl.extra.cuda.gdc_launch_dependents()
@@ -113,16 +114,17 @@ def _get_kernel():
         qi = tl.where(row_ok, rows // G, 0)  # query (tree) token
         head = hkv * G + rows % G
         dk = tl.arange(0, DK)
-        q = tl.load(q_ptr + c * sq_c + qi[:, None] * sq_i + head[:, None] * sq_h + dk[None, :],
-                    mask=row_ok[:, None], other=0.0)
-        if DPE > 0:
-            dp = tl.arange(0, DPE)
-            qp = tl.load(qpe_ptr + c * sqp_c + qi[:, None] * sqp_i + head[:, None] * sqp_h + dp[None, :],
-                         mask=row_ok[:, None], other=0.0)
-        if DOT_F32:
-            q = q.to(tl.float32)
+        dp = tl.arange(0, DPE if DPE > 0 else 16)
+        if not Q_IN_LOOP:
+            q = tl.load(q_ptr + c * sq_c + qi[:, None] * sq_i + head[:, None] * sq_h + dk[None, :],
+                        mask=row_ok[:, None], other=0.0)
             if DPE > 0:
-                qp = qp.to(tl.float32)
+                qp = tl.load(qpe_ptr + c * sqp_c + qi[:, None] * sqp_i + head[:, None] * sqp_h + dp[None, :],
+                             mask=row_ok[:, None], other=0.0)
+            if DOT_F32:
+                q = q.to(tl.float32)
+                if DPE > 0:
+                    qp = qp.to(tl.float32)
         qk_scale = sm_scale * 1.4426950408889634  # exp2 domain
 
         m_i = tl.full((BLOCK_R,), float("-inf"), dtype=tl.float32)
@@ -133,13 +135,25 @@ def _get_kernel():
         for s0 in range(s_begin, s_begin + split_len, BLOCK_S):
             offs = s0 + tl.arange(0, BLOCK_S)
             s_ok = offs < s_stop
+            if Q_IN_LOOP:  # q reloaded with each tile (an L2 hit after the first): its copy is
+                # issued with the tile's, one memory round trip before the first tile instead of two
+                q_ok = row_ok[:, None] & (s0 < s_stop)
+                q = tl.load(q_ptr + c * sq_c + qi[:, None] * sq_i + head[:, None] * sq_h + dk[None, :],
+                            mask=q_ok, other=0.0)
+                if DPE > 0:
+                    qp = tl.load(qpe_ptr + c * sqp_c + qi[:, None] * sqp_i + head[:, None] * sqp_h + dp[None, :],
+                                 mask=q_ok, other=0.0)
+                if DOT_F32:
+                    q = q.to(tl.float32)
+                    if DPE > 0:
+                        qp = qp.to(tl.float32)
             kt = tl.load(k_ptr + c * sk_c + offs[:, None] * sk_s + hkv * sk_h + dk[None, :],
                          mask=s_ok[:, None], other=0.0)
             if DOT_F32:
                 kt = kt.to(tl.float32)
             sc = tl.dot(q, tl.trans(kt))
             if DPE > 0:
-                kp = tl.load(kpe_ptr + c * skp_c + offs[:, None] * skp_s + tl.arange(0, DPE)[None, :],
+                kp = tl.load(kpe_ptr + c * skp_c + offs[:, None] * skp_s + dp[None, :],
                              mask=s_ok[:, None], other=0.0)
                 if DOT_F32:
                     kp = kp.to(tl.float32)
@@ -328,6 +342,8 @@ PDL_DEFAULT = True
 # max pass over the lse then a weighted pass: GQA, and MLA up to 64 splits (MLA with 64 heads
 # and 65-66 splits was 0.3 us faster in two passes; runs/README.md, "Kernel defaults")
 COMBINE_ONE_PASS = True
+# the split kernel loads q inside its KV loop, with each tile (tuning knob `q_in_loop`)
+Q_IN_LOOP_DEFAULT = False
 SPLIT_ONLY = False  # tuning only: skip the combine, return the partials
 
 
@@ -343,6 +359,8 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         if q.is_cuda else 132
     cfg = dict(cfg or {})
     pdl = cfg.pop("pdl", None)
+    q_in_loop = cfg.pop("q_in_loop", None)
+    q_in_loop = Q_IN_LOOP_DEFAULT if q_in_loop is None else bool(q_in_loop)
     partials = cfg.pop("partials", None)
     pdl = (PDL_DEFAULT if pdl is None else pdl) and q.is_cuda and not interpret \
         and torch.cuda.get_device_capability(q.device)[0] >= 9
@@ -382,7 +400,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
         G=G, DK=q.shape[-1], DPE=dpe, DV=dv, V_IS_K=v_is_k,
         BLOCK_R=d["block_r"], BLOCK_S=d["block_s"],
-        DOT_F32=interpret, PDL=pdl, BLOCK_DV=block_dv,
+        DOT_F32=interpret, PDL=pdl, BLOCK_DV=block_dv, Q_IN_LOOP=q_in_loop,
         num_warps=d["num_warps"], num_stages=d["num_stages"],
     )
     if SPLIT_ONLY:  # tuning (measure/tuning/sweep_decode.py): the split kernel alone
@@ -408,27 +426,29 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
 
 def tree_attention_gqa(q, k, v, tree_mask, sm_scale=None, *, block_r=None, block_s=None,
                        num_splits=None, num_warps=None, num_stages=None, pdl=None, partials=None,
-                       block_dv=None) -> torch.Tensor:
+                       block_dv=None, q_in_loop=None) -> torch.Tensor:
     """q [C,Q,Hq,D], k/v [C,S,Hkv,D] (S = L + Q), tree_mask bool [C,Q,Q] -> [C,Q,Hq,D]."""
     C, Q, Hq, D = q.shape
     Hkv = k.shape[2]
     assert Hq % Hkv == 0 and D & (D - 1) == 0, f"{Hq=} {Hkv=} {D=} (D a power of two)"
     scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)
     cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
-               num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials, block_dv=block_dv)
+               num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials, block_dv=block_dv,
+               q_in_loop=q_in_loop)
     return _run(q, None, k, None, v, tree_mask, scale, G=Hq // Hkv, Hkv=Hkv, dv=D,
                 v_is_k=False, cfg=cfg)
 
 
 def tree_attention_mla(q_latent, q_rope, ckv, kpe, tree_mask, sm_scale, *, block_r=None,
                        block_s=None, num_splits=None, num_warps=None, num_stages=None, pdl=None, partials=None,
-                       block_dv=None) -> torch.Tensor:
+                       block_dv=None, q_in_loop=None) -> torch.Tensor:
     """Absorbed MLA: q_latent [C,Q,H,512], q_rope [C,Q,H,64], ckv [C,S,512], kpe [C,S,64]
     -> [C,Q,H,512]; score = q_latent.ckv + q_rope.kpe, value = ckv (one latent head).
     block_dv < 512 splits the output columns over programs (each recomputes the scores)."""
     C, Q, H, DL = q_latent.shape
     cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
-               num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials, block_dv=block_dv)
+               num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials, block_dv=block_dv,
+               q_in_loop=q_in_loop)
     return _run(q_latent, q_rope, ckv, kpe, ckv, tree_mask, sm_scale, G=H, Hkv=1, dv=DL,
                 v_is_k=True, cfg=cfg)
 

@@ -124,6 +124,24 @@ def test_mla_output_columns_split_over_programs(block_dv):
         ta.tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07, block_dv=96)
 
 
+def test_q_loaded_inside_the_kv_loop():
+    """q_in_loop: q (and MLA's q_rope) reloaded with each KV tile gives the same result, over
+    several tiles per split, the tree part, and partly filled row tiles."""
+    gen = torch.Generator().manual_seed(11)
+    C, Q, L = 2, 3, 50
+    S = L + Q
+    mask = random_tree_mask(C, Q, gen)
+    q, k, v = (torch.randn(C, Q if i == 0 else S, 6 if i == 0 else 2, 32, generator=gen).to(DEV) for i in range(3))
+    ref = ta.tree_attention_gqa_reference(q, k, v, mask)
+    out = ta.tree_attention_gqa(q, k, v, mask, q_in_loop=True, block_s=16, num_splits=2)
+    assert_close(out, ref, torch.float32, "gqa q_in_loop")
+    ql, qr = torch.randn(C, Q, 4, 512, generator=gen).to(DEV), torch.randn(C, Q, 4, 64, generator=gen).to(DEV)
+    ckv, kpe = torch.randn(C, S, 512, generator=gen).to(DEV), torch.randn(C, S, 64, generator=gen).to(DEV)
+    ref = ta.tree_attention_mla_reference(ql, qr, ckv, kpe, mask, 0.07)
+    out = ta.tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07, q_in_loop=True, block_s=16, num_splits=2)
+    assert_close(out, ref, torch.float32, "mla q_in_loop")
+
+
 def test_partials_knob_rejects_unknown_dtype():
     q = torch.zeros(1, 1, 2, 16, device=DEV)
     kv = torch.zeros(1, 3, 1, 16, device=DEV)

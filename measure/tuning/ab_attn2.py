@@ -2,9 +2,11 @@
 tree_attention module against this tree's, interleaved per round, at C=1, q=1 (the goal
 shapes) and at large shapes, with the attention bench's timing (ab_decode's Case and _time:
 CUDA graph over KV copies, cold L2). At the goal shapes each round also times variants of
-this tree's kernel given as explicit knobs: for MLA with 64 heads, all heads in one 64-row
-tile (wgmma-sized) with the 512 output columns whole or split over programs (`block_dv`);
-for GQA, split counts that fill 3 programs per SM and split output columns.
+this tree's kernel given as explicit knobs. Round 1 (d7bc27e): for MLA with 64 heads, all
+heads in one 64-row tile (wgmma-sized) with the 512 output columns whole or split over
+programs (`block_dv`, `MLA64_WIDE`); for GQA, 3 programs per SM and split output columns.
+Round 2: q loaded inside the KV loop (`q_in_loop`), with stages, tiles and splits around it;
+at the large shapes too.
 Every variant is checked against the torch reference on the GPU before it is timed.
 
     python -m perfmodel.measure.tuning.ab_attn2 --before perfmodel.kernels_before
@@ -28,7 +30,9 @@ def _mla64(dv, warps, splits, stages=2, **kw):
     return dict(block_r=64, block_s=32, block_dv=dv, num_warps=warps, num_stages=stages, num_splits=splits, **kw)
 
 
-MLA64_VARIANTS = {
+QIL = dict(q_in_loop=True)
+# round 1 (d7bc27e): all 64 heads in one 64-row tile (wgmma), output columns whole or split
+MLA64_WIDE = {
     "r64 dv512 w8 x132": _mla64(512, 8, 132),
     "r64 dv512 w8 x132 bf16": _mla64(512, 8, 132, partials="bf16"),
     "r64 dv512 w8 x66": _mla64(512, 8, 66),
@@ -38,18 +42,30 @@ MLA64_VARIANTS = {
     "r64 dv128 w4 st3 x33": _mla64(128, 4, 33, stages=3),
     "r64 dv128 w4 x66": _mla64(128, 4, 66),
 }
-LLAMA_VARIANTS = {
-    "x44": dict(num_splits=44),
-    "x44 st2": dict(num_splits=44, num_stages=2),
-    "dv64 x33": dict(block_dv=64, num_splits=33),
-    "dv64 x17": dict(block_dv=64, num_splits=17),
+# round 2: q loaded with each KV tile (one memory round trip before the first tile, not two)
+MLA64_VARIANTS = {
+    "qil": QIL,
+    "qil st3": dict(QIL, num_stages=3),
+    "st3": dict(num_stages=3),
+    "qil x33": dict(QIL, num_splits=33),
+    "qil bs32 x66": dict(QIL, block_s=32, num_splits=66),
+    "qil bs32 st3 x66": dict(QIL, block_s=32, num_stages=3, num_splits=66),
+    "qil r16 dv256 x33": dict(QIL, block_r=16, block_dv=256, num_splits=33),
+    "qil r16 dv256 x66": dict(QIL, block_r=16, block_dv=256, num_splits=66),
 }
-QWEN_VARIANTS = {"x99": dict(num_splits=99), "dv64 x33": dict(block_dv=64, num_splits=33)}
+LLAMA_VARIANTS = {
+    "qil": QIL,
+    "qil x44": dict(QIL, num_splits=44),
+    "qil st4": dict(QIL, num_stages=4),
+    "qil bs32 st4 x66": dict(QIL, block_s=32, num_stages=4, num_splits=66),
+    "qil x66": dict(QIL, num_splits=66),
+}
+QWEN_VARIANTS = {"qil": QIL, "qil st4": dict(QIL, num_stages=4)}
 # (kind, heads, L, variants) at C=1, q=1
 DECODE = [("mla", 64, 1024, MLA64_VARIANTS), ("mla", 64, 4096, MLA64_VARIANTS), ("mla", 64, 8192, MLA64_VARIANTS),
-          ("mla", 8, 1024, {}), ("mla", 8, 8192, {}),
-          ("llama", 0, 1024, {}), ("llama", 0, 8192, LLAMA_VARIANTS),
-          ("qwen", 0, 1024, {}), ("qwen", 0, 8192, QWEN_VARIANTS)]
+          ("mla", 8, 1024, {"qil": QIL}), ("mla", 8, 8192, {"qil": QIL}),
+          ("llama", 0, 1024, {"qil": QIL}), ("llama", 0, 8192, LLAMA_VARIANTS),
+          ("qwen", 0, 1024, {"qil": QIL}), ("qwen", 0, 8192, QWEN_VARIANTS)]
 LARGE = [("mla", 8, 128, 1, 32768), ("mla", 64, 128, 1, 8192), ("qwen", 0, 32, 1, 32768), ("llama", 0, 8, 1, 8192)]
 
 
@@ -114,14 +130,17 @@ def main(argv=None) -> None:
     for spec in LARGE:
         c = Case(spec[0], spec[1], *spec[2:])
         d = calc_diff(c.fn(new)(*c.kvs[0]).float(), c.ref().float())
-        tb, tn = [], []
+        dq = calc_diff(c.fn(new, **QIL)(*c.kvs[0]).float(), c.ref().float())
+        tb, tn, tq = [], [], []
         for _ in range(a.large_rounds):
             tb.append(_time(c.fn(old), c))
             tn.append(_time(c.fn(new), c))
+            tq.append(_time(c.fn(new, **QIL), c))
         nb = c.nbytes()
-        _p(f"{c.name:30s} before {' '.join(f'{x:7.1f}' for x in tb)} | new {' '.join(f'{x:7.1f}' for x in tn)} | best "
-           f"{min(tb):7.1f} -> {min(tn):7.1f} us | new {nb / min(tn) / 1e3:5.0f} GB/s = "
-           f"{100 * nb / min(tn) / 1e3 / READ_GBPS:3.0f}% of read | calc_diff {d:.1e} ({'ok' if d < 1e-4 else 'FAIL'})")
+        for n, ts, dd in (("new", tn, d), ("new qil", tq, dq)):
+            _p(f"{c.name:30s} before {' '.join(f'{x:7.1f}' for x in tb)} | {n} {' '.join(f'{x:7.1f}' for x in ts)} | "
+               f"best {min(tb):7.1f} -> {min(ts):7.1f} us | {n} {nb / min(ts) / 1e3:5.0f} GB/s = "
+               f"{100 * nb / min(ts) / 1e3 / READ_GBPS:3.0f}% of read | calc_diff {dd:.1e} ({'ok' if dd < 1e-4 else 'FAIL'})")
         del c
         torch.cuda.empty_cache()
     _p(f"# done at {time.time() - t0:.0f} s")
