@@ -342,8 +342,16 @@ PDL_DEFAULT = True
 # max pass over the lse then a weighted pass: GQA, and MLA up to 64 splits (MLA with 64 heads
 # and 65-66 splits was 0.3 us faster in two passes; runs/README.md, "Kernel defaults")
 COMBINE_ONE_PASS = True
-# the split kernel loads q inside its KV loop, with each tile (tuning knob `q_in_loop`)
-Q_IN_LOOP_DEFAULT = False
+# the split kernel loads q inside its KV loop, with each KV tile (knob `q_in_loop`): its copy then
+# goes out with the first tile's instead of a round trip before it. On for GQA with row tiles of
+# <= 16 rows (q=1 decode): 0.1-0.2 us at C=1 and 2.5% at C=8, L=8192; off for MLA, where the
+# 18 KB q reload per tile was slower (1218 -> 1380 us at C=128, L=32768), and for larger row
+# tiles (tree verification), which were not measured (runs/README.md, "Kernel defaults")
+Q_IN_LOOP_GQA_MAX_ROWS = 16
+
+
+def default_q_in_loop(dv: int, block_r: int) -> bool:
+    return dv <= 128 and block_r <= Q_IN_LOOP_GQA_MAX_ROWS
 SPLIT_ONLY = False  # tuning only: skip the combine, return the partials
 
 
@@ -360,7 +368,6 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     cfg = dict(cfg or {})
     pdl = cfg.pop("pdl", None)
     q_in_loop = cfg.pop("q_in_loop", None)
-    q_in_loop = Q_IN_LOOP_DEFAULT if q_in_loop is None else bool(q_in_loop)
     partials = cfg.pop("partials", None)
     pdl = (PDL_DEFAULT if pdl is None else pdl) and q.is_cuda and not interpret \
         and torch.cuda.get_device_capability(q.device)[0] >= 9
@@ -368,6 +375,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     if q.dtype == torch.float32 and dv > 128 and not interpret:
         d["block_s"] = 32  # fp32 MLA tiles: 2 stages of 64 x 576 x 4 B exceed the shared memory
     d.update({kk: vv for kk, vv in cfg.items() if vv is not None})
+    q_in_loop = default_q_in_loop(dv, d["block_r"]) if q_in_loop is None else bool(q_in_loop)
     split_len = triton.cdiv(triton.cdiv(S, d["num_splits"]), d["block_s"]) * d["block_s"]
     nsplit = triton.cdiv(S, split_len)
     if partials is None:

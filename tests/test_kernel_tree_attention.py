@@ -142,6 +142,12 @@ def test_q_loaded_inside_the_kv_loop():
     assert_close(out, ref, torch.float32, "mla q_in_loop")
 
 
+def test_q_in_loop_default_is_gqa_decode_only():
+    assert ta.default_q_in_loop(128, 16)  # GQA, q=1 (Llama / Qwen: 4 / 8 rows in a 16-row tile)
+    assert not ta.default_q_in_loop(128, 64)  # GQA tree verification: not measured
+    assert not ta.default_q_in_loop(512, 16)  # MLA: slower
+
+
 def test_partials_knob_rejects_unknown_dtype():
     q = torch.zeros(1, 1, 2, 16, device=DEV)
     kv = torch.zeros(1, 3, 1, 16, device=DEV)

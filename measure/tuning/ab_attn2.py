@@ -11,6 +11,7 @@ Every variant is checked against the torch reference on the GPU before it is tim
 
     python -m perfmodel.measure.tuning.ab_attn2 --before perfmodel.kernels_before
     python -m perfmodel.measure.tuning.ab_attn2 --before ... --warm 0/3   # compile a third only
+    python -m perfmodel.measure.tuning.ab_attn2 --before ... --wide       # round 1's MLA variants
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--large-rounds", type=int, default=2)
     ap.add_argument("--warm", default=None, help="i/n: compile and check the i-th of n parts only")
+    ap.add_argument("--wide", action="store_true", help="round 1: the 64-row MLA variants (MLA64_WIDE)")
     a = ap.parse_args(argv)
     from ..runner import exit_unless_cuda
 
@@ -93,6 +95,8 @@ def main(argv=None) -> None:
     part = tuple(int(x) for x in a.warm.split("/")) if a.warm else None
     jobs = 0
     for kind, H, L, variants in DECODE:
+        if a.wide:
+            variants = MLA64_WIDE if variants is MLA64_VARIANTS else {}
         c = Case(kind, H, 1, 1, L)
         ref = c.ref().float()
         runs = {"before": (old, {}), "new": (new, {})} | {k: (new, v) for k, v in variants.items()}
