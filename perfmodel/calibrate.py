@@ -192,7 +192,7 @@ class Prepared:
 
     def predict(self, f: Factors) -> float:
         """The point's figure, in its own unit."""
-        mach = calibrated(self.machine, f)
+        mach = _calibrated_shared(self.machine, f)
         step = self.estimate(f, mach).step_us
         tau = scaled_tau(self.tau, f, self.tau_cap) if self.draft else 1.0
         p = self.point
@@ -205,11 +205,27 @@ class Prepared:
                 "tokens_per_s": tau / step * 1e6 * p.concurrency}[name]
 
 
+_SHARED: dict[tuple, tuple[Machine, Machine]] = {}  # (machine, factor values) -> the calibrated machine, within a fit
+
+
+def _calibrated_shared(mach: Machine, f: Factors) -> Machine:
+    """`calibrated(mach, f)`, computed once for all the points of a fit that run on the same
+    machine (`prepare` hands them one Machine object) at the same factor values."""
+    key = (id(mach), tuple(f.values.items()))
+    hit = _SHARED.get(key)
+    if hit is None or hit[0] is not mach:
+        if len(_SHARED) > 256:
+            _SHARED.clear()
+        hit = _SHARED[key] = (mach, calibrated(mach, f))
+    return hit[1]
+
+
 def _where(i: int, p: ObservedPoint) -> str:
     return f"point {i} ({p.describe()})"
 
 
-def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmodel") -> Prepared:
+def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmodel",
+            machines: dict | None = None) -> Prepared:
     from perfmodel.model.project import profile_source_gpu
     from perfmodel.specs import registry
 
@@ -219,7 +235,11 @@ def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmode
         model = registry.load_model_file(p.model_file) if p.model_file else registry.load_model(p.model)
         link = registry.load_link(p.link or gpu.default_interconnect) if p.gpus > 1 else None
         src = profile_source_gpu(profile)
-        mach = build_machine(gpu, p.gpus, link, profile, src, registry.load_memory_kinds(), 1.0, p.graphs, kernels)
+        mkey = (gpu.name, p.hw_file, p.gpus, link.name if link else None, p.graphs, kernels)
+        mach = (machines or {}).get(mkey) or build_machine(gpu, p.gpus, link, profile, src, registry.load_memory_kinds(),
+                                                            1.0, p.graphs, kernels)
+        if machines is not None:
+            machines[mkey] = mach
         if p.dtypes:
             model = model.model_copy(update={"dtypes": model.dtypes.model_validate(model.dtypes.model_dump() | p.dtypes)})
     except (registry.SpecError, ValueError) as e:
@@ -341,7 +361,8 @@ def _fit(preps: list[Prepared], keys: list[str], prior: dict[str, float], x0=Non
 def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> CalibrationResult:
     import numpy as np
 
-    preps = [prepare(i, p, profile, inp.kernels) for i, p in enumerate(inp.points)]
+    machines: dict = {}  # points on the same machine share one Machine (and its calibrated copies)
+    preps = [prepare(i, p, profile, inp.kernels, machines) for i, p in enumerate(inp.points)]
     warnings = _duplicates(inp.points)
     prior: dict[str, float] = {}
     for p in preps:
