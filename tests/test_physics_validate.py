@@ -124,3 +124,157 @@ def test_e2e_two_gpu_points_by_hand():
         want = 2 * p.n_layers * (c.allreduce_latency_us.value + T * 7168 * 2 / (c.allreduce_busbw_GBps.value * 1e3))
         assert est.breakdown_us["collectives"] == pytest.approx(want), p.name
         assert "host" not in est.breakdown_us
+
+
+# ----------------------------------------------------------------------------- interval flags
+def _embedded_path():
+    from importlib import resources
+
+    return str(resources.files("perfmodel").joinpath("data", "h200-sxm.json"))
+
+
+def _one_point_profiles(tmp_path, measured_fns):
+    """Copies of the embedded profile, each with one 1-GPU e2e point (the first) measured at
+    measured_fns[i](pred, sigma) ms, and no foreign bench."""
+    from perfmodel.model.e2e import predict_e2e
+    from perfmodel.profile import load_profile, save_profile
+
+    prof = load_profile(_embedded_path())
+    p0 = next(p for p in prof.e2e if p.n_gpus == 1)
+    benches = {k: v for k, v in prof.benches.items() if k != "foreign"}
+    (_, est), = predict_e2e([p0], prof, registry.load_gpu(prof.provenance.gpu_spec), registry.load_memory_kinds())
+    pred, sigma = est.step_us / 1e3, est.sigma_us / 1e3
+    paths = []
+    for i, fn in enumerate(measured_fns):
+        path = tmp_path / f"p{i}.json"
+        save_profile(prof.model_copy(update={"e2e": [p0.model_copy(update={"step_ms": fn(pred, sigma)})],
+                                             "benches": benches}), path)
+        paths.append(str(path))
+    return paths, pred, sigma
+
+
+def test_e2e_interval_flag_is_the_90_percent_band(tmp_path):
+    """in_interval = |measured - predicted| <= 1.645 sigma (the step's 90% band, ends included):
+    a measurement at the prediction, inside by 1%, just outside by 1% on either side, and
+    exactly at either end."""
+    from perfmodel.model.step import Z90
+
+    fns = [lambda p, s: p, lambda p, s: p + 0.99 * Z90 * s, lambda p, s: p - 0.99 * Z90 * s,
+           lambda p, s: p + 1.01 * Z90 * s, lambda p, s: p - 1.01 * Z90 * s,
+           lambda p, s: p + Z90 * s, lambda p, s: p - Z90 * s]
+    paths, pred, sigma = _one_point_profiles(tmp_path, fns)
+    assert 0 < sigma < 0.5 * pred
+    res = run_validation(paths, published=False)
+    rows = res["rows"]
+    assert [r["kind"] for r in rows] == ["e2e-1gpu"] * 7
+    assert [r["in_interval"] for r in rows] == [True, True, True, False, False, True, True]
+    d = 1.01 * Z90 * sigma  # err = predicted / measured - 1
+    assert rows[0]["err"] == 0.0 and rows[3]["err"] == pytest.approx(pred / (pred + d) - 1)
+    assert res["summary"]["by_kind"]["e2e-1gpu"]["coverage"] == pytest.approx(5 / 7)
+    assert set(res["self_check"]) == {"n_points", "median_abs_err", "max_abs_err"}
+
+
+def _published_stub(monkeypatch, rows):
+    import perfmodel.validate as v
+
+    monkeypatch.setattr(v, "published_rows", lambda: rows)
+
+
+LLAMA8B_H100 = dict(model="llama-3.1-8b", gpu="h100-sxm", gpus=1, parallel="tp", concurrency=1, context=1200,
+                    engine="SGLang", source="test row")
+
+
+def test_published_row_that_does_not_fit(monkeypatch):
+    """Llama 3.1 8B on one H100 (80 GB) at C = 1000, 128k context: KV 128 KiB x 131072 x 1000
+    = 17 TB: projected not to fit, no prediction, not in the interval, not counted."""
+    from perfmodel.validate import _published
+
+    _published_stub(monkeypatch, [dict(LLAMA8B_H100, id="huge", concurrency=1000, context=131072, figure=10.0,
+                                       unit="tok/s per stream")])
+    rows = _published(None)
+    assert len(rows) == 1
+    r = rows[0]
+    assert (r["predicted"], r["err"], r["in_interval"]) == (None, None, False)
+    assert r["source"].endswith("projected not to fit")
+
+
+def test_published_per_stream_rows_ignore_isl_osl(monkeypatch):
+    """isl / osl price prefill only for whole-request ('tok/s total') figures: a per-stream
+    row with them is the decode point's tok/s per stream; the total row is C x osl over
+    prefill + osl steps, below C x the per-stream rate."""
+    from perfmodel.validate import _published
+
+    base = dict(LLAMA8B_H100, concurrency=8, isl=1024, osl=128)
+    _published_stub(monkeypatch, [dict(base, id="s", figure=100.0, unit="tok/s per stream"),
+                                  dict(base, id="t", figure=800.0, unit="tok/s total"),
+                                  dict(base, id="n", figure=800.0, unit="tok/s total", osl=None)])
+    s, t, n = _published(None)
+    pt = Projector(Request(target="h100-sxm", gpus=1, model="llama-3.1-8b", concurrency=[8],
+                           context=1200)).run()["points"][0]
+    assert s["predicted"] == pytest.approx(pt["tokens_per_s_per_stream"], rel=1e-12)
+    assert s["in_interval"] == (pt["interval"]["tokens_per_s_per_stream"][0] <= 100.0
+                                <= pt["interval"]["tokens_per_s_per_stream"][1])
+    assert n["predicted"] == pytest.approx(pt["tokens_per_s"], rel=1e-12)  # no osl: the decode rate
+    assert t["predicted"] < 0.9 * pt["tokens_per_s"]  # 1024 prefill tokens a request cost time
+    assert t["err"] == pytest.approx(t["predicted"] / 800.0 - 1)
+
+
+def test_request_throughput_by_hand_limits(monkeypatch):
+    """C x osl / (t_prefill + osl x t_step): with the prefill a single token (isl 1) the
+    request rate approaches the decode rate from below, within the prefill's share."""
+    from perfmodel.validate import _published
+
+    _published_stub(monkeypatch, [dict(LLAMA8B_H100, id="t", concurrency=8, isl=1, osl=1000, figure=800.0,
+                                       unit="tok/s total")])
+    (t,) = _published(None)
+    pt = Projector(Request(target="h100-sxm", gpus=1, model="llama-3.1-8b", concurrency=[8],
+                           context=1200)).run()["points"][0]
+    # one extra step-like forward over 1000 decode steps: at most ~0.2% slower
+    assert pt["tokens_per_s"] * 0.995 < t["predicted"] < pt["tokens_per_s"]
+
+
+def test_foreign_rows_calibrate_on_two_and_predict_the_rest(tmp_path):
+    """The foreign stack: 2 points calibrate (the smallest and largest 1-GPU step), the rest
+    are predicted; 3 points give one prediction (calibrated and uncalibrated rows), 2 none."""
+    from perfmodel.profile import load_profile, save_profile
+
+    prof = load_profile(_embedded_path())
+    fb = prof.benches["foreign"]
+    one = [s for s in fb.samples if s.shape["n_gpus"] == 1 and s.shape["model"] == "llama-3.1-8b"]
+    by_step = sorted(one, key=lambda s: s.median_ms)
+    three = [by_step[0], by_step[len(by_step) // 2], by_step[-1]]
+    out = {}
+    for n in (2, 3):
+        path = tmp_path / f"f{n}.json"
+        keep = three if n == 3 else [three[0], three[2]]
+        save_profile(prof.model_copy(update={"e2e": [], "benches": {
+            "foreign": fb.model_copy(update={"samples": keep})}}), path)
+        try:
+            rows = run_validation([str(path)], published=False, base=_embedded_path())["rows"]
+        except Exception as e:  # nothing checked: no e2e and no foreign rows
+            rows = str(e)
+        out[n] = rows
+    assert isinstance(out[2], str) and "nothing was checked" in out[2]
+    rows = out[3]
+    assert sorted(r["kind"] for r in rows) == ["foreign-calibrated", "foreign-uncalibrated"]
+    mid = three[1]
+    for r in rows:
+        assert r["measured"] == mid.median_ms
+        assert f"C={mid.shape['C']} q={mid.shape['q']} L={mid.shape['L']}" in r["point"]
+        assert r["err"] == pytest.approx(r["predicted"] / mid.median_ms - 1)
+
+
+def test_published_leave_one_gpu_out_needs_two_gpus(monkeypatch):
+    """An engine with points on two GPUs: calibrate on each, predict the other (2 rows); an
+    engine on one GPU gives none."""
+    from perfmodel.validate import _published_logo
+
+    rows = [dict(LLAMA8B_H100, id="a", figure=150.0, unit="tok/s per stream"),
+            dict(LLAMA8B_H100, id="b", gpu="h200", figure=170.0, unit="tok/s per stream"),
+            dict(LLAMA8B_H100, id="c", engine="vLLM", figure=140.0, unit="tok/s per stream")]
+    _published_stub(monkeypatch, rows)
+    out = _published_logo(None)
+    assert sorted(r["point"] for r in out) == ["a (SGLang) from h200", "b (SGLang) from h100-sxm"]
+    a, b = sorted(out, key=lambda r: r["point"])
+    assert (a["measured"], b["measured"]) == (150.0, 170.0)
+    assert a["err"] == pytest.approx(a["predicted"] / 150.0 - 1) and a["in_interval"] is None
