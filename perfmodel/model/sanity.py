@@ -126,7 +126,8 @@ def check_acceptance(spec: str, depth: int) -> None:
     s = spec.strip()
     if s.lower().startswith("table:"):
         for part in filter(None, (x.strip() for x in s.split(":", 1)[1].split(","))):
-            b, t = (float(x) for x in part.split("=", 1))
+            b, t = part.split("=", 1)  # TAU may carry its standard error: 16=6.1±0.3 or 16=6.1+-0.3
+            b, t = float(b), float(t.replace("+-", "±").partition("±")[0])
             cap = min(b, depth) + 1
             if t > cap + 1e-9:
                 why = f"B+1 = {b + 1:g}" if b <= depth else f"the block size {depth + 1}"
