@@ -23,13 +23,6 @@ from perfmodel.profile import KERNEL_CLASSES, KernelFit, save_profile
 ONE_US = 1e-3  # ms
 
 
-@pytest.fixture(scope="module")
-def hand_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("whatif") / "hand.json"
-    save_profile(hand_profile(), path)
-    return str(path)
-
-
 def _req(path, **kw):
     base = dict(target="h200", gpus=1, model=tiny_model(), concurrency=[1, 4], profile=path, context=100)
     base.update(kw)
