@@ -229,3 +229,24 @@ def test_rank_best_first_unevaluated_last_ties_by_key():
             {"key": "c", "rank_gain": -0.2}, {"key": "d", "rank_gain": 0.5}, {"key": "y", "skipped": "why"},
             {"key": "e", "rank_gain": 0.0}]
     assert [r["key"] for r in whatif.rank(rows)] == ["d", "a", "b", "e", "c", "y", "z"]
+
+
+def test_sensitivity_to_acceptance_at_the_base_budget(hand_path):
+    """tok/s = tau / step, and the step does not depend on tau: (tau - 1) +-20% moves tok/s by
+    +-0.2 (tau - 1) / tau exactly, at the base point's budget (table tau 3 at B = 4: 2/15)."""
+    from perfmodel.model.sensitivity import sensitivity
+
+    acc = "acceptance (τ − 1)"
+    req = _req(hand_path, model=_tiny_with_drafter(), spec="ddtree", acceptance="table:4=3,16=3.5", budget=4,
+               concurrency=[1])
+    at4 = {r["input"]: r for r in sensitivity(req)}[acc]
+    assert (at4["plus"], at4["minus"]) == pytest.approx((0.2 * 2 / 3, -0.2 * 2 / 3), rel=1e-9)
+    auto = _req(hand_path, model=_tiny_with_drafter(), spec="ddtree", acceptance="table:4=3,16=3.5", concurrency=[1])
+    tau = Projector(auto).point(1)["tau"]
+    assert {r["input"]: r for r in sensitivity(auto)}[acc]["plus"] == pytest.approx(0.2 * (tau - 1) / tau, rel=1e-9)
+    # host overhead (host step 100 us + graph launch 10 us) +-20%: the step moves by +-22 us
+    plain = _req(hand_path, concurrency=[1])
+    step = Projector(plain).point(1)["step_ms"]
+    rows = {r["input"]: r for r in sensitivity(plain)}
+    host = rows["host overhead (per step, per launch)"]
+    assert (host["plus"], host["minus"]) == pytest.approx((step / (step + 0.022) - 1, step / (step - 0.022) - 1))
