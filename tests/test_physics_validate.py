@@ -278,3 +278,23 @@ def test_published_leave_one_gpu_out_needs_two_gpus(monkeypatch):
     a, b = sorted(out, key=lambda r: r["point"])
     assert (a["measured"], b["measured"]) == (150.0, 170.0)
     assert a["err"] == pytest.approx(a["predicted"] / 150.0 - 1) and a["in_interval"] is None
+
+
+def test_spec_derived_assumptions_within_physical_limits():
+    """No kernel class streams faster than the memory's achievable rate or computes faster than
+    the datasheet peak (every assumed efficiency is a fraction <= 1), and each call's floor
+    holds at least its own graph nodes (the machine takes them out of t0): on every GPU spec.
+    Cited figures: graph node ~0.9 us per node [S33], eager launch 4-6 us [S36]
+    (hwspecs/SOURCES.md 2d)."""
+    from perfmodel.model.ops import KERNELS_PER_CALL
+
+    mk = registry.load_memory_kinds()
+    for name in ("h200", "b300", "h100-sxm", "mi300x", "a100-sxm"):
+        g = registry.load_gpu(name)
+        p = spec_derived_profile(g, mk)
+        roof = g.memory.bandwidth_GBps.value * g.memory.streaming_fraction(mk)
+        for cls, f in p.fits.items():
+            assert 0 < f.bw_GBps <= roof, (name, cls)
+            assert 0 < f.tflops <= g.compute.bf16_dense_TFLOPS.value, (name, cls)
+            assert f.t0_us >= KERNELS_PER_CALL[cls] * p.overheads.graph_node_us, (name, cls)
+        assert 0.8 <= p.overheads.graph_node_us <= 1.0 and 4.0 <= p.overheads.launch_eager_us <= 6.0
