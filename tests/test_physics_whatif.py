@@ -188,6 +188,7 @@ def test_evaluate_reports_an_unpriceable_point(tmp_path):
         return replace(acc, _tau=tau)
 
     row = whatif.evaluate(req, whatif.WhatIf("bad", "acceptance that fails", acceptance=bad_tau), base)
+    assert len(row["per_concurrency"]) == len(base) == 2
     assert all(c["fits"] is False and c["why"].startswith("tau: no figure") for c in row["per_concurrency"])
     assert row["rank_gain"] is None and row["n_evaluated"] == 0
 
@@ -250,3 +251,44 @@ def test_sensitivity_to_acceptance_at_the_base_budget(hand_path):
     rows = {r["input"]: r for r in sensitivity(plain)}
     host = rows["host overhead (per step, per launch)"]
     assert (host["plus"], host["minus"]) == pytest.approx((step / (step + 0.022) - 1, step / (step - 0.022) - 1))
+
+
+def test_evaluate_at_the_base_budget_even_when_auto_would_pick_another(hand_path):
+    """A base point priced at budget 8 (auto would pick 4 here): a what-if that does not re-choose
+    is priced at 8 too, so its gain is the change alone."""
+    req = _req(hand_path, model=_tiny_with_drafter(), spec="ddtree", acceptance="0.8", concurrency=[1])
+    pj = Projector(req)
+    assert pj.point(1)["budget"] == 4
+    base = [pj.point(1, 8)]
+    for key in ("graphs", "host_half", "latency_floor_half"):
+        new = whatif.evaluate(req, _by_key(req, has_drafter=True)[key], base)["per_concurrency"][0]["new"]
+        assert new["budget"] == 8 and new["tau"] == base[0]["tau"]
+
+
+def test_components_missing_on_one_side_count_as_zero(hand_path):
+    """Speculation off: the draft term (the largest change) is gone, its new value 0; speculation
+    on from a plain base: the draft term appears from 0."""
+    req = _req(hand_path, model=_tiny_with_drafter(), spec="ddtree", acceptance="0.8", concurrency=[1])
+    base = Projector(req).run()["points"]
+    off = whatif.evaluate(req, _by_key(req, has_drafter=True)["spec_none"], base)["per_concurrency"][0]
+    assert off["component"] == "draft" and off["component_new_ms"] == 0.0
+    assert off["component_base_ms"] == base[0]["breakdown_ms"]["draft"] > 0.2  # 22 calls of 10 us
+    plain = _req(hand_path, model=_tiny_with_drafter(), concurrency=[1])
+    pbase = Projector(plain).run()["points"]
+    on = whatif.evaluate(plain, _by_key(plain, has_drafter=True)["spec_ddtree"], pbase)["per_concurrency"][0]
+    assert on["component"] == "draft" and on["component_base_ms"] == 0.0 and on["component_new_ms"] > 0.2
+
+
+def test_collective_latency_half_on_two_gpus(hand_path):
+    """TP2: 2 all-reduces per layer + the logits gather = 3 all-reduces a step, each at the link
+    spec's latency (the hand profile measured no collectives); halving the latency saves 1.5 of them."""
+    from perfmodel.specs import registry
+
+    req = _req(hand_path, gpus=2, concurrency=[1])
+    v = _by_key(req)
+    assert "collective_latency_half" in v and "collective_latency_half" not in _by_key(_req(hand_path))
+    lat = registry.load_link(registry.load_gpu("h200").default_interconnect).calibrated.allreduce_latency_us.value
+    base = Projector(req).run()["points"]
+    c = whatif.evaluate(req, v["collective_latency_half"], base)["per_concurrency"][0]
+    assert c["component"] == "collectives"
+    assert base[0]["step_ms"] - c["new"]["step_ms"] == pytest.approx(1.5 * lat * ONE_US, rel=1e-9)
