@@ -178,6 +178,21 @@ def test_distinct_experts_limits():
     assert expected_distinct(384, 8, 2) == pytest.approx(384 * (1 - (376 / 384) ** 2))
 
 
+def test_busiest_gpu_experts_against_a_hand_enumeration():
+    """One token picks 2 distinct of 16 experts, 8 on each of 2 GPUs: both on one GPU with
+    probability 2 x C(8,2) / C(16,2) = 56/120 (the busiest then has 2), else 1 each: the
+    busiest GPU touches 2 x 56/120 + 64/120 = 176/120 experts on average. The normal
+    approximation is within its stated 7% at T = 1; every token touching every expert
+    (k = E) gives exactly E/n; no cap is passed (m = E/n, k x T)."""
+    from perfmodel.model.layers import expected_max_distinct_per_gpu
+
+    exact = 176 / 120
+    assert expected_max_distinct_per_gpu(16, 2, 1, 2) == pytest.approx(exact, rel=0.07)
+    assert expected_max_distinct_per_gpu(16, 16, 3, 2) == pytest.approx(8.0)
+    assert expected_max_distinct_per_gpu(16, 2, 1, 1) == pytest.approx(2.0)  # one GPU: the token's 2
+    assert expected_max_distinct_per_gpu(16, 2, 1e6, 4) == pytest.approx(4.0)  # all touched: E/n
+
+
 def test_tp_routed_expert_bytes_by_hand():
     """Kimi INT4 g32 expert: 3 x 7168 x 2048 x (0.5 + 2/32) B = 24.77 MB (models-specdec.md 1b);
     C=1 at TP8 reads 8 experts' eighths, plus the token's 8 rows in and out."""
