@@ -298,3 +298,101 @@ def test_spec_derived_assumptions_within_physical_limits():
             assert 0 < f.tflops <= g.compute.bf16_dense_TFLOPS.value, (name, cls)
             assert f.t0_us >= KERNELS_PER_CALL[cls] * p.overheads.graph_node_us, (name, cls)
         assert 0.8 <= p.overheads.graph_node_us <= 1.0 and 4.0 <= p.overheads.launch_eager_us <= 6.0
+
+
+def test_published_interval_flag_includes_its_ends(monkeypatch):
+    """A published figure equal to the projection is inside its interval, and so are figures
+    exactly at either end; 1% beyond an end is outside."""
+    from perfmodel.validate import _published
+
+    pt = Projector(Request(target="h100-sxm", gpus=1, model="llama-3.1-8b", concurrency=[8],
+                           context=1200)).run()["points"][0]
+    lo, hi = pt["interval"]["tokens_per_s_per_stream"]
+    mid = pt["tokens_per_s_per_stream"]
+    figs = [mid, lo, hi, lo * 0.99, hi * 1.01]
+    _published_stub(monkeypatch, [dict(LLAMA8B_H100, id=f"r{i}", concurrency=8, figure=x, unit="tok/s per stream")
+                                  for i, x in enumerate(figs)])
+    rows = _published(None)
+    assert [r["in_interval"] for r in rows] == [True, True, True, False, False]
+    assert rows[0]["err"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_validation_by_default_checks_the_published_figures_and_leaves_one_gpu_out(monkeypatch, tmp_path):
+    """run_validation's defaults: the published table is checked, with its leave-one-GPU-out
+    rows (one engine on two GPUs: two rows)."""
+    paths, _, _ = _one_point_profiles(tmp_path, [lambda p, s: p])
+    _published_stub(monkeypatch, [dict(LLAMA8B_H100, id="a", figure=150.0, unit="tok/s per stream"),
+                                  dict(LLAMA8B_H100, id="b", gpu="h200", figure=170.0, unit="tok/s per stream")])
+    kinds = [r["kind"] for r in run_validation(paths)["rows"]]
+    assert kinds.count("published") == 2 and kinds.count("published-logo") == 2 and kinds.count("e2e-1gpu") == 1
+
+
+def test_leave_one_gpu_out_reads_per_stream_figures_per_stream(monkeypatch):
+    """Per-stream figures at C = 8 set to the model's own projection on each GPU: calibrated on
+    one GPU, the other is predicted within a few percent (a per-stream figure read as a total
+    would be 8x off)."""
+    from perfmodel.validate import _published_logo
+
+    rows = []
+    for gpu in ("h100-sxm", "h200"):
+        pt = Projector(Request(target=gpu, gpus=1, model="llama-3.1-8b", concurrency=[8],
+                               context=1200)).run()["points"][0]
+        rows.append(dict(LLAMA8B_H100, id=gpu, gpu=gpu, concurrency=8, figure=pt["tokens_per_s_per_stream"],
+                         unit="tok/s per stream"))
+    _published_stub(monkeypatch, rows)
+    out = _published_logo(None)
+    assert len(out) == 2 and all(abs(r["err"]) < 0.05 for r in out)
+
+
+def test_a_profile_is_validated_against_its_own_benches(tmp_path):
+    """With no base named, each profile predicts its own end-to-end points from its own fits:
+    halve every fitted bandwidth and the points are predicted slower (the raw samples left out,
+    so that the laws price every op)."""
+    from perfmodel.profile import load_profile, save_profile
+
+    prof = load_profile(_embedded_path())
+    p0 = [p for p in prof.e2e if p.n_gpus == 1][:3]
+    benches = {}
+    slow_fits = {c: f.model_copy(update={"bw_GBps": f.bw_GBps / 2}) for c, f in prof.fits.items()}
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    save_profile(prof.model_copy(update={"e2e": p0, "benches": benches}), a)
+    save_profile(prof.model_copy(update={"e2e": p0, "benches": benches, "fits": slow_fits}), b)
+    ra = run_validation([str(a)], published=False)["rows"]
+    rb = run_validation([str(b)], published=False)["rows"]
+    assert len(ra) == len(rb) == 3
+    for x, y in zip(ra, rb):
+        assert y["predicted"] > 1.05 * x["predicted"]
+    # naming the base predicts from it instead: the halved profile's points as the full one's
+    rc = run_validation([str(b)], published=False, base=str(a))["rows"]
+    assert [r["predicted"] for r in rc] == pytest.approx([r["predicted"] for r in ra], rel=1e-12)
+
+
+def test_foreign_points_are_predicted_on_the_gpu_they_ran_on(tmp_path):
+    """The same foreign samples labelled as run on an H100 (3,350 GB/s) instead of the H200
+    (4,800 GB/s): predicted from the H200 base, each uncalibrated step is slower, by at most
+    the bandwidth ratio (floors and host do not scale), and equals the step model's own
+    price of that point (host excluded, lm_head included)."""
+    from perfmodel.model.layers import Layout
+    from perfmodel.model.machine import build_machine
+    from perfmodel.profile import load_profile, save_profile
+
+    prof = load_profile(_embedded_path())
+    fb = prof.benches["foreign"]
+    one = sorted((s for s in fb.samples if s.shape["n_gpus"] == 1 and s.shape["model"] == "llama-3.1-8b"),
+                 key=lambda s: s.median_ms)
+    keep = [one[0], one[len(one) // 2], one[-1]]
+    unc = {}
+    for gpu in ("h200-sxm", "h100-sxm"):
+        path = tmp_path / f"{gpu}.json"
+        prov = prof.provenance.model_copy(update={"gpu_spec": gpu})
+        save_profile(prof.model_copy(update={"e2e": [], "provenance": prov, "benches": {
+            "foreign": fb.model_copy(update={"samples": keep})}}), path)
+        rows = run_validation([str(path)], published=False, base=_embedded_path())["rows"]
+        unc[gpu] = next(r for r in rows if r["kind"] == "foreign-uncalibrated")["predicted"]
+    assert 1.0 < unc["h100-sxm"] / unc["h200-sxm"] <= 4800 / 3350
+    mid = keep[1].shape
+    h200 = registry.load_gpu("h200")
+    mach = build_machine(h200, 1, None, prof, h200, registry.load_memory_kinds())
+    est = step_estimate(registry.load_model("llama-3.1-8b"), mach, Layout("tp", 1), mid["C"], mid["q"], mid["L"],
+                        host=False)
+    assert unc["h200-sxm"] == pytest.approx(est.step_us / 1e3, rel=1e-9)
