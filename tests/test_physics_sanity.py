@@ -51,6 +51,7 @@ def _tiny_drafted(heads=6):
     ("chain", None, 4, 4),  # the chain verifies a block of 4 and yields at most 4
     ("ddtree", 8, 9, 4),  # 9 verify tokens, but at most the block's 4 along one path
     ("ddtree", 2, 3, 3),  # a 2-node tree: at most B + 1 = 3
+    ("ddtree", 1, 2, 2),  # a 1-node tree: at most 2
 ])
 def test_observed_faster_than_physics_is_refused(spec, budget, q, tau_max):
     """tok/s per stream is at most tau_max / (bytes of a q-token step / peak bandwidth): just
@@ -78,8 +79,15 @@ def test_observed_guards():
     for bad in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ProjectionError, match="positive number"):
             sanity.check_observed("obs", dict(o, tokens_per_s=bad), m, g, 100)
-    with pytest.raises(ProjectionError, match="ctx 0"):
-        sanity.check_observed("obs", dict(o, tokens_per_s=1.0), m, g, 0)
+    sanity.check_observed("obs", dict(o, tokens_per_s=1e-3), m, g, 10_000_000)
+    with pytest.raises(ProjectionError, match="ctx 10000001 must be between 1 and 10000000"):
+        sanity.check_observed("obs", dict(o, tokens_per_s=1.0), m, g, 10_000_001)
+    # a model without a drafter, not speculating: one token a step
+    llama = registry.load_model("llama-3.1-8b")
+    floor = sanity.observed_floor_us(llama, g, Layout("tp", 1), 1, 100)
+    sanity.check_observed("obs", dict(o, tokens_per_s=1e6 / floor * (1 - 1e-6)), llama, g, 100)
+    with pytest.raises(ProjectionError, match="faster than physics"):
+        sanity.check_observed("obs", dict(o, tokens_per_s=1e6 / floor * (1 + 1e-6)), llama, g, 100)
     with pytest.raises(ProjectionError, match="≥ 1"):
         sanity.check_observed("obs", dict(o, tokens_per_s=1.0, concurrency=0), m, g, 100)
     # the observed layout's heads must split; the drafter's heads are not the observed figure's concern
@@ -108,30 +116,74 @@ def test_layout_problem_and_divisors():
 
 
 def test_request_limits_at_their_ends():
+    """The limits a request is held to, each at its end and one past it: 1,000,000 sequences,
+    10,000,000 tokens of context, a host 100x slower, a 4,096-node tree, 65,536 GPUs."""
     m = registry.load_model("llama-3.1-8b")
 
     def check(**kw):
         sanity.check_request(Request(**dict(dict(target="h200", gpus=1, model="llama-3.1-8b"), **kw)), m)
 
-    check(concurrency=[sanity.MAX_CONCURRENCY])
-    with pytest.raises(ProjectionError, match="--concurrency 1000001"):
-        check(concurrency=[1, sanity.MAX_CONCURRENCY + 1])
-    check(context=sanity.MAX_CONTEXT)
-    with pytest.raises(ProjectionError, match="--context"):
-        check(context=sanity.MAX_CONTEXT + 1)
+    check(concurrency=[1_000_000])
+    with pytest.raises(ProjectionError, match="--concurrency 1000001: must be ≤ 1000000"):
+        check(concurrency=[1, 1_000_001])
+    check(context=10_000_000)
+    with pytest.raises(ProjectionError, match="--context 10000001: must be between 1 and 10000000"):
+        check(context=10_000_001)
     check(host_cpu_factor=100.0)
-    with pytest.raises(ProjectionError, match="--host-cpu-factor"):
+    with pytest.raises(ProjectionError, match=re.escape("--host-cpu-factor 100.5: must be a finite number in (0, 100]")):
         check(host_cpu_factor=100.5)
     check(budget=4096)
-    with pytest.raises(ProjectionError, match="--budget 4097"):
+    with pytest.raises(ProjectionError, match="--budget 4097: must be between 1 and 4096"):
         check(budget=4097)
-    check(gpus=8)
-    with pytest.raises(ProjectionError, match="--gpus 65537"):
+    from perfmodel.specs.schema import GQASpec
+
+    wide = tiny_model(attention=GQASpec(n_heads=65536, n_kv_heads=65536, head_dim=32))  # made up: one head a GPU
+    sanity.check_request(Request(target="h200", gpus=65536, model=wide), wide)
+    with pytest.raises(ProjectionError, match="--gpus 65537: must be between 1 and 65536"):
         check(gpus=65537)
     with pytest.raises(ProjectionError, match="--gpus 6 --parallel tp"):
         check(gpus=6)
     with pytest.raises(ProjectionError, match="--link"):
         check(gpus=8, link="no-such-link")
+
+
+def test_the_drafter_must_split_only_when_it_runs():
+    t = _tiny_drafted(6)  # 4 heads, drafter 6 heads: 4 GPUs split the target, not the drafter
+    sanity.check_request(Request(target="h200", gpus=4, model=t), t)
+    with pytest.raises(ProjectionError, match="drafter tiny-draft's 6 attention heads"):
+        sanity.check_request(Request(target="h200", gpus=4, model=t, spec="ddtree"), t)
+
+
+def test_layouts_at_two_gpus():
+    """Three heads do not split over 2 GPUs; one KV head (MQA) is replicated on both, and the
+    output says so; Mixtral's 8 experts are split by TP16 (each expert sliced) but cannot be
+    placed whole on 16 GPUs by EP16."""
+    from perfmodel.specs.schema import GQASpec
+
+    odd = tiny_model(attention=GQASpec(n_heads=3, n_kv_heads=1, head_dim=32))
+    assert "3 attention heads" in sanity.layout_problem(odd, "tp", 2)
+    assert sanity.layout_problem(odd, "tp", 3) is None
+    mqa = tiny_model(attention=GQASpec(n_heads=4, n_kv_heads=1, head_dim=32))
+    assert sanity.layout_problem(mqa, "tp", 2) is None
+    assert sanity.layout_notes(mqa, "tp", 2)[0].startswith("TP 2 > 1 KV heads: each KV head is replicated on 2 GPUs")
+    assert sanity.layout_notes(mqa, "tp", 1) == []
+    mix = registry.load_model("mixtral-8x7b")
+    assert sanity.layout_problem(mix, "tp", 16) is None
+    assert "8 / 16 = 0.50 per GPU" in sanity.layout_problem(mix, "ep", 16)
+
+
+def test_missing_tree_build_fit_names_what_the_profile_has():
+    from test_physics_step import hand_profile
+
+    prof = hand_profile().model_copy(update={"treebuild": {}})
+    req = Request(target="h200", gpus=1, model=_tiny_drafted(), spec="ddtree", tree_build="cpu")
+    with pytest.raises(ProjectionError, match=re.escape("has no 'cpu' tree-build fit (treebuild fits: none)")):
+        sanity.check_treebuild(req, prof, "hand")
+    only_gpu = hand_profile().model_copy(update={"treebuild": {"gpu": hand_profile().treebuild["gpu"]}})
+    with pytest.raises(ProjectionError, match=re.escape("(treebuild fits: gpu)")):
+        sanity.check_treebuild(req, only_gpu, "hand")
+    sanity.check_treebuild(Request(target="h200", gpus=1, model=_tiny_drafted(), spec="chain", tree_build="cpu"),
+                           prof, "hand")  # a chain builds no tree
 
 
 @pytest.mark.parametrize("table, ok, why", [
