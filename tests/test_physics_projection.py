@@ -619,3 +619,20 @@ def test_budget_curve_and_the_speculation_does_not_fit_note():
     for c in p[1]["budget_curve"]:
         if c["fits_in_memory"]:
             assert c["tokens_per_s_per_stream"] == pytest.approx(c["tau"] / c["step_ms"] * 1e3, rel=1e-12)
+
+
+def test_a_copy_does_no_arithmetic_and_one_head_per_gpu_is_one():
+    """MLA's latent transposes are copies: bytes, no flops. The tiny GQA model (4 heads of 32,
+    2 KV heads) at TP4: one query head per GPU and one KV head (replicated): qkv_proj is
+    64 x (1 + 2) x 32 weights, C = 1, L = 100."""
+    from perfmodel.specs.schema import GQASpec, ModelSpec
+
+    ops, _ = decode_ops(registry.load_model("kimi-k2.6"), Layout("tp", 8), 1, 1, 100)
+    lt = next(o for o in ops if o.name == "latent_transposes")
+    assert lt.flops == 0.0 and lt.bytes > 0
+    tiny = ModelSpec(name="tiny", display_name="tiny", source="hand-written test model", n_layers=1,
+                     n_dense_layers=1, hidden_size=64, vocab_size=256,
+                     attention=GQASpec(n_heads=4, n_kv_heads=2, head_dim=32), dense_intermediate_size=128)
+    by = {o.name: o for o in decode_ops(tiny, Layout("tp", 4), 1, 1, 100)[0]}
+    assert by["qkv_proj"].bytes == 64 * 3 * 32 * 2 + 1 * (64 + 3 * 32) * 2
+    assert by["attention_core_full"].flops == 4.0 * 1 * 1 * 101 * 32  # 4 T hq S D
