@@ -522,3 +522,18 @@ def test_host_bound_eager_step_is_launches_plus_host_with_a_drafter():
     est = step_estimate(m, mach, Layout("tp", 2), 1, 4, 100, graph=False, draft=True)
     assert est.breakdown_us["draft"] > 0
     assert 0 < est.step_us - (est.n_kernels * LAUNCH * 20 + HOST * 20) < 10.5
+
+
+def test_unsplit_kernel_waits_for_its_busiest_sm():
+    """An unsplit kernel of 10 work units over 4 SMs runs in 3 waves: the busiest SM reads
+    3 units' bytes, 3 x 1e6 / 10 = 3e5 B, at its 100 GB/s: 3 us, slower than the whole call's
+    1e6 B at 1000 GB/s (1 us); with 400 units the busiest SM's 100 waves of 2500 B: 2.5 us."""
+    law = KernelLaw(t0_us=5.0, bw_GBps=1000.0, tflops=100.0, unit_GBps=100.0, slots=4)
+    e = estimate(Op("a", "attention", "attention_gqa", bytes=1e6, flops=0.0, units=10), law)
+    assert e.memory_us == pytest.approx(3.0) and e.total_us == pytest.approx(8.0)
+    e = estimate(Op("a", "attention", "attention_gqa", bytes=1e6, flops=0.0, units=400), law)
+    assert e.memory_us == pytest.approx(2.5)
+    e = estimate(Op("a", "attention", "attention_gqa", bytes=1e6, flops=0.0, units=4000), law)
+    assert e.memory_us == pytest.approx(2.5)  # 1000 waves of 250 B
+    # a split kernel (no units) or a law without a per-unit rate: the whole call's rate
+    assert estimate(Op("a", "attention", "attention_gqa", bytes=1e6, flops=0.0), law).memory_us == pytest.approx(1.0)
