@@ -294,3 +294,21 @@ def test_collective_latency_half_on_two_gpus(hand_path):
     c = whatif.evaluate(req, v["collective_latency_half"], base)["per_concurrency"][0]
     assert c["component"] == "collectives"
     assert base[0]["step_ms"] - c["new"]["step_ms"] == pytest.approx(1.5 * lat * ONE_US, rel=1e-9)
+
+
+def test_sensitivity_keeps_the_budget_even_when_speculation_stops_paying(hand_path):
+    """Speculation barely pays at the base (tau 2.4 at B = 4 for a step about twice the plain
+    one); (tau - 1) -20% makes it lose to plain decode, but the row is at the base budget:
+    (1 + 0.8 x 1.4) / 2.4 - 1 exactly. Where the base does not speculate (alpha 0), there is
+    no acceptance row."""
+    from perfmodel.model.sensitivity import sensitivity
+
+    acc = "acceptance (τ − 1)"
+    req = _req(hand_path, model=_tiny_with_drafter(), spec="ddtree", acceptance="table:4=2.4,512=2.4",
+               concurrency=[1])
+    assert Projector(req).point(1)["budget"] == 4
+    row = {r["input"]: r for r in sensitivity(req)}[acc]
+    assert row["minus"] == pytest.approx((1 + 0.8 * 1.4) / 2.4 - 1, rel=1e-9)
+    assert row["plus"] == pytest.approx((1 + 1.2 * 1.4) / 2.4 - 1, rel=1e-9)
+    none = _req(hand_path, model=_tiny_with_drafter(), spec="ddtree", acceptance="0.0", concurrency=[1])
+    assert acc not in {r["input"] for r in sensitivity(none)}
