@@ -172,15 +172,3 @@ def test_kernel_law_near_the_ridge_with_scatter(law, span, scatter):
     fit = fit_kernel_law(b, f, t)
     assert (fit.t0_us, fit.bw_GBps, fit.tflops) == pytest.approx(law, rel=0.1)
 
-
-def test_unreached_compute_roof_is_the_best_rate_achieved():
-    """Memory-bound points carrying a few flops (1/100 of the ridge intensity), no GEMM ceiling
-    given: the compute roof is not identifiable and is set to the highest FLOP rate any point
-    achieved, max(flops / time); the bandwidth and floor are recovered."""
-    b = np.geomspace(1e4, 1e9, 10)
-    f = b * (400.0 * 1e6) / (3000.0 * 1e3) * 0.01
-    t = kernel_law(5.0, 3000.0, 400.0, b, f)
-    fit = fit_kernel_law(b, f, t)
-    assert "tflops not reached" in fit.source
-    assert fit.tflops == pytest.approx(float(np.max(f / t)) / 1e6, rel=1e-9)
-    assert (fit.t0_us, fit.bw_GBps) == pytest.approx((5.0, 3000.0), rel=0.01)
