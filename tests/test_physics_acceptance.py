@@ -140,3 +140,71 @@ def test_preset_sigma_against_the_published_figures():
         assert preset_sigma_rel(name) == pytest.approx(math.sqrt(sum(e * e for e in errs) / len(errs))), name
     assert not parametric("dflash_default", depth=15).measured and not from_scalar_alpha(0.8).measured
     assert from_table({16: 6.0}).measured
+
+
+# ----------------------------------------------------------------------------- more limits (seed-31 sample)
+def test_chain_alpha_above_one_or_not_finite_is_refused():
+    from perfmodel.model.acceptance import chain_tau
+
+    assert chain_tau(1.0, 4) == 5.0 and chain_tau(0.0, 4) == 1.0
+    for bad in (1.5, 2.0, -0.1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="alpha must be in"):
+            chain_tau(bad, 4)
+
+
+def test_rank_order_of_a_calibration_file_does_not_matter(tmp_path):
+    """Ranks are the draft's order: a file listing a depth's ranks in another order describes
+    the same drafts (q .6 / p .5 first, then q .3 / p .2), and gives the same tau."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"q": [[0.6, 0.3], [0.6, 0.3]], "p": [[0.5, 0.2], [0.5, 0.2]]}))
+    b.write_text(json.dumps({"q": [[0.3, 0.6], [0.6, 0.3]], "p": [[0.2, 0.5], [0.5, 0.2]]}))
+    fa, fb = from_calibration_json(str(a)), from_calibration_json(str(b))
+    for B in (1, 2, 3, 4):
+        assert fb.tau(B) == pytest.approx(fa.tau(B))
+    assert fa.tau(3) == pytest.approx(1.95)  # 1 + .5 + .25 + .2 (see test_physics_projection)
+
+
+def test_ddtree_ties_are_taken_in_insertion_order():
+    """After the root (q .5): its sibling (q .5) and its child (q .5 x 1.0) tie; the sibling
+    was pushed first, so a 2-node tree is two depth-1 nodes. Either way tau is 1 + .5 + .5."""
+    from perfmodel.model.acceptance import ddtree_build
+
+    t = ddtree_build([[0.5, 0.5], [1.0, 0.0]], [[0.5, 0.5], [1.0, 0.0]], 2)
+    assert t.depth.tolist() == [1, 1] and t.rank.tolist() == [0, 1]
+    assert 1 + t.gain.sum() == pytest.approx(2.0)
+
+
+def test_parametric_draft_is_calibrated_by_default():
+    """a = 1 unless given: the target accepts each draft rank with the draft's own probability."""
+    m = ParametricDraft(1.2, 0.9, D=3, K=8)
+    assert m.a == 1.0
+    np.testing.assert_allclose(m.p(), m.q())
+    np.testing.assert_allclose(ParametricDraft(1.2, 0.9, 0.5, 3, 8).p(), 0.5 * m.q())
+
+
+def test_no_speculation_has_no_tau_uncertainty():
+    src = from_table({16: 6.0, 32: 7.0}, sigmas={16: 0.3, 32: 0.4})
+    assert src.tau_sigma(0) == 0.0 and src.tau_sigma(16) == pytest.approx(0.3)
+
+
+def test_chain_from_a_file_uses_the_first_b_depths(tmp_path):
+    """Chain structure from q/p: the top-1 acceptances .5, .4, .2 by depth: tau(1) = 1.5,
+    tau(2) = 1 + .5 + .2 = 1.7, tau(B >= 3) = 1.7 + .5 x .4 x .2 = 1.74; the file's tau is
+    measured."""
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"q": [[0.9], [0.9], [0.9]], "p": [[0.5], [0.4], [0.2]]}))
+    src = from_calibration_json(str(f), structure="chain")
+    assert (src.tau(1), src.tau(2), src.tau(3), src.tau(10)) == pytest.approx((1.5, 1.7, 1.74, 1.74))
+    assert src.measured is True and src.kind == "calibration-file"
+    assert "D=3, K=1" in src.description
+
+
+def test_scalar_alpha_says_its_depth_cap():
+    assert "gamma = min(B, 15)" in from_scalar_alpha(0.8, depth=15).description
+    assert from_scalar_alpha(0.8).description.endswith("gamma = B)")
+    assert from_scalar_alpha(0.8, depth=3).tau(10) == pytest.approx(1 + 0.8 + 0.64 + 0.512)
+
+
+def test_a_table_entry_with_a_second_colon_is_refused():
+    with pytest.raises(ValueError, match="bad table entry"):
+        acceptance_from_cli("table:16=6.1:7", 15)

@@ -84,3 +84,91 @@ def test_treebuild_fit_with_noise():
     assert f.per_node_us == pytest.approx(2.58, rel=0.05)
     assert f.t0_us == pytest.approx(159.0, rel=0.2)
     assert f.impl == "cpu" and f.n_points == 24
+
+
+# Points on both sides of the ridge: arithmetic intensity from 1/20 to 20x the ridge point
+# (flops/bytes = F/bw), in a fixed shuffled order, bytes from 10 kB to 1 GB.
+_MIX = np.geomspace(0.05, 20, 10)[[3, 7, 0, 9, 1, 5, 8, 2, 6, 4]]
+
+
+@pytest.mark.parametrize("t0, bw, tf", [
+    (10.56, 4128.0, 19.4),  # a slow compute roof: the ridge at 4.7 FLOP/B
+    (5.0, 3000.0, 400.0),  # H100-like streaming, a 133 FLOP/B ridge
+    (2.0, 300.0, 50.0),  # a small GPU
+    (30.0, 1000.0, 800.0),  # a high floor
+    (1.2, 150.0, 12.0),
+])
+def test_kernel_law_recovers_both_roofs_and_the_floor(t0, bw, tf):
+    """Noise-free points, half memory-bound and half compute-bound: the fit finds the law
+    that made them (each parameter within 1%)."""
+    b = np.geomspace(1e4, 1e9, 10)
+    f = b * (tf * 1e6) / (bw * 1e3) * _MIX
+    t = kernel_law(t0, bw, tf, b, f)
+    fit = fit_kernel_law(b, f, t)
+    assert (fit.t0_us, fit.bw_GBps, fit.tflops) == pytest.approx((t0, bw, tf), rel=0.01)
+    assert fit.rmse_rel < 1e-3 and "not reached" not in fit.source
+
+
+def test_kernel_law_recovery_with_scatter():
+    """The same mix with 3% scatter: within 10%, over 5 seeds."""
+    b = np.geomspace(1e4, 1e9, 20)
+    mix = np.tile(_MIX, 2)
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        f = b * (400.0 * 1e6) / (3000.0 * 1e3) * mix
+        t = kernel_law(5.0, 3000.0, 400.0, b, f) * (1 + rng.normal(0, 0.03, b.size))
+        fit = fit_kernel_law(b, f, t)
+        assert (fit.t0_us, fit.bw_GBps, fit.tflops) == pytest.approx((5.0, 3000.0, 400.0), rel=0.1), seed
+
+
+def test_two_points_suffice():
+    """Two points fix a line: t0 + bytes / bw through 12 and 102 us (1e6 and 1e8 B at 1100 GB/s
+    and 11.09 us of floor), and the collective and tree-build lines through two points."""
+    b = np.array([1e6, 1e8])
+    t = 11.0909 + b / 1100e3
+    fit = fit_kernel_law(b, [None, None], t, default_tflops=500.0)
+    assert (fit.t0_us, fit.bw_GBps) == pytest.approx((11.0909, 1100.0), rel=1e-4) and fit.n_points == 2
+    c = fit_collective_law([1e3, 1e7], [10.0 + 1e3 / 300e3, 10.0 + 1e7 / 300e3], op="all_reduce", n_gpus=2, graph=True)
+    assert (c.latency_us, c.bw_GBps) == pytest.approx((10.0, 300.0), rel=1e-4)
+    tb = fit_treebuild_law([1, 64], [8, 256], [50.0 + 0.02 * 8, 50.0 + 0.02 * 64 * 256], impl="gpu")
+    assert (tb.t0_us, tb.per_node_us) == pytest.approx((50.0, 0.02), rel=1e-4)
+
+
+def test_no_flops_and_no_default_leaves_the_compute_roof_out_of_reach():
+    """Memory-only points and no measured GEMM ceiling: the compute roof cannot be identified,
+    and it must not bind: pricing the points with the fitted law gives their own times."""
+    b = np.geomspace(1e4, 1e9, 8)
+    t = kernel_law(4.0, 2500.0, 1e9, b, np.zeros_like(b))
+    fit = fit_kernel_law(b, [None] * 8, t)
+    assert fit.tflops >= 100.0 and "tflops not reached" in fit.source
+    assert (fit.t0_us, fit.bw_GBps) == pytest.approx((4.0, 2500.0), rel=0.01)
+    # a GEMM-sized call (1e12 FLOP) would still be priced by some roof: finite, positive
+    assert 0 < kernel_law(fit.t0_us, fit.bw_GBps, fit.tflops, [1e6], [1e12])[0] < 1e5
+
+
+@pytest.mark.parametrize("lat, bw", [(104.1, 1 / 4.247e-5 / 1e3), (12.1, 1 / 1.5e-4 / 1e3), (0.5, 2000.0),
+                                     (300.0, 50.0)])
+def test_affine_fits_recover_latency_and_rate_noise_free(lat, bw):
+    """Noise-free collective lines from 1 B to 100 MB: latency and bandwidth within 0.5%."""
+    x = np.geomspace(1.0, 1e8, 6)
+    c = fit_collective_law(x, lat + x / (bw * 1e3), op="all_reduce", n_gpus=8, graph=True)
+    assert (c.latency_us, c.bw_GBps) == pytest.approx((lat, bw), rel=0.005)
+
+
+@pytest.mark.parametrize("law, span, scatter", [
+    ((5.8, 272.0, 721.0), (3.384, 7.6018), [0.0569, 0.0598, 0.0014, 0.0342, -0.0295, 0.0165, -0.0384, 0.0292,
+                                            -0.0495, -0.0386, -0.0003, 0.0223, -0.0575, -0.0215, 0.0054, 0.0092]),
+    ((9.2, 382.5, 33.4), (3.1431, 7.6358), [0.0704, 0.0297, 0.0547, -0.0431, -0.0077, -0.0326, 0.0602, 0.0263,
+                                            -0.0122, -0.0181, 0.0194, -0.0281, -0.0372, 0.0193, 0.0985, -0.0098]),
+])
+def test_kernel_law_near_the_ridge_with_scatter(law, span, scatter):
+    """16 points whose arithmetic intensity runs from 0.3x to 3x the ridge (so both roofs bind
+    close to where they meet), with ~4% scatter (a fixed draw, written out): the law is
+    recovered within 10%."""
+    t0, bw, tf = law
+    b = np.geomspace(10 ** span[0], 10 ** span[1], 16)
+    f = b * (tf * 1e6) / (bw * 1e3) * np.geomspace(0.3, 3, 16)
+    t = kernel_law(t0, bw, tf, b, f) * (1 + np.array(scatter))
+    fit = fit_kernel_law(b, f, t)
+    assert (fit.t0_us, fit.bw_GBps, fit.tflops) == pytest.approx(law, rel=0.1)
+

@@ -178,6 +178,21 @@ def test_distinct_experts_limits():
     assert expected_distinct(384, 8, 2) == pytest.approx(384 * (1 - (376 / 384) ** 2))
 
 
+def test_busiest_gpu_experts_against_a_hand_enumeration():
+    """One token picks 2 distinct of 16 experts, 8 on each of 2 GPUs: both on one GPU with
+    probability 2 x C(8,2) / C(16,2) = 56/120 (the busiest then has 2), else 1 each: the
+    busiest GPU touches 2 x 56/120 + 64/120 = 176/120 experts on average. The normal
+    approximation is within its stated 7% at T = 1; every token touching every expert
+    (k = E) gives exactly E/n; no cap is passed (m = E/n, k x T)."""
+    from perfmodel.model.layers import expected_max_distinct_per_gpu
+
+    exact = 176 / 120
+    assert expected_max_distinct_per_gpu(16, 2, 1, 2) == pytest.approx(exact, rel=0.07)
+    assert expected_max_distinct_per_gpu(16, 16, 3, 2) == pytest.approx(8.0)
+    assert expected_max_distinct_per_gpu(16, 2, 1, 1) == pytest.approx(2.0)  # one GPU: the token's 2
+    assert expected_max_distinct_per_gpu(16, 2, 1e6, 4) == pytest.approx(4.0)  # all touched: E/n
+
+
 def test_tp_routed_expert_bytes_by_hand():
     """Kimi INT4 g32 expert: 3 x 7168 x 2048 x (0.5 + 2/32) B = 24.77 MB (models-specdec.md 1b);
     C=1 at TP8 reads 8 experts' eighths, plus the token's 8 rows in and out."""
@@ -604,3 +619,20 @@ def test_budget_curve_and_the_speculation_does_not_fit_note():
     for c in p[1]["budget_curve"]:
         if c["fits_in_memory"]:
             assert c["tokens_per_s_per_stream"] == pytest.approx(c["tau"] / c["step_ms"] * 1e3, rel=1e-12)
+
+
+def test_a_copy_does_no_arithmetic_and_one_head_per_gpu_is_one():
+    """MLA's latent transposes are copies: bytes, no flops. The tiny GQA model (4 heads of 32,
+    2 KV heads) at TP4: one query head per GPU and one KV head (replicated): qkv_proj is
+    64 x (1 + 2) x 32 weights, C = 1, L = 100."""
+    from perfmodel.specs.schema import GQASpec, ModelSpec
+
+    ops, _ = decode_ops(registry.load_model("kimi-k2.6"), Layout("tp", 8), 1, 1, 100)
+    lt = next(o for o in ops if o.name == "latent_transposes")
+    assert lt.flops == 0.0 and lt.bytes > 0
+    tiny = ModelSpec(name="tiny", display_name="tiny", source="hand-written test model", n_layers=1,
+                     n_dense_layers=1, hidden_size=64, vocab_size=256,
+                     attention=GQASpec(n_heads=4, n_kv_heads=2, head_dim=32), dense_intermediate_size=128)
+    by = {o.name: o for o in decode_ops(tiny, Layout("tp", 4), 1, 1, 100)[0]}
+    assert by["qkv_proj"].bytes == 64 * 3 * 32 * 2 + 1 * (64 + 3 * 32) * 2
+    assert by["attention_core_full"].flops == 4.0 * 1 * 1 * 101 * 32  # 4 T hq S D

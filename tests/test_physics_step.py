@@ -458,3 +458,82 @@ def test_eager_timeline_is_the_queue_not_the_sum_or_the_max():
     assert eager_timeline_us([(1.0, 10.0, 4)]) == pytest.approx(40.0 + 1.0)
     # an op called once (lm_head) among per-layer ops issues a quarter of its call per layer
     assert eager_timeline_us([(4.0, 0.0, 4), (8.0, 0.0, 1)]) == pytest.approx(16.0 + 8.0)
+
+
+# ----------------------------------------------------------------------------- measured lower bound
+def _attention_samples(per_call_us):
+    """Attention samples of the tiny model's GQA shape at C = 1, 2 and L = 64, 128 (per call)."""
+    from perfmodel.profile import BenchResult, Sample
+
+    shape = {"D": 32, "Hkv": 2, "Hq": 4, "kind": "gqa", "q": 1}
+    return {"attention": BenchResult(status="ok", samples=[
+        Sample(shape=dict(shape, L=L, C=c), median_ms=per_call_us / 1e3, provider="triton")
+        for c in (1, 2) for L in (64, 128)])}
+
+
+@pytest.mark.parametrize("node, sample_us", [(1.0, 50.0), (0.5, 11.5)])
+def test_past_the_largest_sampled_concurrency_a_call_takes_at_least_that_sample(node, sample_us):
+    """Three layers, C = 8 > the largest sampled C = 2, L = 100: each attention call takes at
+    least the C = 2 sample. The law's own price per call: t0 (10 us less its 2 graph nodes)
+    + bytes / bw + the 2 nodes, with bytes = 8 sequences x 101 tokens x 2 (K, V) x 2 heads x
+    32 x 2 B + 2 x 8 x 4 x 32 x 2 B of q and output = 210,944 B -> 0.210944 us at 1000 GB/s.
+    A sample above that price replaces it, for each of the 3 calls."""
+    m = tiny_model(n_layers=3, n_dense_layers=3)
+    prof = hand_profile().model_copy(update={"overheads": Overheads(
+        launch_eager_us=LAUNCH, graph_node_us=node, graph_launch_us=GLAUNCH, host_step_us=HOST),
+        "provenance": Provenance(kind="measured", gpu_name="test", gpu_spec="h200-sxm", timestamp="t")})
+    law_per_call = (T0 - 2 * node) + 210944 / 1e6 + 2 * node
+    assert sample_us > law_per_call
+    plain = step_estimate(m, hand_machine(profile=prof), ONE, 8, 1, 100)
+    sampled = step_estimate(m, hand_machine(profile=prof.model_copy(update={"benches": _attention_samples(sample_us)})),
+                            ONE, 8, 1, 100)
+    assert sampled.step_us - plain.step_us == pytest.approx(3 * (sample_us - law_per_call), rel=1e-9)
+    # a sample below the law's price is no bound: the law stands
+    low = step_estimate(m, hand_machine(profile=prof.model_copy(update={"benches": _attention_samples(5.0)})),
+                        ONE, 8, 1, 100)
+    assert low.step_us == pytest.approx(plain.step_us, rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- drafter layouts
+def test_ep_drafter_prices_the_busiest_gpus_sequences():
+    """Under EP (DP attention) each GPU drafts for its own ceil(C/2) sequences: C = 3 and C = 4
+    on 2 GPUs draft the same work (2 sequences on the busiest GPU); under TP every GPU drafts
+    for all C (3 and 4 differ). No collectives (comm off) so only the ops count."""
+    m = _tiny_with_drafter()
+    mach = hand_machine()
+
+    def draft(par, C):
+        return step_estimate(m, mach, Layout(par, 2, comm=False), C, 4, 100, draft=True).breakdown_us["draft"]
+
+    assert draft("ep", 3) == pytest.approx(draft("ep", 4), rel=1e-12)
+    assert draft("tp", 3) < draft("tp", 4)
+    assert draft("tp-attn-ep-moe", 4) == pytest.approx(draft("tp", 4), rel=1e-12)  # a dense drafter: TP
+
+
+def test_host_bound_eager_step_is_launches_plus_host_with_a_drafter():
+    """A host 20x slower: every launch (13 target + 24 drafter kernels, the collectives' too,
+    each 5 us x 20 = 100 us) outlasts any call's GPU work (at most 10 us + eps), so the eager
+    step is the launch time, plus the last call's own GPU time, plus the host step, whatever
+    the GPU work (draft all-reduces included) adds up to."""
+    m = _tiny_with_drafter()
+    h200 = registry.load_gpu("h200")
+    mach = build_machine(h200, 2, registry.load_link(h200.default_interconnect), hand_profile(), h200,
+                         registry.load_memory_kinds(), host_cpu_factor=20.0)
+    est = step_estimate(m, mach, Layout("tp", 2), 1, 4, 100, graph=False, draft=True)
+    assert est.breakdown_us["draft"] > 0
+    assert 0 < est.step_us - (est.n_kernels * LAUNCH * 20 + HOST * 20) < 10.5
+
+
+def test_unsplit_kernel_waits_for_its_busiest_sm():
+    """An unsplit kernel of 10 work units over 4 SMs runs in 3 waves: the busiest SM reads
+    3 units' bytes, 3 x 1e6 / 10 = 3e5 B, at its 100 GB/s: 3 us, slower than the whole call's
+    1e6 B at 1000 GB/s (1 us); with 400 units the busiest SM's 100 waves of 2500 B: 2.5 us."""
+    law = KernelLaw(t0_us=5.0, bw_GBps=1000.0, tflops=100.0, unit_GBps=100.0, slots=4)
+    e = estimate(Op("a", "attention", "attention_gqa", bytes=1e6, flops=0.0, units=10), law)
+    assert e.memory_us == pytest.approx(3.0) and e.total_us == pytest.approx(8.0)
+    e = estimate(Op("a", "attention", "attention_gqa", bytes=1e6, flops=0.0, units=400), law)
+    assert e.memory_us == pytest.approx(2.5)
+    e = estimate(Op("a", "attention", "attention_gqa", bytes=1e6, flops=0.0, units=4000), law)
+    assert e.memory_us == pytest.approx(2.5)  # 1000 waves of 250 B
+    # a split kernel (no units) or a law without a per-unit rate: the whole call's rate
+    assert estimate(Op("a", "attention", "attention_gqa", bytes=1e6, flops=0.0), law).memory_us == pytest.approx(1.0)

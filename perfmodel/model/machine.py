@@ -59,7 +59,8 @@ class Overheads:
     rel_unc_host: float
     rel_unc_node: float
     rule: str
-    source_graph_node_us: float = 0.0  # the profile GPU's node cost, held in its fitted floors
+    # the profile GPU's node cost, held in its fitted floors
+    source_graph_node_us: float = 0.0
     launch_eager_call_us: dict[str, float] = field(default_factory=dict)  # one eager wrapper call, by class
     engine_host_us: float = 0.0  # a serving engine's own host work per step (calibrated; 0 otherwise)
     engine_host_sigma_us: float = 0.0

@@ -170,7 +170,7 @@ class Projector:
             tau = scaled_tau(tau, self.factors, min(budget + 1, self.model.drafter.block_size))
         return est, tau
 
-    def _interval(self, est: StepEstimate, tau: float, tau_sigma: float = 0.0) -> dict:
+    def _interval(self, est: StepEstimate, tau: float, tau_sigma: float) -> dict:
         """90% intervals: the step's (term σ and self-check error), and tok/s combining the
         step's and τ's relative errors in quadrature (in log space, so that with a known τ it
         is exactly τ over the step interval)."""
@@ -185,11 +185,9 @@ class Projector:
                 "tau": [t_lo, t_hi]}
 
     def _tau_sigma(self, budget: int, tau: float) -> tuple[float, bool]:
-        """τ's 1σ and whether τ is fitted to data rather than modelled. A calibration whose
-        points pinned τ down (a determined `tau` factor) gives its posterior σ (relative, on
-        the calibrated τ); otherwise the acceptance source's own σ."""
-        if self.acc is None or not budget:
-            return 0.0, False
+        """τ's 1σ at a speculative budget (> 0) and whether τ is fitted to data rather than
+        modelled. A calibration whose points pinned τ down (a determined `tau` factor) gives its
+        posterior σ (relative, on the calibrated τ); otherwise the acceptance source's own σ."""
         f = next((f for f in self.calibration.factors if f.name == "tau" and f.determined),
                  None) if self.calibration is not None else None
         if f is not None:
@@ -199,7 +197,8 @@ class Projector:
     def _point(self, C: int, est: StepEstimate, tau: float, budget: int, mem, **extra) -> Point:
         step_ms = est.step_us / 1e3
         tps = tau / est.step_us * 1e6
-        tau_sigma, tau_measured = self._tau_sigma(budget, tau)
+        # budget 0 (no speculation): tau is exactly 1, nothing measured
+        tau_sigma, tau_measured = self._tau_sigma(budget, tau) if budget else (0.0, None)
         iv = self._interval(est, tau, tau_sigma)
         spec_split = None
         if budget:
@@ -211,7 +210,7 @@ class Projector:
         return Point(
             concurrency=C, step_ms=step_ms, tokens_per_s_per_stream=tps, tokens_per_s=tps * C, tau=tau,
             tau_sigma=tau_sigma if budget else None,
-            tau_measured=tau_measured if (self.acc and budget) else None, budget=budget,
+            tau_measured=tau_measured, budget=budget,
             breakdown_ms={k: v / 1e3 for k, v in sorted(est.breakdown_us.items(), key=lambda kv: -kv[1])},
             bottleneck=est.bottleneck, n_kernels=est.n_kernels,
             interval=Interval(step_ms=iv["step_ms"], tokens_per_s_per_stream=iv["tokens_per_s_per_stream"],

@@ -40,19 +40,20 @@ def _divisors(n: int) -> str:
 
 
 def check_request(req, model: ModelSpec) -> None:
-    """Numbers in range and a layout engines can run; raises ProjectionError."""
-    if isinstance(req.gpus, bool) or not 1 <= req.gpus <= MAX_GPUS:
+    """Numbers in range and a layout engines can run; raises ProjectionError. (Request's schema
+    has already refused non-numbers, bools, and values below 1, or not above 0 for the factor.)"""
+    if req.gpus > MAX_GPUS:
         raise _error(f"--gpus {req.gpus}: must be between 1 and {MAX_GPUS}")
-    if not 1 <= req.context <= MAX_CONTEXT:
+    if req.context > MAX_CONTEXT:
         raise _error(f"--context {req.context}: must be between 1 and {MAX_CONTEXT} tokens (a decode step attends "
                      "to at least the token it decodes)")
     big = [c for c in req.concurrency if c > MAX_CONCURRENCY]
     if big:
         raise _error(f"--concurrency {big[0]}: must be ≤ {MAX_CONCURRENCY}")
     f = req.host_cpu_factor
-    if isinstance(f, bool) or not isinstance(f, (int, float)) or not math.isfinite(f) or not 0 < f <= MAX_HOST_CPU_FACTOR:
+    if f > MAX_HOST_CPU_FACTOR:
         raise _error(f"--host-cpu-factor {f}: must be a finite number in (0, {MAX_HOST_CPU_FACTOR:g}]")
-    if isinstance(req.budget, int) and not 1 <= req.budget <= MAX_BUDGET:
+    if req.budget != "auto" and req.budget > MAX_BUDGET:
         raise _error(f"--budget {req.budget}: must be between 1 and {MAX_BUDGET}, or 'auto'")
     if req.link:
         from perfmodel.specs import registry
@@ -126,7 +127,9 @@ def check_acceptance(spec: str, depth: int) -> None:
     s = spec.strip()
     if s.lower().startswith("table:"):
         for part in filter(None, (x.strip() for x in s.split(":", 1)[1].split(","))):
-            b, t = (float(x) for x in part.split("=", 1))
+            # TAU may carry its standard error: 16=6.1±0.3 or 16=6.1+-0.3
+            b, t = part.split("=", 1)
+            b, t = float(b), float(t.replace("+-", "±").partition("±")[0])
             cap = min(b, depth) + 1
             if t > cap + 1e-9:
                 why = f"B+1 = {b + 1:g}" if b <= depth else f"the block size {depth + 1}"
@@ -157,7 +160,7 @@ def check_observed(s: str, o: dict, model: ModelSpec, gpu, context: int) -> None
     tps = o["tokens_per_s"]
     if not math.isfinite(tps) or tps <= 0:
         raise _error(f"--observed '{s}': tok/s must be a positive number, got {tps:g}")
-    if not 1 <= context <= MAX_CONTEXT:
+    if context > MAX_CONTEXT:  # (parse_observed and Request refuse a context below 1)
         raise _error(f"--observed '{s}': ctx {context} must be between 1 and {MAX_CONTEXT}")
     from perfmodel.model.layers import Layout
 

@@ -16,13 +16,13 @@ def _perturbations():
     return out
 
 
-def sensitivity(req: Request, concurrency: int | None = None, budget: int | None = None) -> list[dict]:
+def sensitivity(req: Request, concurrency: int | None = None) -> list[dict]:
     """At concurrency C (and the base point's budget, kept fixed), the tok/s change per input."""
     C = concurrency or req.concurrency[0]
     base = Projector(req).point(C)
     if not base["fits_in_memory"]:
         return []
-    b = base["budget"] if budget is None else budget
+    b = base["budget"]
     b0 = base["tokens_per_s_per_stream"]
     rows = []
     for name, make in _perturbations().items():

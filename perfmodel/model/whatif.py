@@ -138,9 +138,9 @@ def evaluate(req, w: WhatIf, base_points: list[dict]) -> dict:
     per_c = []
     for b in base_points:
         C = b["concurrency"]
-        fixed = None if (w.rechooses_budget or not b["fits_in_memory"]) else b["budget"]
-        if pj.req.spec == "none":
-            fixed = None
+        # the base point's budget (None where it does not fit; 0, plain decode, where it or the
+        # variant does not speculate)
+        fixed = None if w.rechooses_budget else b["budget"]
         try:
             p = pj.point(C, fixed)
         except (ProjectionError, ValueError) as e:

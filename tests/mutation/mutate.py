@@ -7,7 +7,8 @@ switch on. This script is small and does the same job honestly:
   1. copies the tracked tree to a scratch folder (the package-dir folders linked under
      perfmodel/ so the copy imports on its own) and never touches your worktree;
   2. runs the chosen tests once with a line tracer, to learn which tests execute each line
-     of the mutated files (and how long each test takes);
+     of the mutated files (and how long each test takes); a line run by a shared (module- or
+     session-scoped) fixture counts for every test that uses the fixture, not only the first;
   3. for every mutation site (below), writes the mutated file into the copy and runs only
      the tests that execute that line, fastest first, with `-x`, in a forked child of a
      process that has already imported the third-party libraries (one mutant at a time);
@@ -63,9 +64,16 @@ _CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.
 _CALLS = {"max": "min", "min": "max", "ceil": "floor", "floor": "ceil"}
 
 
+def _runs_triton_kernels(p: Path) -> bool:
+    """A kernel test: it runs the Triton kernels (in the interpreter), not the mutated files."""
+    text = p.read_text()
+    return p.name.startswith("test_kernel_") and any(
+        m in text for m in ("TRITON_INTERPRET", "import triton", "from kernels", "perfmodel.kernels"))
+
+
 def default_tests() -> list[str]:
     return [str(p.relative_to(ROOT)) for p in sorted((ROOT / "tests").glob("test_*.py"))
-            if str(p.relative_to(ROOT)) not in EXCLUDED_TESTS and not p.name.startswith("test_kernel_")]
+            if str(p.relative_to(ROOT)) not in EXCLUDED_TESTS and not _runs_triton_kernels(p)]
 
 
 # ----------------------------------------------------------------------------- sites
@@ -353,8 +361,9 @@ def run_forked(fn, timeout: float) -> tuple[str, int | None]:
         time.sleep(0.02)
 
 
-def coverage_map(tree: Path, tests: list[str], targets: list[str]) -> tuple[dict, dict]:
-    """{(file, line): [test ids]} and {test id: seconds}, from one traced run of the tests."""
+def coverage_map(tree: Path, tests: list[str], targets: list[str]) -> tuple[dict, dict, dict]:
+    """{(file, line): [test ids]}, {test id: seconds} and {(file, line): [test ids]} of the lines
+    a shared fixture ran (see `with_fixture_sharers`), from one traced run of the tests."""
     out = tree / ".mutate-coverage.json"
     files = {str((tree / t).resolve()): t for t in targets}
 
@@ -366,11 +375,16 @@ def coverage_map(tree: Path, tests: list[str], targets: list[str]) -> tuple[dict
 
         cov: dict[str, set] = {}
         durations: dict[str, float] = {}
-        state = {"test": None}
+        state = {"test": None, "setup": False}
+        in_setup: dict[str, set] = {}  # lines run while a test's fixtures were set up
+        shared: dict[str, list[str]] = {}  # test id -> the project fixtures it shares beyond itself
 
         def local(frame, event, arg):
             if event == "line" and state["test"]:
-                cov.setdefault(f"{files[frame.f_code.co_filename]}:{frame.f_lineno}", set()).add(state["test"])
+                key = f"{files[frame.f_code.co_filename]}:{frame.f_lineno}"
+                cov.setdefault(key, set()).add(state["test"])
+                if state["setup"]:
+                    in_setup.setdefault(key, set()).add(state["test"])
             return local
 
         def glob(frame, event, arg):
@@ -381,6 +395,18 @@ def coverage_map(tree: Path, tests: list[str], targets: list[str]) -> tuple[dict
         class _Map:
             def pytest_runtest_setup(self, item):
                 state["test"] = item.nodeid
+                state["setup"] = True
+                info = getattr(item, "_fixtureinfo", None)
+                keys = []
+                for name, defs in (info.name2fixturedefs.items() if info else ()):
+                    d = defs[-1]
+                    if d.baseid and d.scope != "function":  # a project fixture run once for many tests
+                        where = item.nodeid.split("::")[0] if d.scope in ("module", "class") else ""
+                        keys.append(f"{where}::{d.baseid}::{name}")
+                shared[item.nodeid] = keys
+
+            def pytest_runtest_call(self, item):
+                state["setup"] = False
 
             def pytest_runtest_logreport(self, report):
                 rep = report
@@ -397,7 +423,8 @@ def coverage_map(tree: Path, tests: list[str], targets: list[str]) -> tuple[dict
         code = pytest.main(["-q", "-p", "no:cacheprovider", *tests], plugins=[_Map()])
         sys.settrace(None)
         # file names resolved through the package-dir links
-        out.write_text(json.dumps({"cov": {k: sorted(v) for k, v in cov.items()}, "durations": durations}))
+        out.write_text(json.dumps({"cov": {k: sorted(v) for k, v in cov.items()}, "durations": durations,
+                                   "in_setup": {k: sorted(v) for k, v in in_setup.items()}, "shared": shared}))
         return int(code)
 
     # the traced files are reached through perfmodel/<pkg> links: resolve both spellings
@@ -409,7 +436,15 @@ def coverage_map(tree: Path, tests: list[str], targets: list[str]) -> tuple[dict
     if state != "done" or code != 0:
         sys.exit(f"baseline test run failed (exit {code}): fix the tests first")
     d = json.loads(out.read_text())
-    return d["cov"], d["durations"]
+    # A module- or session-scoped fixture runs its lines once, in the setup of the first test
+    # that asks for it: every test sharing that fixture executes those lines too.
+    sharers: dict[str, set] = {}
+    for t, keys in d["shared"].items():
+        for k in keys:
+            sharers.setdefault(k, set()).add(t)
+    setup_cov = {line: sorted({s for t in ts for k in d["shared"].get(t, ()) for s in sharers[k]})
+                 for line, ts in d["in_setup"].items()}
+    return d["cov"], d["durations"], setup_cov
 
 
 def main() -> None:
@@ -468,7 +503,7 @@ def main() -> None:
     tree = scratch_copy()
     print(f"scratch tree {tree}; tracing {len(tests)} test files ...", flush=True)
     t0 = time.monotonic()
-    cov, durations = coverage_map(tree, tests, files)
+    cov, durations, setup_cov = coverage_map(tree, tests, files)
     print(f"baseline {time.monotonic() - t0:.0f} s", flush=True)
     all_tests = sorted((d for d in durations if "::" in d), key=durations.get)
     uses = name_uses(TARGETS)
@@ -501,7 +536,7 @@ def main() -> None:
                     where = [(f, ln) for ln in w.get("lines", [])]
                     for name in w.get("names", []):
                         where += uses.get(name, [])
-                    ids = {t for (ff, ln) in where for t in cov.get(f"{ff}:{ln}", ())}
+                    ids = {t for (ff, ln) in where for t in cov.get(f"{ff}:{ln}", []) + setup_cov.get(f"{ff}:{ln}", [])}
                     # and every test of a test file that names it (a test may read a table directly)
                     ids |= {t for t in all_tests for name in w.get("names", []) if name in test_text[t.split("::")[0]]}
                     chosen = sorted(ids, key=lambda t: durations.get(t, 0.0)) if where else all_tests
@@ -509,6 +544,7 @@ def main() -> None:
                     ids = set()
                     for ln in s["lines"]:
                         ids.update(cov.get(f"{f}:{ln}", ()))
+                        ids.update(setup_cov.get(f"{f}:{ln}", ()))
                     # tests of files that call the function by name: a cached function (lru_cache)
                     # runs its body only for the first test that calls it
                     fn = s["func"].split(".")[-1] + "("
