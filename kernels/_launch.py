@@ -119,19 +119,7 @@ class FastLauncher:
                 key.append(_spec(a))
                 ptrs.append(a.data_ptr() if isinstance(a, _Tensor) else a)
         key.append(tuple(kw.items()))
-        key = tuple(key)
-        hit = self.cache.get(key)
-        if hit is None or self._hooked():
-            if hit is None:
-                self._compile(key, grid, args, kw)
-            else:
-                self.fn[grid](*args, **kw)
-            return
-        run, head, tail, raw = hit
-        n = len(grid)
-        self.hits += 1
-        run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, self._stream(device), *head,
-            *(ptrs if raw else args), *tail)
+        self._run(tuple(key), device, grid, args, ptrs, kw)
 
     def launch_keyed(self, key, grid, args, ptrs, kw):
         """A launch whose caller vouches that `key` determines the specialisation (dtypes,
@@ -142,10 +130,13 @@ class FastLauncher:
         if self._stream is None:
             self._bind()
         device = self._device()
-        key = (device, key)
+        self._run((device, key), device, grid, args, ptrs, kw)
+
+    def _run(self, key, device, grid, args, ptrs, kw):
+        """The cached direct launch under `key`; Triton's own path the first time (compiling
+        and caching) or while a launch hook (a profiler) is installed."""
         hit = self.cache.get(key)
-        h = self._knobs.launch_enter_hook  # (a profiler's hook: Triton's own path)
-        if hit is None or (h is not None and getattr(h, "calls", True)):
+        if hit is None or self._hooked():
             if hit is None:
                 self._compile(key, grid, args, kw)
             else:
