@@ -316,13 +316,18 @@ if triton is not None:
         return tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == expected - 1
 
     @triton.jit
-    def _cast_columns(src_ptr, dst_ptr, rows, stride_src, stride_dst, offs_n, n_ok, CAST_ROWS: tl.constexpr):
-        """dst[:rows, offs_n] = src[:rows, offs_n] (fp32, read past L1) in dst's dtype."""
+    def _cast_columns(src_ptr, dst_ptr, rows, stride_src, stride_dst, offs_n, n_ok, CAST_ROWS: tl.constexpr,
+                      CLEAN: tl.constexpr = False):
+        """dst[:rows, offs_n] = src[:rows, offs_n] (fp32, read past L1) in dst's dtype; with CLEAN
+        the src entries are zeroed after the read (a self-cleaning workspace)."""
         for r0 in range(0, rows, CAST_ROWS):
             r = r0 + tl.arange(0, CAST_ROWS)
             m = (r < rows)[:, None] & n_ok[None, :]
-            v = tl.load(src_ptr + r[:, None].to(tl.int64) * stride_src + offs_n[None, :], mask=m, cache_modifier=".cg")
+            src = src_ptr + r[:, None].to(tl.int64) * stride_src + offs_n[None, :]
+            v = tl.load(src, mask=m, cache_modifier=".cg")
             tl.store(dst_ptr + r[:, None].to(tl.int64) * stride_dst + offs_n[None, :], v.to(dst_ptr.dtype.element_ty), mask=m)
+            if CLEAN:
+                tl.store(src, tl.zeros_like(v), mask=m)
 
     @triton.jit
     def _weight_tiles(q_ptr, s_ptr, expert, pid_n, offs_n, stride_qe, stride_se, num_kb, up_offset, n_last,
@@ -363,6 +368,7 @@ if triton is not None:
         N, K, num_pairs, up_offset, n_last, kb_per_split, num_kb,
         stride_am, stride_qe, stride_se, stride_cm,  # unit strides along K / N
         ws_ptr, cnt_ptr, stride_wm, out_rows,  # SPLIT_ACT / FINAL_CAST: fp32 workspace, arrival counters
+        n_experts,  # block expert ids outside [0, n_experts) are unused blocks (pair routing: other ranks' experts)
         A_ROW_DIV: tl.constexpr,  # A row = pair // A_ROW_DIV (k for x, 1 for the intermediate)
         C_ROW_DIV: tl.constexpr,  # C row = pair // C_ROW_DIV (1 for the intermediate, k for out)
         GATE_UP: tl.constexpr,  # also compute columns n + up_offset and store silu(gate)*up
@@ -380,6 +386,10 @@ if triton is not None:
         # ATOMIC into ws (fp32); the last program of each column tile to arrive (all blocks and
         # splits, unused blocks included) casts ws[:out_rows] into c
         FINAL_CAST: tl.constexpr = False,
+        # SPLIT_ACT / FINAL_CAST leave the workspace and the counters they used zeroed again (the
+        # last arrival zeroes what it read and resets its counter): a persistent workspace then
+        # needs no zeroing launch (`_pair_layer`)
+        SELF_CLEAN: tl.constexpr = False,
     ):
         pid_n = tl.program_id(0)  # column tiles fastest: neighbouring programs share the expert
         pid_m = tl.program_id(1)
@@ -387,10 +397,12 @@ if triton is not None:
         expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         n_ok = offs_n < N
-        if expert < 0:
+        if (expert < 0) | (expert >= n_experts):
             if FINAL_CAST:  # unused blocks arrive too: the count is known at launch
                 if _arrive(cnt_ptr + pid_n, tl.num_programs(1) * tl.num_programs(2)):
-                    _cast_columns(ws_ptr, c_ptr, out_rows, stride_wm, stride_cm, offs_n, n_ok, 8)
+                    _cast_columns(ws_ptr, c_ptr, out_rows, stride_wm, stride_cm, offs_n, n_ok, 8, SELF_CLEAN)
+                    if SELF_CLEAN:
+                        tl.store(cnt_ptr + pid_n, 0)
             return
         pair, row_ok, a_row = moe_block_rows(sorted_ids_ptr, pid_m, num_pairs, A_ROW_DIV, BLOCK_M)
 
@@ -426,6 +438,10 @@ if triton is not None:
                 m = row_ok[:, None] & n_ok[None, :]
                 g = tl.load(g_row, mask=m, other=0.0, cache_modifier=".cg")
                 u = tl.load(g_row + up_offset, mask=m, other=0.0, cache_modifier=".cg")
+                if SELF_CLEAN:
+                    tl.store(g_row, tl.zeros_like(g), mask=m)
+                    tl.store(g_row + up_offset, tl.zeros_like(u), mask=m)
+                    tl.store(cnt_ptr + pid_m * tl.num_programs(0) + pid_n, 0)
                 moe_store_rows(g / (1.0 + tl.exp(-g)) * u, c_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_cm, 1,
                                C_ROW_DIV, False, False)
         else:
@@ -437,7 +453,9 @@ if triton is not None:
                 moe_store_rows(acc, ws_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_wm, 1,
                                C_ROW_DIV, MUL_ROUTED_WEIGHT, True)
                 if _arrive(cnt_ptr + pid_n, tl.num_programs(1) * tl.num_programs(2)):
-                    _cast_columns(ws_ptr, c_ptr, out_rows, stride_wm, stride_cm, offs_n, n_ok, 8)
+                    _cast_columns(ws_ptr, c_ptr, out_rows, stride_wm, stride_cm, offs_n, n_ok, 8, SELF_CLEAN)
+                    if SELF_CLEAN:
+                        tl.store(cnt_ptr + pid_n, 0)
             else:
                 moe_store_rows(acc, c_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_cm, 1,
                                C_ROW_DIV, MUL_ROUTED_WEIGHT, ATOMIC)
@@ -570,6 +588,7 @@ def _launch(
     topk_weights: torch.Tensor | None, routing: AlignedRouting, *, n: int, k_dim: int,
     a_row_div: int, c_row_div: int, gate_up: bool, atomic: bool, cfg: MoEGemmConfig,
     ws: torch.Tensor | None = None, counters: torch.Tensor | None = None, out_rows: int = 0,
+    n_experts: int | None = None, self_clean: bool = False,
 ) -> None:
     """c[pair // c_row_div, :n] (+)= a[pair // a_row_div, :k_dim] @ W[expert] over aligned
     blocks; with gate_up, columns n.. of W are the up half and c gets silu(gate)*up.
@@ -597,13 +616,14 @@ def _launch(
         n, k_dim, routing.num_pairs, n if gate_up else 0, np_ - 1, kb_per_split, num_kb,
         a.stride(0), qweight.stride(0), scales.stride(0), c.stride(0),
         ws if ws is not None else c, counters if counters is not None else routing.block_expert_ids,
-        ws.stride(0) if ws is not None else 0, out_rows,
+        ws.stride(0) if ws is not None else 0, out_rows, qweight.shape[0] if n_experts is None else n_experts,
         A_ROW_DIV=a_row_div, C_ROW_DIV=c_row_div, GATE_UP=gate_up,
         MUL_ROUTED_WEIGHT=topk_weights is not None, ATOMIC=atomic,
         DEQUANT=DEQUANT_CVT if interpreting() else cfg.dequant,
         DOT_F32=interpreting(), EVEN_K=k_dim % KBLOCK == 0, SWAP=routing.block_m < 16,
         FAST_COLS=cfg.block_n >= TILE_N and np_ % cfg.block_n == 0 and (not gate_up or n % cfg.block_n == 0),
         BLOCK_M=routing.block_m, BLOCK_N=cfg.block_n, SPLIT_ACT=split_act, FINAL_CAST=final_cast,
+        SELF_CLEAN=self_clean and (split_act or final_cast),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **({} if cfg.max_regs is None or interpreting() else dict(maxnreg=cfg.max_regs)),
     )
@@ -638,6 +658,7 @@ def fused_moe_w4a16(
     down_config: MoEGemmConfig | dict | None = None,
     fused_epilogues: bool | None = None,
     direct: bool | None = None,
+    pair_blocks: bool | None = None,
 ) -> torch.Tensor:
     """Kernel-layout weights (`pack_for_kernel`): w13_q [E, 2I/64, Hp/256, 64, 2, 32] (gate rows
     0..I-1, up rows I..2I-1), w2_q [E, Hp'/64, Ip/256, 64, 2, 32] with Hp' = H padded to 64.
@@ -654,7 +675,12 @@ def fused_moe_w4a16(
 
     direct (default: T <= DIRECT_MAX_T when block_m is not given; DIRECT_MAX_T is 0): the
     layer in two launches with no alignment step (`_direct_layer`), T <= 8; the configs then
-    set its gate_up (block_n, split_k, warps, stages) and down (block_n, warps, stages)."""
+    set its gate_up (block_n, split_k, warps, stages) and down (block_n, warps, stages).
+
+    pair_blocks (default: T <= PAIR_BLOCKS_MAX_T when neither block_m nor direct is given): the
+    layer in two launches, gate_up and down, with no alignment step (`_pair_layer`): one block
+    of 8 rows per (token, slot) pair, whose expert is read straight from topk_ids, and a
+    persistent self-cleaning workspace (one layer call at a time per device)."""
     T, H = x.shape
     E = w13_q.shape[0]
     I = w13_q.shape[1] * TILE_N // 2  # I is a multiple of 32, so 2I needs no column padding
@@ -663,6 +689,15 @@ def fused_moe_w4a16(
         f"w13_q {tuple(w13_q.shape)} is not the kernel layout for H={H}, I={I}"
     assert w2_q.shape[1:] == (padded_n(H) // TILE_N, padded_k(I) // KBLOCK, TILE_N, 2, GROUP), \
         f"w2_q {tuple(w2_q.shape)} is not the kernel layout for H={H}, I={I}"
+    if pair_blocks if pair_blocks is not None else (T <= PAIR_BLOCKS_MAX_T and block_m is None and direct is None
+                                                    and fused_epilogues is not False):
+        if T * k > PAIR_BLOCKS_MAX_PAIRS:
+            raise ValueError(f"pair_blocks=True takes at most {PAIR_BLOCKS_MAX_PAIRS} (token, slot) pairs, got {T * k}")
+        _, gu, dn = default_configs(T, k, E, H, I)
+        gu, dn = as_config(gate_up_config, gu), as_config(down_config, dn)
+        ws = _persistent_workspace(x.device, _pair_workspace_size(T, k, E, H, I, gu, dn))
+        if ws is not None:
+            return _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, E=E, I=I, gu=gu, dn=dn)
     if direct if direct is not None else (T <= DIRECT_MAX_T and block_m is None):
         if T > 8:
             raise ValueError(f"direct=True takes at most 8 tokens, got T={T}")
@@ -800,6 +835,83 @@ def _direct_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, *, E, I, 
         DOT_F32=interp, FAST_COLS=dn.block_n >= TILE_N and np2 % dn.block_n == 0,
         BLOCK_M=8, BLOCK_N=dn.block_n, num_warps=dn.num_warps, num_stages=dn.num_stages,
     )
+    return out
+
+
+# The layer at T <= PAIR_BLOCKS_MAX_T in two launches (gate_up, down), no alignment step: each
+# (token, slot) pair is its own block of 8 rows (the pair, then padding), so the block's expert is
+# topk_ids itself and the block layout is a constant; an expert that two tokens share is then read
+# once per pair (at T = 1 the top-k experts are distinct, so never). The fused epilogues' fp32
+# sums and arrival counters live in a persistent workspace that the kernels leave zeroed
+# (SELF_CLEAN), so no launch zeroes it: the align kernel, which did, cost 4.4 us of the 21.6 us
+# layer at T = 1 on the Kimi TP8 slice (runs/README.md, "Kernel defaults").
+PAIR_BLOCKS_MAX_T = 1
+PAIR_BLOCKS_MAX_PAIRS = 64
+PAIR_BLOCK_M = 8
+_PAIR_WS: dict = {}
+_PAIR_IDS: dict = {}
+
+
+def _pair_workspace_size(T, k, E, H, I, gu, dn) -> int:
+    """fp32 entries of the pair layer's workspace: gate_up sums [P, 2I], down sum [T, H], and
+    the arrival counters of both launches (int32, zero bits)."""
+    P = T * k
+    return P * 2 * I + T * H + P * -(-I // gu.block_n) + -(-H // dn.block_n)
+
+
+def _persistent_workspace(device: torch.device, n: int) -> torch.Tensor | None:
+    """A zeroed fp32 buffer of >= n entries kept per device (grown, never shrunk), or None when
+    none exists yet and a CUDA graph is being captured (its zeroing would become a graph node:
+    the caller then takes the aligned path)."""
+    key = (device.type, device.index)
+    ws = _PAIR_WS.get(key)
+    if ws is None or ws.numel() < n:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            return None
+        ws = torch.zeros(n, dtype=torch.float32, device=device)
+        _PAIR_WS[key] = ws
+    return ws
+
+
+def _pair_routing(topk_ids: torch.Tensor, E: int) -> AlignedRouting:
+    """One block of PAIR_BLOCK_M rows per pair: row 0 is the pair, the rest padding (pair id P);
+    the block's expert is the pair's id (ids outside [0, E) mark unused blocks in the kernel)."""
+    P = topk_ids.numel()
+    ids = topk_ids.reshape(-1)
+    if ids.dtype != torch.int32:
+        ids = ids.to(torch.int32)
+    key = (P, ids.device.type, ids.device.index)
+    sorted_ids = _PAIR_IDS.get(key)
+    if sorted_ids is None:
+        s = torch.full((P, PAIR_BLOCK_M), P, dtype=torch.int32)
+        s[:, 0] = torch.arange(P, dtype=torch.int32)
+        sorted_ids = _PAIR_IDS[key] = s.reshape(-1).to(ids.device)
+    return AlignedRouting(sorted_ids, ids, P, PAIR_BLOCK_M, P)
+
+
+def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I, gu, dn):
+    T, H = x.shape
+    k = topk_ids.shape[1]
+    P = T * k
+    tw = topk_weights.reshape(-1)
+    if tw.dtype != torch.float32:
+        tw = tw.to(torch.float32)
+    x = x.contiguous()
+    routing = _pair_routing(topk_ids.contiguous(), E)
+    num_kb = padded_k(H) // KBLOCK
+    split_act = -(-num_kb // -(-num_kb // gu.split_k)) > 1
+    g_n = P * 2 * I
+    cnt_gu = P * -(-I // gu.block_n)
+    g = ws[:g_n].view(P, 2 * I)
+    acc = ws[g_n:g_n + T * H].view(T, H)
+    counters = ws[g_n + T * H:].view(torch.int32)
+    h = torch.empty((P, I), dtype=x.dtype, device=x.device)
+    _launch(x, w13_q, w13_s, h, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=True, atomic=False,
+            cfg=gu, ws=g if split_act else None, counters=counters[:cnt_gu] if split_act else None, n_experts=E,
+            self_clean=True)
+    out = torch.empty((T, H), dtype=x.dtype, device=x.device)
+    _launch(h, w2_q, w2_s, out, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True,
+            cfg=dn, ws=acc, counters=counters[cnt_gu:], out_rows=T, n_experts=E, self_clean=True)
     return out
 
 

@@ -378,3 +378,63 @@ def test_direct_layer_default_follows_direct_max_t(monkeypatch):
     with pytest.raises(ValueError, match="at most 8 tokens"):
         m.fused_moe_w4a16(torch.zeros(9, 256, dtype=torch.bfloat16, device=DEV), *w,
                           torch.zeros(9, 2, dtype=torch.int64, device=DEV), torch.ones(9, 2, device=DEV), direct=True)
+
+
+# (T, E, H, I, k, gate_up, down): one token, the default configs; split-K gate_up (the last split
+# applies SiLU*mul); no split; several tokens sharing experts (each pair its own block)
+PAIRS = [
+    (1, 8, 544, 96, 4, dict(split_k=3), dict(block_n=32)),
+    (1, 6, 160, 64, 2, dict(split_k=1, block_n=32), dict(block_n=16)),
+    (3, 4, 544, 96, 2, dict(split_k=2), dict(block_n=32)),
+]
+
+
+@pytest.mark.parametrize("T,E,H,I,k,gate_up,down", PAIRS)
+def test_pair_layer_matches_reference_and_cleans_its_workspace(T, E, H, I, k, gate_up, down):
+    """The two-launch pair-block path (no alignment; each (token, slot) pair its own block; the
+    persistent workspace left zeroed by the last arrivals) against the reference, twice in a row
+    (a workspace left dirty by the first call would corrupt the second), with int64 and int32
+    ids; afterwards the workspace holds only zeros."""
+    gen = torch.Generator().manual_seed(T * 7 + H)
+    wts = _weights(E, H, I, gen)
+    ids, tw = _routing(T, E, k, gen)
+    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
+    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+    kl = _kernel_layout(wts)
+    cfg = dict(gate_up_config={**gate_up, "dequant": 0}, down_config={**down, "dequant": 0})
+    for rep, id_dtype in enumerate((torch.int64, torch.int32)):
+        out = m.fused_moe_w4a16(x, *kl, ids.to(id_dtype), tw, pair_blocks=True, **cfg)
+        assert out.dtype == torch.bfloat16 and out.shape == (T, H)
+        assert_close(out, ref, torch.bfloat16, f"pair blocks {T=} {E=} {H=} {I=} {k=} call {rep}")
+    ws = m._PAIR_WS[(torch.device(DEV).type, torch.device(DEV).index)]
+    assert torch.count_nonzero(ws) == 0
+
+
+def test_pair_layer_drops_other_ranks_experts():
+    """Expert parallelism: ids outside [0, E) are another rank's experts; their blocks do
+    nothing, so the shards' outputs sum to the whole layer."""
+    T, E, H, I, k = 1, 8, 256, 64, 4
+    gen = torch.Generator().manual_seed(5)
+    wts = _weights(E, H, I, gen)
+    ids, tw = _routing(T, E, k, gen)
+    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
+    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+    total = torch.zeros(T, H, device=DEV)
+    for lo in (0, E // 2):
+        shard = tuple(t[lo:lo + E // 2] for t in wts)
+        total += m.fused_moe_w4a16(x, *_kernel_layout(shard), (ids - lo).to(torch.int32), tw, pair_blocks=True,
+                                   gate_up_config=dict(dequant=0), down_config=dict(dequant=0)).float()
+    assert_close(total, ref, torch.bfloat16, "pair blocks, EP shards")
+
+
+def test_pair_layer_is_the_default_at_one_token(monkeypatch):
+    calls = []
+    monkeypatch.setattr(m, "_pair_layer", lambda *a, **kw: calls.append(kw) or a[0])
+    x = torch.zeros(1, 256, device=DEV, dtype=torch.bfloat16)
+    wts = _kernel_layout(_weights(4, 256, 64, torch.Generator().manual_seed(0)))
+    ids, tw = torch.tensor([[0, 1]], device=DEV), torch.full((1, 2), 0.5, device=DEV)
+    m.fused_moe_w4a16(x, *wts, ids, tw)
+    assert len(calls) == 1
+    m.fused_moe_w4a16(x, *wts, ids, tw, block_m=16)  # a given block_m keeps the aligned path
+    m.fused_moe_w4a16(torch.zeros(2, 256, device=DEV, dtype=torch.bfloat16), *wts, ids.repeat(2, 1), tw.repeat(2, 1))
+    assert len(calls) == 1

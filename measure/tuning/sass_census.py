@@ -24,7 +24,7 @@ def compile_w4a16(block_m: int, block_n: int, gate_up: bool, warps: int, stages:
     from perfmodel.kernels import moe_w4a16 as m
 
     k = m._w4a16_moe_gemm_kernel
-    types = ["*bf16", "*i16", "*bf16", "*bf16", "*fp32", "*i32", "*i32"] + ["i32"] * 11
+    types = ["*bf16", "*i16", "*bf16", "*bf16", "*fp32", "*i32", "*i32"] + ["i32"] * 11 + ["*fp32", "*i32", "i32", "i32", "i32"]
     sig = dict(zip(k.arg_names, types))
     const = dict(A_ROW_DIV=8, C_ROW_DIV=1, GATE_UP=gate_up, MUL_ROUTED_WEIGHT=False, ATOMIC=False,
                  DEQUANT=dequant, DOT_F32=False, EVEN_K=True, FAST_COLS=True, SWAP=block_m < 16,

@@ -1,0 +1,158 @@
+"""A/B of session 8's decode-size MoE change (issue 19), on one GPU, in one call: the W4A16
+MoE layer at one token through the pair-block path (two launches, no alignment step, a
+persistent self-cleaning workspace) against the aligned path (align + gate_up + down) and the
+direct path, interleaved, timed as the moe bench times (CUDA graph of 8 calls with their own
+routings, cold weights); per-kernel durations of each path (torch.profiler over graph replays);
+variants of the pair path's gate_up and down tiles. Every path is checked on the GPU against
+the aligned one first, eagerly and under graph replay with changing routings, and the
+workspace is checked to be zero afterwards.
+
+    python -m perfmodel.measure.tuning.ab_session8 [--rounds 3] [--warm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+READ_GBPS = 4281.0  # the embedded profile's streaming read ceiling (H200), for the roofs
+
+
+def _p(*a):
+    print(*a, flush=True)
+
+
+def _kernel_times(fn, args_list, reps: int = 20) -> str:
+    """Per-kernel mean duration per layer call (us) over graph replays of fn over args_list."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for a in args_list:
+            fn(*a)
+    g.replay()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            g.replay()
+        torch.cuda.synchronize()
+    n = reps * len(args_list)
+    per: dict[str, list[float]] = {}
+    order: list[str] = []
+    for e in prof.events():
+        if e.device_type.name != "CUDA":
+            continue
+        name = e.name.split("(")[0][:40]
+        if name not in per:
+            order.append(name)
+        per.setdefault(name, []).append(e.device_time)
+    parts = [f"{nm} x{len(per[nm]) / n:.0f} {sum(per[nm]) / n:.2f}" for nm in order]
+    return "; ".join(parts) + f" | sum {sum(sum(v) for v in per.values()) / n:.2f} us"
+
+
+def moe(rounds: int, warm: bool) -> None:
+    import torch
+
+    from perfmodel.kernels import moe_w4a16 as m
+    from perfmodel.kernels._testing import calc_diff
+
+    from ..common import uniform_topk
+    from ..shapes import KIMI, QWEN3_30B
+    from ..timing import time_fn
+
+    shapes = {"kimi_tp8": (KIMI["hidden"], KIMI["moe_inter"] // 8, KIMI["n_experts"], KIMI["top_k"]),
+              "qwen3": (QWEN3_30B["hidden"], QWEN3_30B["moe_inter"], QWEN3_30B["n_experts"], QWEN3_30B["top_k"]),
+              "kimi_I2048": (KIMI["hidden"], KIMI["moe_inter"], KIMI["n_experts"], KIMI["top_k"])}
+    paths = {"pair": dict(pair_blocks=True), "aligned": dict(pair_blocks=False), "direct": dict(direct=True)}
+    variants = {("kimi_tp8", 1): [dict(gate_up_config=dict(split_k=s)) for s in (2, 4, 14)]
+                + [dict(gate_up_config=dict(block_n=32)), dict(gate_up_config=dict(block_n=32, split_k=4)),
+                   dict(gate_up_config=dict(num_stages=4)), dict(gate_up_config=dict(num_stages=2)),
+                   dict(gate_up_config=dict(num_warps=8)),
+                   dict(down_config=dict(block_n=64)), dict(down_config=dict(block_n=256)),
+                   dict(down_config=dict(num_warps=8)), dict(down_config=dict(block_n=64, num_warps=2))]}
+    plan = [("kimi_tp8", 1), ("kimi_tp8", 2), ("qwen3", 1), ("kimi_I2048", 1)]
+    weights: dict = {}
+    _p("\n## W4A16 MoE layer, us per call (CUDA graph of 8 calls, 8 routings, cold weights), per round")
+    for name, T in plan:
+        H, I, E, k = shapes[name]
+        if name not in weights:
+            weights.clear()
+            torch.cuda.empty_cache()
+            weights[name] = (*m.random_kernel_weights(E, 2 * I, H), *m.random_kernel_weights(E, H, I))
+        w = weights[name]
+        x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
+        routes = [uniform_topk(T, E, k) for _ in range(8)]
+        base = [m.fused_moe_w4a16(x, *w, *r, pair_blocks=False) for r in routes]
+        for pname, kv in paths.items():
+            outs = [m.fused_moe_w4a16(x, *w, *r, **kv) for r in routes]
+            torch.cuda.synchronize()
+            d = max(calc_diff(a.float(), b.float()) for a, b in zip(base, outs))
+            _p(f"check {name} T={T} {pname} eager: max calc_diff vs aligned over 8 routings {d:.1e} "
+               f"({'ok' if d < 1e-5 else 'FAIL'})")
+        # graph replay with changing routings: the captured pair path reads the routing buffers
+        ids_buf, tw_buf = (t.clone() for t in routes[0])
+        g = torch.cuda.CUDAGraph()
+        m.fused_moe_w4a16(x, *w, ids_buf, tw_buf, pair_blocks=True)
+        torch.cuda.synchronize()
+        with torch.cuda.graph(g):
+            gout = m.fused_moe_w4a16(x, *w, ids_buf, tw_buf, pair_blocks=True)
+        dmax = 0.0
+        for r, b in zip(routes, base):
+            ids_buf.copy_(r[0])
+            tw_buf.copy_(r[1])
+            g.replay()
+            torch.cuda.synchronize()
+            dmax = max(dmax, calc_diff(gout.float(), b.float()))
+        ws = m._PAIR_WS.get(("cuda", torch.cuda.current_device()))
+        clean = ws is not None and int(torch.count_nonzero(ws)) == 0
+        _p(f"check {name} T={T} pair under graph replay, 8 routings: max calc_diff {dmax:.1e}; workspace zero "
+           f"afterwards: {clean} ({'ok' if dmax < 1e-5 and clean else 'FAIL'})")
+        del g
+        for v in variants.get((name, T), []):
+            y = m.fused_moe_w4a16(x, *w, *routes[0], pair_blocks=True, **v)
+            torch.cuda.synchronize()
+            _p(f"  variant {v}: calc_diff {calc_diff(base[0].float(), y.float()):.1e}")
+        if warm:
+            continue
+
+        def t_of(**kv):
+            f = lambda i, wt: m.fused_moe_w4a16(x, *w, i, wt, **kv)  # noqa: E731
+            return time_fn(f, args_list=routes, calls_per_graph=8, graph=True, cold_l2="rotate",
+                           max_samples=12, max_seconds=0.08).median_ms * 1e3
+
+        res = {p: [] for p in paths}
+        for _ in range(rounds):
+            for pname, kv in paths.items():
+                res[pname].append(t_of(**kv))
+        nb = m.bytes_moved(routes[0][0], E, H, I)
+        best = {p: min(v) for p, v in res.items()}
+        _p(f"{name} T={T}: " + " | ".join(f"{p} {' '.join(f'{t:6.1f}' for t in v)}" for p, v in res.items())
+           + f" | best pair {best['pair']:.1f} vs aligned {best['aligned']:.1f} us; pair "
+           f"{100 * nb / best['pair'] / 1e3 / READ_GBPS:3.0f}% of read")
+        for pname, kv in paths.items():
+            f = lambda i, wt, kv=kv: m.fused_moe_w4a16(x, *w, i, wt, **kv)  # noqa: E731
+            _p(f"    kernels {pname}: {_kernel_times(f, routes)}")
+        for v in variants.get((name, T), []):
+            _p(f"    pair {v}: {min(t_of(pair_blocks=True, **v) for _ in range(2)):6.1f} us")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warm", action="store_true", help="compile and check only")
+    a = ap.parse_args(argv)
+    from ..runner import exit_unless_cuda
+
+    exit_unless_cuda("ab_session8")
+    import torch
+    import triton
+
+    _p(f"# {torch.cuda.get_device_name(0)}, torch {torch.__version__}, triton {triton.__version__}")
+    t0 = time.time()
+    moe(a.rounds, a.warm)
+    _p(f"# done at {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
