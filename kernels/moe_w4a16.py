@@ -677,7 +677,8 @@ def fused_moe_w4a16(
     layer in two launches with no alignment step (`_direct_layer`), T <= 8; the configs then
     set its gate_up (block_n, split_k, warps, stages) and down (block_n, warps, stages).
 
-    pair_blocks (default: T <= PAIR_BLOCKS_MAX_T when neither block_m nor direct is given): the
+    pair_blocks (default: DIRECT_MAX_T < T <= PAIR_BLOCKS_MAX_T when none of block_m, direct and
+    fused_epilogues=False is given): the
     layer in two launches, gate_up and down, with no alignment step (`_pair_layer`): one block
     of 8 rows per (token, slot) pair, whose expert is read straight from topk_ids, and a
     persistent self-cleaning workspace (one layer call at a time per device)."""
@@ -690,7 +691,7 @@ def fused_moe_w4a16(
     assert w2_q.shape[1:] == (padded_n(H) // TILE_N, padded_k(I) // KBLOCK, TILE_N, 2, GROUP), \
         f"w2_q {tuple(w2_q.shape)} is not the kernel layout for H={H}, I={I}"
     if pair_blocks if pair_blocks is not None else (T <= PAIR_BLOCKS_MAX_T and block_m is None and direct is None
-                                                    and fused_epilogues is not False):
+                                                    and T > DIRECT_MAX_T and fused_epilogues is not False):
         if T * k > PAIR_BLOCKS_MAX_PAIRS:
             raise ValueError(f"pair_blocks=True takes at most {PAIR_BLOCKS_MAX_PAIRS} (token, slot) pairs, got {T * k}")
         _, gu, dn = default_configs(T, k, E, H, I)
@@ -843,9 +844,13 @@ def _direct_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, *, E, I, 
 # topk_ids itself and the block layout is a constant; an expert that two tokens share is then read
 # once per pair (at T = 1 the top-k experts are distinct, so never). The fused epilogues' fp32
 # sums and arrival counters live in a persistent workspace that the kernels leave zeroed
-# (SELF_CLEAN), so no launch zeroes it: the align kernel, which did, cost 4.4 us of the 21.6 us
-# layer at T = 1 on the Kimi TP8 slice (runs/README.md, "Kernel defaults").
-PAIR_BLOCKS_MAX_T = 1
+# (SELF_CLEAN), so no launch zeroes it: the align kernel, which did, cost 4.3 us of the 22.5 us
+# layer at T = 1 on the Kimi TP8 slice. Measured on the H200 against the aligned path (Kimi TP8
+# slice, T = 1 / 2 / 3 / 4 / 8: 18.1 / 25.7 / 33.8 / 44.1 / 66.4 us against 22.5 / 33.9 / 45.6 /
+# 47.2 / 67.2; Qwen3-30B-A3B and Kimi I=2048 faster too; runs/README.md, "Kernel defaults"), so
+# it is the default up to 8 tokens. What is left at T = 1 is the two GEMMs (9.8 and 7.4 us),
+# whose dequantisation is latency-bound at 10-20% occupancy (Nsight Compute), not the bytes.
+PAIR_BLOCKS_MAX_T = 8
 PAIR_BLOCKS_MAX_PAIRS = 64
 PAIR_BLOCK_M = 8
 _PAIR_WS: dict = {}

@@ -436,5 +436,11 @@ def test_pair_layer_is_the_default_at_one_token(monkeypatch):
     m.fused_moe_w4a16(x, *wts, ids, tw)
     assert len(calls) == 1
     m.fused_moe_w4a16(x, *wts, ids, tw, block_m=16)  # a given block_m keeps the aligned path
-    m.fused_moe_w4a16(torch.zeros(2, 256, device=DEV, dtype=torch.bfloat16), *wts, ids.repeat(2, 1), tw.repeat(2, 1))
+    m.fused_moe_w4a16(x, *wts, ids, tw, direct=False)  # as does a given direct
     assert len(calls) == 1
+    T = m.PAIR_BLOCKS_MAX_T
+    m.fused_moe_w4a16(torch.zeros(T, 256, device=DEV, dtype=torch.bfloat16), *wts, ids.repeat(T, 1), tw.repeat(T, 1))
+    assert len(calls) == 2
+    m.fused_moe_w4a16(torch.zeros(T + 1, 256, device=DEV, dtype=torch.bfloat16), *wts, ids.repeat(T + 1, 1),
+                      tw.repeat(T + 1, 1))
+    assert len(calls) == 2

@@ -38,16 +38,16 @@ def _kernel_times(fn, args_list, reps: int = 20) -> str:
             g.replay()
         torch.cuda.synchronize()
     n = reps * len(args_list)
+    ev = sorted((e for e in prof.events() if e.device_type.name == "CUDA"), key=lambda e: e.time_range.start)
+    per_call = len(ev) // n
     per: dict[str, list[float]] = {}
     order: list[str] = []
-    for e in prof.events():
-        if e.device_type.name != "CUDA":
-            continue
-        name = e.name.split("(")[0][:40]
+    for i, e in enumerate(ev[:per_call * n]):  # the i-th kernel of each layer call, by start time
+        name = f"{i % per_call}:{e.name.split('(')[0][:32]}"
         if name not in per:
             order.append(name)
         per.setdefault(name, []).append(e.device_time)
-    parts = [f"{nm} x{len(per[nm]) / n:.0f} {sum(per[nm]) / n:.2f}" for nm in order]
+    parts = [f"{nm} {sum(per[nm]) / n:.2f}" for nm in order]
     return "; ".join(parts) + f" | sum {sum(sum(v) for v in per.values()) / n:.2f} us"
 
 
@@ -69,9 +69,12 @@ def moe(rounds: int, warm: bool) -> None:
                 + [dict(gate_up_config=dict(block_n=32)), dict(gate_up_config=dict(block_n=32, split_k=4)),
                    dict(gate_up_config=dict(num_stages=4)), dict(gate_up_config=dict(num_stages=2)),
                    dict(gate_up_config=dict(num_warps=8)),
+                   dict(gate_up_config=dict(block_n=128)), dict(gate_up_config=dict(block_n=128, split_k=14)),
+                   dict(gate_up_config=dict(split_k=28)), dict(gate_up_config=dict(num_warps=2)),
                    dict(down_config=dict(block_n=64)), dict(down_config=dict(block_n=256)),
                    dict(down_config=dict(num_warps=8)), dict(down_config=dict(block_n=64, num_warps=2))]}
-    plan = [("kimi_tp8", 1), ("kimi_tp8", 2), ("qwen3", 1), ("kimi_I2048", 1)]
+    plan = [("kimi_tp8", T) for T in (1, 2, 3, 4, 8)] + [("qwen3", 1), ("qwen3", 2), ("qwen3", 4), ("kimi_I2048", 1),
+                                                         ("kimi_I2048", 2)]
     weights: dict = {}
     _p("\n## W4A16 MoE layer, us per call (CUDA graph of 8 calls, 8 routings, cold weights), per round")
     for name, T in plan:
