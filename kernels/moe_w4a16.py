@@ -847,10 +847,13 @@ def _direct_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, *, E, I, 
 # (SELF_CLEAN), so no launch zeroes it: the align kernel, which did, cost 4.3 us of the 22.5 us
 # layer at T = 1 on the Kimi TP8 slice. Measured on the H200 against the aligned path (Kimi TP8
 # slice, T = 1 / 2 / 3 / 4 / 8: 18.1 / 25.7 / 33.8 / 44.1 / 66.4 us against 22.5 / 33.9 / 45.6 /
-# 47.2 / 67.2; Qwen3-30B-A3B and Kimi I=2048 faster too; runs/README.md, "Kernel defaults"), so
-# it is the default up to 8 tokens. What is left at T = 1 is the two GEMMs (9.8 and 7.4 us),
-# whose dequantisation is latency-bound at 10-20% occupancy (Nsight Compute), not the bytes.
-PAIR_BLOCKS_MAX_T = 8
+# 47.2 / 67.2; Qwen3-30B-A3B and Kimi I=2048 faster too at T <= 4). In the full profile run at
+# T = 8 it was slower (Qwen3-30B-A3B 58.4 against 54.7 us: 128 experts, so 8 tokens share ~14
+# of 64 pairs' experts and read them twice; Kimi I=2048 404.9 against 384.6), so it is the
+# default up to 4 tokens (runs/README.md, "Kernel defaults"). What is left at T = 1 is the two
+# GEMMs (9.8 and 7.4 us), whose dequantisation is latency-bound at 10-20% occupancy (Nsight
+# Compute), not the bytes.
+PAIR_BLOCKS_MAX_T = 4
 PAIR_BLOCKS_MAX_PAIRS = 64
 PAIR_BLOCK_M = 8
 _PAIR_WS: dict = {}

@@ -406,7 +406,7 @@ def test_pair_layer_matches_reference_and_cleans_its_workspace(T, E, H, I, k, ga
         out = m.fused_moe_w4a16(x, *kl, ids.to(id_dtype), tw, pair_blocks=True, **cfg)
         assert out.dtype == torch.bfloat16 and out.shape == (T, H)
         assert_close(out, ref, torch.bfloat16, f"pair blocks {T=} {E=} {H=} {I=} {k=} call {rep}")
-    ws = m._PAIR_WS[(torch.device(DEV).type, torch.device(DEV).index)]
+    ws = m._PAIR_WS[(x.device.type, x.device.index)]
     assert torch.count_nonzero(ws) == 0
 
 
