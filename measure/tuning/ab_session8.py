@@ -24,21 +24,11 @@ def _p(*a):
 
 def _kernel_times(fn, args_list, reps: int = 20) -> str:
     """Per-kernel mean duration per layer call (us) over graph replays of fn over args_list."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+    from .breakdown_decode import profiled_replays
 
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for a in args_list:
-            fn(*a)
-    g.replay()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            g.replay()
-        torch.cuda.synchronize()
+    _, events = profiled_replays(fn, args_list, reps)
     n = reps * len(args_list)
-    ev = sorted((e for e in prof.events() if e.device_type.name == "CUDA"), key=lambda e: e.time_range.start)
+    ev = sorted(events, key=lambda e: e.time_range.start)
     per_call = len(ev) // n
     per: dict[str, list[float]] = {}
     order: list[str] = []
