@@ -52,6 +52,14 @@ def launcher_of(samples) -> str:
     return "triton" if samples and all(s.provider.startswith("triton") for s in samples) else "torch"
 
 
+def _points(nbytes, nflops, t_us, *more) -> tuple[np.ndarray, ...]:
+    """The points as arrays (FLOPs None -> 0), keeping those with finite values and t > 0."""
+    cols = [np.asarray(nbytes, float), np.asarray([0.0 if x is None else x for x in nflops], float),
+            np.asarray(t_us, float), *(np.asarray(m, float) for m in more)]
+    ok = np.logical_and.reduce([np.isfinite(c) for c in cols]) & (cols[2] > 0)
+    return tuple(c[ok] for c in cols)
+
+
 def _nonneg_lsq(cols: list[np.ndarray], t: np.ndarray) -> np.ndarray:
     """The p >= 0 that minimises sum(((cols @ p) - t) / t)^2: linear least squares on relative
     residuals, solved exactly within its bounds (scipy.optimize.lsq_linear, BVLS), each column
@@ -72,7 +80,8 @@ def _roofline_fit(b: np.ndarray, f: np.ndarray, t: np.ndarray) -> tuple[float, f
     fit of its split (when that fit keeps the split) or on the split's edge, where the ridge
     sits at a point's intensity rho (u = rho * v, again linear). Every split's fit and every
     edge's fit is computed, and the one the law prices best is kept."""
-    intensity = np.where(b > 0, f / np.where(b > 0, b, 1.0), np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        intensity = f / b  # inf for a point that moves no bytes (nan if it does nothing): sorted last
     order = np.argsort(intensity, kind="stable")
     one = np.ones_like(t)
     cands = []
@@ -98,11 +107,7 @@ def fit_kernel_law(
     default_tflops: float | None = None,
     launcher: str = "torch",
 ) -> KernelFit:
-    b = np.asarray(nbytes, float)
-    f = np.asarray([0.0 if x is None else x for x in nflops], float)
-    t = np.asarray(t_us, float)
-    ok = np.isfinite(b) & np.isfinite(f) & np.isfinite(t) & (t > 0)
-    b, f, t = b[ok], f[ok], t[ok]
+    b, f, t = _points(nbytes, nflops, t_us)
     if len(t) < 2:
         raise ValueError(f"fit_kernel_law({bench}): need >= 2 points, got {len(t)}")
     t0, u, v = _roofline_fit(b, f, t)
@@ -117,7 +122,7 @@ def fit_kernel_law(
         achieved = float(np.max(f / (t * FLOP_PER_US_AT_1_TFLOPS)))
         fl = max(default_tflops or 0.0, achieved) or UNMEASURED_ROOF
         notes.append("tflops not reached by any point: set to max(measured GEMM ceiling, achieved)")
-    if np.any((mem_t >= cmp_t) & (mem_t > 0)):
+    if u > 0 and np.any(mem_t >= cmp_t):
         bw = 1.0 / (u * B_PER_US_AT_1_GBPS)
     else:
         achieved = float(np.max(b / (t * B_PER_US_AT_1_GBPS)))
@@ -145,10 +150,7 @@ def fit_unit_law(nbytes: Sequence[float], nflops: Sequence[float | None], wave_b
     work unit reads times the waves of units (profile.wave_bytes). Starts from the plain law;
     the unit rate is kept only where it binds at some point and improves the fit."""
     base = fit_kernel_law(nbytes, nflops, t_us, **kw)
-    b = np.asarray(nbytes, float)
-    f = np.asarray([0.0 if x is None else x for x in nflops], float)
-    w = np.asarray(wave_bytes, float)
-    t = np.asarray(t_us, float)
+    b, f, t, w = _points(nbytes, nflops, t_us, wave_bytes)
 
     ub = 1.0 / (base.bw_GBps * B_PER_US_AT_1_GBPS)  # us per byte
     vb = 1.0 / (base.tflops * FLOP_PER_US_AT_1_TFLOPS)  # us per FLOP
@@ -168,12 +170,12 @@ def fit_unit_law(nbytes: Sequence[float], nflops: Sequence[float | None], wave_b
     if best is None:
         return base
     t0, u, v, z = best.x[0], *(float(x) for x in np.exp(best.x[1:]))
-    res = _rel(model(best.x), t)
+    fields = _residual_fields(_rel(model(best.x), t))
     binds = np.any(w * z > np.maximum(b * u, f * v))
-    if not binds or float(np.sqrt(np.mean(res**2))) >= base.rmse_rel:
+    if not binds or fields["rmse_rel"] >= base.rmse_rel:
         return base
     return base.model_copy(update=dict(t0_us=t0, bw_GBps=1.0 / (u * B_PER_US_AT_1_GBPS), tflops=1.0 / (v * FLOP_PER_US_AT_1_TFLOPS),
-                                       unit_GBps=1.0 / (z * B_PER_US_AT_1_GBPS), **_residual_fields(res)))
+                                       unit_GBps=1.0 / (z * B_PER_US_AT_1_GBPS), **fields))
 
 
 def _fit_affine(x: np.ndarray, t: np.ndarray) -> tuple[float, float, np.ndarray]:
