@@ -66,7 +66,8 @@ def _nonneg_lsq(cols: list[np.ndarray], t: np.ndarray) -> np.ndarray:
     scaled to unit norm first (bytes and FLOPs differ by orders of magnitude)."""
     a = np.column_stack(cols) / t[:, None]
     norm = np.linalg.norm(a, axis=0)
-    norm[norm == 0] = 1.0  # a column of zeros (no FLOPs): its parameter stays 0
+    # a column of zeros (no FLOPs): BVLS leaves its parameter at its bound, 0
+    norm[norm == 0] = 1.0
     return lsq_linear(a / norm, np.ones_like(t), bounds=(0.0, np.inf), method="bvls").x / norm
 
 

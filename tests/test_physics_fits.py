@@ -13,8 +13,9 @@ from perfmodel.measure.fits import fit_collective_law, fit_kernel_law, fit_treeb
 
 def test_kernel_law_by_hand():
     # 10 us + max(3e6 B / 1500 GB/s = 2 us, 1e9 FLOP / 200 TF = 5 us) = 15 us
-    assert kernel_law(10.0, 1500.0, 200.0, [3e6], [1e9])[0] == pytest.approx(15.0)
-    assert kernel_law(10.0, 1500.0, 200.0, [3e7], [1e9])[0] == pytest.approx(30.0)
+    # (to the float's precision: 1 GB/s is exactly 1e3 B/us, 1 TFLOPS exactly 1e6 FLOP/us)
+    assert kernel_law(10.0, 1500.0, 200.0, [3e6], [1e9])[0] == pytest.approx(15.0, rel=1e-12)
+    assert kernel_law(10.0, 1500.0, 200.0, [3e7], [1e9])[0] == pytest.approx(30.0, rel=1e-12)
 
 
 def test_compute_only_points_set_bw_to_the_best_achieved_or_default():
@@ -351,3 +352,15 @@ def test_sub_microsecond_memory_terms_still_count_as_reached():
     fit = fit_kernel_law(b, f, t, default_bw_GBps=9000.0)
     assert "bw not reached" not in fit.source
     assert fit.rmse_rel < 1e-9
+
+
+def test_an_empty_call_faster_than_the_floor_leaves_bandwidth_unreached():
+    """Compute-bound points (3 us + f / 300 TF, 100 B each) and one empty call (no FLOPs) timed
+    at 2.5 us, under the floor: any memory term would only push that point further off, so
+    the least-squares bandwidth term is exactly 0 and the roof is set from the ceiling, a
+    finite 4000 GB/s (not 1 / 0)."""
+    f = np.append(np.geomspace(1e8, 1e12, 8), 0.0)
+    b = np.full_like(f, 100.0)
+    t = np.append(kernel_law(3.0, 1e9, 300.0, b[:-1], f[:-1]), 2.5)
+    fit = fit_kernel_law(b, f, t, default_bw_GBps=4000.0)
+    assert fit.bw_GBps == 4000.0 and "bw not reached" in fit.source
