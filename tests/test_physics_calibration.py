@@ -212,3 +212,10 @@ def test_factors_outside_a_third_to_three_are_flagged():
     assert flagged
     assert any("outside [0.33, 3]" in w for w in cal["warnings"])
     assert all(any(k in w for w in cal["warnings"]) for k in flagged)
+
+
+def test_a_zero_factor_carries_no_move():
+    """A collective factor of 0 (a hand-edited calibration) has no log-move to widen by; the
+    other factor's |ln 2| is the widening."""
+    m = calibrated(_nvlink_machine(), Factors(values={"coll_lat.pcie": 0.0, "coll_bw.pcie": 2.0}))
+    assert m.all_reduce.rel_unc_lat == pytest.approx(math.hypot(0.1, math.log(2)))
