@@ -73,3 +73,23 @@ def test_no_acceptance_row_when_speculation_does_not_pay():
     assert Projector(req).point(1).budget == 0
     rows = {r["input"] for r in sensitivity(req)}
     assert ACC not in rows and set(RATES + TIMES) <= rows
+
+
+def test_ranked_by_the_larger_swing():
+    """B300 x 8 with DDTree at C = 32, where ranking by the smaller of the two swings would give
+    another order: the rows come by the larger one, descending."""
+    rows = sensitivity(Request(target="b300", gpus=8, spec="ddtree", concurrency=[32]))
+    swing = [max(abs(r["minus"]), abs(r["plus"])) for r in rows]
+    assert swing == sorted(swing, reverse=True)
+    small = [min(abs(r["minus"]), abs(r["plus"])) for r in rows]
+    assert small != sorted(small, reverse=True)  # the case tells the two rankings apart
+
+
+def test_the_budget_is_held_at_the_base_points():
+    """At C = 128 the best DDTree budget is 4, and with 20% less bandwidth it would be 8. The
+    table holds the base point's budget, so the auto request gives the same table as one fixed
+    at budget 4."""
+    auto = Request(target="b300", gpus=8, spec="ddtree", concurrency=[128])
+    assert Projector(auto).point(128).budget == 4
+    fixed = Request(target="b300", gpus=8, spec="ddtree", concurrency=[128], budget=4)
+    assert sensitivity(auto) == sensitivity(fixed)
