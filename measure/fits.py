@@ -11,8 +11,9 @@ The kernel-class, collective and tree-build laws are fitted exactly: on relative
 each is linear least squares with parameters >= 0 (per split of the points by arithmetic
 intensity for the kernel class, `_roofline_fit`), solved by scipy.optimize.lsq_linear (BVLS),
 with no start point to guess. The per-unit term is polished with scipy.optimize.least_squares
-(rates in log space, so they stay positive). A roof that no point reaches cannot be identified from the data: then it is set to
-max(the given default, the highest rate any point achieved) and the source says so.
+(rates in log space, so they stay positive). A roof that no point reaches cannot be identified
+from the data: then it is set to max(the given default, the highest rate any point achieved)
+and the source says so.
 """
 
 from __future__ import annotations
