@@ -7,9 +7,13 @@
   collective    t_us = latency_us + bytes_per_gpu / (bw_GBps * 1e3)
   tree build    t_us = t0_us + per_node_us * C * B
 
-Parameters are fitted in log space (so they stay positive) with scipy.optimize.least_squares.
-A roof that no point reaches cannot be identified from the data: then it is set to
-max(the given default, the highest rate any point achieved) and the source says so.
+The kernel-class, collective and tree-build laws are fitted exactly: on relative residuals
+each is linear least squares with parameters >= 0 (per split of the points by arithmetic
+intensity for the kernel class, `_roofline_fit`), solved by scipy.optimize.lsq_linear (BVLS),
+with no start point to guess. The per-unit term is polished with scipy.optimize.least_squares
+(rates in log space, so they stay positive). A roof that no point reaches cannot be identified
+from the data: then it is set to max(the given default, the highest rate any point achieved)
+and the source says so.
 """
 
 from __future__ import annotations
@@ -18,15 +22,19 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.optimize import least_squares
+from scipy.optimize import least_squares, lsq_linear
 
 from perfmodel.profile import CollectiveFit, KernelFit, TreeBuildFit
+
+B_PER_US_AT_1_GBPS = 1e3  # 1 GB/s moves 1e9 B/s = 1e3 B per us
+FLOP_PER_US_AT_1_TFLOPS = 1e6  # 1 TFLOPS is 1e12 FLOP/s = 1e6 FLOP per us
+UNMEASURED_ROOF = 1e3  # GB/s or TFLOPS of a roof that no point reaches, with no measured ceiling given and no rate achieved
 
 
 def kernel_law(t0_us: float, bw_GBps: float, tflops: float, nbytes, nflops):
     nbytes = np.asarray(nbytes, float)
     nflops = np.asarray(nflops, float)
-    return t0_us + np.maximum(nbytes / (bw_GBps * 1e3), nflops / (tflops * 1e6))
+    return t0_us + np.maximum(nbytes / (bw_GBps * B_PER_US_AT_1_GBPS), nflops / (tflops * FLOP_PER_US_AT_1_TFLOPS))
 
 
 def _rel(pred, t):
@@ -45,6 +53,51 @@ def launcher_of(samples) -> str:
     return "triton" if samples and all(s.provider.startswith("triton") for s in samples) else "torch"
 
 
+def _points(nbytes, nflops, t_us, *more) -> tuple[np.ndarray, ...]:
+    """The points as arrays (FLOPs None -> 0), keeping those with finite values and t > 0."""
+    cols = [np.asarray(nbytes, float), np.asarray([0.0 if x is None else x for x in nflops], float),
+            np.asarray(t_us, float), *(np.asarray(m, float) for m in more)]
+    ok = np.logical_and.reduce([np.isfinite(c) for c in cols]) & (cols[2] > 0)
+    return tuple(c[ok] for c in cols)
+
+
+def _nonneg_lsq(cols: list[np.ndarray], t: np.ndarray) -> np.ndarray:
+    """The p >= 0 that minimises sum(((cols @ p) - t) / t)^2: linear least squares on relative
+    residuals, solved exactly within its bounds (scipy.optimize.lsq_linear, BVLS), each column
+    scaled to unit norm first (bytes and FLOPs differ by orders of magnitude)."""
+    a = np.column_stack(cols) / t[:, None]
+    norm = np.linalg.norm(a, axis=0)
+    # a column of zeros (no FLOPs): BVLS leaves its parameter at its bound, 0
+    norm[norm == 0] = 1.0
+    return lsq_linear(a / norm, np.ones_like(t), bounds=(0.0, np.inf), method="bvls").x / norm
+
+
+def _roofline_fit(b: np.ndarray, f: np.ndarray, t: np.ndarray) -> tuple[float, float, float]:
+    """(t0, u, v) >= 0 minimising the relative residuals of t0 + max(b * u, f * v), where u is
+    us per byte and v us per FLOP, exactly (no start point, no iterations).
+
+    Sort the points by arithmetic intensity f/b. Any (u, v) makes the points below the ridge
+    u/v memory-bound and the rest compute-bound, and on each such split the law is linear, so
+    its cost is a convex quadratic there. The optimum is therefore either the exact linear
+    fit of its split (when that fit keeps the split) or on the split's edge, where the ridge
+    sits at a point's intensity rho (u = rho * v, again linear). Every split's fit and every
+    edge's fit is computed, and the one the law prices best is kept."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        intensity = f / b  # inf for a point that moves no bytes (nan if it does nothing): sorted last
+    order = np.argsort(intensity, kind="stable")
+    one = np.ones_like(t)
+    cands = []
+    for k in range(len(t) + 1):
+        mem = np.zeros(len(t), bool)
+        mem[order[:k]] = True
+        cands.append(_nonneg_lsq([one, np.where(mem, b, 0.0), np.where(mem, 0.0, f)], t))
+    for rho in intensity[np.isfinite(intensity)]:
+        t0, v = _nonneg_lsq([one, np.maximum(b * rho, f)], t)
+        cands.append(np.array([t0, rho * v, v]))
+    best = min(cands, key=lambda p: float(np.sum(_rel(p[0] + np.maximum(b * p[1], f * p[2]), t) ** 2)))
+    return float(best[0]), float(best[1]), float(best[2])
+
+
 def fit_kernel_law(
     nbytes: Sequence[float],
     nflops: Sequence[float | None],
@@ -56,46 +109,26 @@ def fit_kernel_law(
     default_tflops: float | None = None,
     launcher: str = "torch",
 ) -> KernelFit:
-    b = np.asarray(nbytes, float)
-    f = np.asarray([0.0 if x is None else x for x in nflops], float)
-    t = np.asarray(t_us, float)
-    ok = np.isfinite(b) & np.isfinite(f) & np.isfinite(t) & (t > 0)
-    b, f, t = b[ok], f[ok], t[ok]
+    b, f, t = _points(nbytes, nflops, t_us)
     if len(t) < 2:
         raise ValueError(f"fit_kernel_law({bench}): need >= 2 points, got {len(t)}")
-    has_flops = bool(np.any(f > 0))
-
-    # Initial guesses from the data: t0 near the smallest time, roofs from the largest points.
-    t0_guess = max(float(np.min(t)) * 0.5, 1e-3)
-    dt = np.maximum(t - t0_guess, 1e-3)
-    bw_guess = float(np.max(b / (dt * 1e3))) if np.any(b > 0) else 1e3
-    fl_guess = float(np.max(f / (dt * 1e6))) if has_flops else 1e3
-
-    def resid(p):
-        t0, bw, fl = np.exp(p)
-        return _rel(kernel_law(t0, bw, fl, b, f), t)
-
-    best = None
-    for t0s in (t0_guess, t0_guess * 0.2, float(np.min(t)) * 0.9):
-        for scale in (1.0, 0.5):
-            p0 = np.log([max(t0s, 1e-4), max(bw_guess * scale, 1e-3), max(fl_guess * scale, 1e-3)])
-            r = least_squares(resid, p0, method="trf", x_scale=1.0, max_nfev=2000)
-            if best is None or r.cost < best.cost:
-                best = r
-    t0, bw, fl = (float(x) for x in np.exp(best.x))
+    t0, u, v = _roofline_fit(b, f, t)
     notes = []
 
-    # Identifiability: which roof binds at the fitted parameters?
-    mem_t = b / (bw * 1e3)
-    cmp_t = f / (fl * 1e6)
-    if not np.any(cmp_t > mem_t):
+    # Identifiability: a roof that binds at no point is not fitted but set (module docstring).
+    mem_t, cmp_t = b * u, f * v
+    if np.any(cmp_t > mem_t):
+        fl = 1.0 / (v * FLOP_PER_US_AT_1_TFLOPS)
+    else:
         # over the whole time: (t - t0) of a floor-bound point is ~0 and made this unbounded
-        achieved = float(np.max(f / (t * 1e6))) if has_flops else 0.0
-        fl = max(default_tflops or 0.0, achieved, 1e-3) if (default_tflops or achieved) else fl
+        achieved = float(np.max(f / (t * FLOP_PER_US_AT_1_TFLOPS)))
+        fl = max(default_tflops or 0.0, achieved) or UNMEASURED_ROOF
         notes.append("tflops not reached by any point: set to max(measured GEMM ceiling, achieved)")
-    if not np.any(mem_t >= cmp_t) and np.any(b > 0):
-        achieved = float(np.max(b / (t * 1e3)))
-        bw = max(default_bw_GBps or 0.0, achieved)
+    if u > 0 and np.any(mem_t >= cmp_t):
+        bw = 1.0 / (u * B_PER_US_AT_1_GBPS)
+    else:
+        achieved = float(np.max(b / (t * B_PER_US_AT_1_GBPS)))
+        bw = max(default_bw_GBps or 0.0, achieved) or UNMEASURED_ROOF
         notes.append("bw not reached by any point: set to max(measured read bandwidth, achieved)")
 
     res = _rel(kernel_law(t0, bw, fl, b, f), t)
@@ -119,45 +152,41 @@ def fit_unit_law(nbytes: Sequence[float], nflops: Sequence[float | None], wave_b
     work unit reads times the waves of units (profile.wave_bytes). Starts from the plain law;
     the unit rate is kept only where it binds at some point and improves the fit."""
     base = fit_kernel_law(nbytes, nflops, t_us, **kw)
-    b = np.asarray(nbytes, float)
-    f = np.asarray([0.0 if x is None else x for x in nflops], float)
-    w = np.asarray(wave_bytes, float)
-    t = np.asarray(t_us, float)
+    b, f, t, w = _points(nbytes, nflops, t_us, wave_bytes)
 
-    def model(p):
-        t0, bw, fl, u = np.exp(p)
-        return np.maximum(kernel_law(t0, bw, fl, b, f), t0 + w / (u * 1e3))
+    ub = 1.0 / (base.bw_GBps * B_PER_US_AT_1_GBPS)  # us per byte
+    vb = 1.0 / (base.tflops * FLOP_PER_US_AT_1_TFLOPS)  # us per FLOP
 
-    u0 = float(np.max(w / (t * 1e3)))
+    def model(p):  # p = (t0, ln u, ln v, ln z): the rates stay positive
+        u, v, z = np.exp(p[1:])
+        return p[0] + np.maximum(np.maximum(b * u, f * v), w * z)
+
+    # starts: the plain law, with the unit term through each point in turn
     best = None
-    for scale in (1.0, 0.5, 2.0):
-        p0 = np.log([max(base.t0_us, 1e-4), base.bw_GBps, base.tflops, max(u0 * scale, 1e-3)])
-        r = least_squares(lambda p: _rel(model(p), t), p0, method="trf", max_nfev=4000)
-        if best is None or r.cost < best.cost:
-            best = r
-    t0, bw, fl, u = (float(x) for x in np.exp(best.x))
-    res = _rel(model(best.x), t)
-    binds = np.any(w / (u * 1e3) > kernel_law(0.0, bw, fl, b, f))
-    if not binds or float(np.sqrt(np.mean(res**2))) >= base.rmse_rel:
+    for z0 in (t - base.t0_us)[w > 0] / w[w > 0]:
+        if z0 > 0:
+            r = least_squares(lambda p: _rel(model(p), t), [base.t0_us, *np.log([ub, vb, z0])],
+                              bounds=([0.0, -np.inf, -np.inf, -np.inf], np.inf))
+            if best is None or r.cost < best.cost:
+                best = r
+    if best is None:
         return base
-    return base.model_copy(update=dict(t0_us=t0, bw_GBps=bw, tflops=fl, unit_GBps=u, **_residual_fields(res)))
+    t0, u, v, z = best.x[0], *(float(x) for x in np.exp(best.x[1:]))
+    fields = _residual_fields(_rel(model(best.x), t))
+    binds = np.any(w * z > np.maximum(b * u, f * v))
+    if not binds or fields["rmse_rel"] >= base.rmse_rel:
+        return base
+    return base.model_copy(update=dict(t0_us=t0, bw_GBps=1.0 / (u * B_PER_US_AT_1_GBPS), tflops=1.0 / (v * FLOP_PER_US_AT_1_TFLOPS),
+                                       unit_GBps=1.0 / (z * B_PER_US_AT_1_GBPS), **fields))
 
 
 def _fit_affine(x: np.ndarray, t: np.ndarray) -> tuple[float, float, np.ndarray]:
-    """t = a + s*x with a >= 0, s > 0, on relative residuals. Returns (a, s, residuals)."""
-    a0 = max(float(np.min(t)) * 0.5, 1e-6)
-    s0 = max(float(np.max((t - a0) / np.maximum(x, 1e-30))), 1e-12)
+    """t = a + s*x with a >= 0, s >= 0, on relative residuals. Returns (a, s, residuals).
 
-    def resid(p):
-        a, s = np.exp(p)
-        return _rel(a + s * x, t)
-
-    best = None
-    for a_try in (a0, float(np.min(t)) * 0.95, a0 * 0.1):
-        r = least_squares(resid, np.log([max(a_try, 1e-9), s0]), method="trf", max_nfev=2000)
-        if best is None or r.cost < best.cost:
-            best = r
-    a, s = (float(v) for v in np.exp(best.x))
+    Dividing each row by its t makes it a linear least-squares problem in (a, s), solved
+    exactly within its bounds (scipy.optimize.lsq_linear, BVLS): no start point, no iterations."""
+    sol = lsq_linear(np.column_stack([1.0 / t, x / t]), np.ones_like(t), bounds=(0.0, np.inf), method="bvls")
+    a, s = (float(v) for v in sol.x)
     return a, s, _rel(a + s * x, t)
 
 
@@ -176,12 +205,14 @@ def fit_collective_law(
     if len(t) < 2:
         raise ValueError(f"fit_collective_law({op}): need >= 2 points")
     lat, s, res = _fit_affine(x, t)
+    if s <= 0:
+        raise ValueError(f"fit_collective_law({op}): the times do not grow with the bytes, so no bandwidth can be fitted")
     return CollectiveFit(
         op=op,
         n_gpus=n_gpus,
         graph=graph,
         latency_us=lat,
-        bw_GBps=1.0 / (s * 1e3),
+        bw_GBps=1.0 / (s * B_PER_US_AT_1_GBPS),
         **_residual_fields(res),
         link=link,
         source=source,

@@ -92,7 +92,8 @@ def calibrated(mach: Machine, f: Factors) -> Machine:
         kf, kb = f"floor.{g}", f"bw.{g}"
         fb = f.get(kb)
         bw = law.bw_GBps * fb
-        if fb > 1.0:  # a faster engine cannot stream past the GPU's roof
+        # a faster engine cannot stream past the GPU's roof
+        if fb > 1.0:
             bw = min(bw, max(law.bw_GBps, mach.roof_GBps or bw))
         unc_t0 = law.rel_unc_t0 if kf not in f.sigma else (f.sigma[kf] if seen else _hyp(f.sigma[kf], law.rel_unc_t0))
         unc_bw = law.rel_unc_bw if kb not in f.sigma else (f.sigma[kb] if seen else _hyp(f.sigma[kb], law.rel_unc_bw))
