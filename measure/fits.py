@@ -72,6 +72,10 @@ def _nonneg_lsq(cols: list[np.ndarray], t: np.ndarray) -> np.ndarray:
     return lsq_linear(a / norm, np.ones_like(t), bounds=(0.0, np.inf), method="bvls").x / norm
 
 
+TIE_REL = 1e-9  # relative difference in the fit's cost (or relative residual, for exact fits) below which
+# two laws price the points alike
+
+
 def _roofline_fit(b: np.ndarray, f: np.ndarray, t: np.ndarray) -> tuple[float, float, float]:
     """(t0, u, v) >= 0 minimising the relative residuals of t0 + max(b * u, f * v), where u is
     us per byte and v us per FLOP, exactly (no start point, no iterations).
@@ -94,7 +98,13 @@ def _roofline_fit(b: np.ndarray, f: np.ndarray, t: np.ndarray) -> tuple[float, f
     for rho in intensity[np.isfinite(intensity)]:
         t0, v = _nonneg_lsq([one, np.maximum(b * rho, f)], t)
         cands.append(np.array([t0, rho * v, v]))
-    best = min(cands, key=lambda p: float(np.sum(_rel(p[0] + np.maximum(b * p[1], f * p[2]), t) ** 2)))
+    cost = [float(np.sum(_rel(p[0] + np.maximum(b * p[1], f * p[2]), t) ** 2)) for p in cands]
+    # Ties (points all at one intensity price a memory and a compute roof alike): the law with
+    # the most points strictly memory-bound, so that an unidentifiable split does not hang on rounding
+    # and a decode-size op that no point shows compute-bound stays memory-bound.
+    low = min(cost) * (1.0 + TIE_REL) + len(t) * TIE_REL ** 2  # an exact fit's cost is rounding (~1e-30)
+    best = max((p for p, c in zip(cands, cost) if c <= low),
+               key=lambda p: int(np.sum(b * p[1] > f * p[2] * (1.0 + 1e-6))))  # a roof on a point is a tie
     return float(best[0]), float(best[1]), float(best[2])
 
 

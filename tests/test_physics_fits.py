@@ -364,3 +364,15 @@ def test_an_empty_call_faster_than_the_floor_leaves_bandwidth_unreached():
     t = np.append(kernel_law(3.0, 1e9, 300.0, b[:-1], f[:-1]), 2.5)
     fit = fit_kernel_law(b, f, t, default_bw_GBps=4000.0)
     assert fit.bw_GBps == 4000.0 and "bw not reached" in fit.source
+
+
+def test_points_at_one_intensity_give_the_memory_bound_law():
+    """All points at one arithmetic intensity price a memory roof and a compute roof alike; the
+    fit then keeps the memory-bound law (a decode-size op that no point shows compute-bound),
+    whatever the rounding. Hand-worked: t = 2 us + bytes / 1000 GB/s at 0.5 FLOP per byte."""
+    b = np.array([1e6, 2e6, 4e6])
+    t = 2.0 + b / (1000.0 * 1e3)  # 1 GB/s moves 1e3 bytes per us
+    fit = fit_kernel_law(b, 0.5 * b, t, default_bw_GBps=4000.0, default_tflops=500.0)
+    assert fit.bw_GBps == pytest.approx(1000.0, rel=1e-6)
+    assert fit.t0_us == pytest.approx(2.0, rel=1e-6)
+    assert fit.tflops == 500.0 and "tflops not reached" in fit.source
