@@ -208,3 +208,22 @@ def test_scalar_alpha_says_its_depth_cap():
 def test_a_table_entry_with_a_second_colon_is_refused():
     with pytest.raises(ValueError, match="bad table entry"):
         acceptance_from_cli("table:16=6.1:7", 15)
+
+
+def test_ddtree_equal_scores_pop_first_in_first_out():
+    """q = p = [.5, .25, .25] at both depths (powers of two: the log sums tie exactly). By hand,
+    with each pop pushing its sibling, then its first child, and ties taken in push order:
+      pop d1r0 (.5)            push d1r1 (.25, #1), d2r0<-0 (.25, #2)
+      pop d1r1 (#1)            push d1r2 (.25, #3), d2r0<-1 (.125, #4)
+      pop d2r0<-0 (#2)         push d2r1<-0 (.125, #5)  (depth 2 is the last: no child)
+      pop d1r2 (#3)            push d2r0<-3 (.125, #6)  (rank 2 is the last: no sibling)
+      pop d2r0<-1 (#4), then d2r1<-0 (#5): six nodes.
+    tau(6) = 1 + .5 + .25 + .25 + .25 + .125 + .125 = 2.5."""
+    from perfmodel.model.acceptance import ddtree_build
+
+    q = [[0.5, 0.25, 0.25], [0.5, 0.25, 0.25]]
+    t = ddtree_build(q, q, 6)
+    assert t.depth.tolist() == [1, 1, 2, 1, 2, 2]
+    assert t.rank.tolist() == [0, 1, 0, 2, 0, 1]
+    assert t.parent.tolist() == [-1, -1, 0, -1, 1, 0]
+    assert ddtree_tau_curve(q, q, 6)[6] == pytest.approx(2.5)

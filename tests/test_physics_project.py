@@ -281,6 +281,10 @@ def test_one_point_calibration_keeps_the_self_check_error(tmp_path):
     p = res["points"][0]
     assert err > 0.005
     assert p["interval"]["step_ms"][1] - p["step_ms"] >= Z90 * err * p["step_ms"] * (1 - 1e-9)
+    # the model's error is the larger of the two: the self-check's, not the fit's ~0 in-sample one
+    pj = Projector(Request(target="h200", gpus=8, concurrency=[1], observed="h200,tp8,c=1,50tok/s"))
+    assert pj.calibration.loo_median_abs_err is None and pj.calibration.median_abs_err < err
+    assert pj.model_error() == err
 
 
 def test_observed_with_a_model_file(tmp_path):

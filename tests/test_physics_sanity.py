@@ -137,7 +137,8 @@ def test_request_limits_at_their_ends():
         check(budget=4097)
     from perfmodel.specs.schema import GQASpec
 
-    wide = tiny_model(attention=GQASpec(n_heads=65536, n_kv_heads=65536, head_dim=32))  # made up: one head a GPU
+    wide = tiny_model(attention=GQASpec(n_heads=65536, n_kv_heads=65536, head_dim=32),  # made up: one head a GPU
+                      dense_intermediate_size=65536)
     sanity.check_request(Request(target="h200", gpus=65536, model=wide), wide)
     with pytest.raises(ProjectionError, match="--gpus 65537: must be between 1 and 65536"):
         check(gpus=65537)
@@ -160,7 +161,7 @@ def test_layouts_at_two_gpus():
     placed whole on 16 GPUs by EP16."""
     from perfmodel.specs.schema import GQASpec
 
-    odd = tiny_model(attention=GQASpec(n_heads=3, n_kv_heads=1, head_dim=32))
+    odd = tiny_model(attention=GQASpec(n_heads=3, n_kv_heads=1, head_dim=32), dense_intermediate_size=192)
     assert "3 attention heads" in sanity.layout_problem(odd, "tp", 2)
     assert sanity.layout_problem(odd, "tp", 3) is None
     mqa = tiny_model(attention=GQASpec(n_heads=4, n_kv_heads=1, head_dim=32))
@@ -218,3 +219,40 @@ def test_table_with_standard_errors_projects():
     p = Projector(Request(target="b300", gpus=8, spec="ddtree", budget=16, concurrency=[1],
                           acceptance="table:16=6.1±0.3")).run()["points"][0]
     assert p["tau"] == pytest.approx(6.1) and p["tau_sigma"] == pytest.approx(0.3)
+
+
+def test_tp_must_split_every_mlp_evenly():
+    """TP shards the dense MLP, the shared experts and the drafter's MLP along their
+    intermediate size (vLLM's ColumnParallelLinear needs output_size % TP == 0): 4 heads split
+    over 4 GPUs, but a 130-wide MLP does not; EP does not shard the dense MLP at all. The
+    registry's models split over every GPU count their heads allow (intermediates are
+    multiples of 2048)."""
+    from perfmodel.specs.schema import GQASpec
+
+    odd = tiny_model(dense_intermediate_size=130)
+    assert sanity.layout_problem(odd, "tp", 2) is None  # 130 = 2 x 65
+    msg = sanity.layout_problem(odd, "tp", 4)
+    assert "tiny's dense MLP intermediate size 130" in msg and "divides 130" in msg
+    with pytest.raises(ProjectionError, match="--gpus 4 --parallel tp: tensor parallelism splits tiny's dense MLP"):
+        sanity.check_request(Request(target="h200", gpus=4, model=odd), odd)
+    drafted = tiny_model(drafter=DrafterSpec(name="tiny-draft", source="hand-written test drafter", n_layers=2,
+                                             hidden_size=64, n_heads=4, n_kv_heads=2, head_dim=32,
+                                             intermediate_size=130, block_size=4))
+    assert sanity.layout_problem(drafted, "tp", 4) is None  # the drafter is checked only when it runs
+    assert "the drafter tiny-draft's MLP intermediate size 130" in sanity.layout_problem(drafted, "tp", 4, drafter=True)
+    ds = registry.load_model("deepseek-v3")  # one shared expert of 2048
+    shared = ds.model_copy(update={"moe": ds.moe.model_copy(update={"shared_intermediate_size": 2050})})
+    assert "shared experts' intermediate size 2050" in sanity.layout_problem(shared, "tp-attn-ep-moe", 4)
+    assert sanity.layout_problem(shared, "ep", 4) is None  # EP keeps the shared experts whole
+    # no shared size given: n_shared x the expert size, 2 x 1000 = 2000 = 16 x 125 splits over 16
+    two = ds.model_copy(update={"moe": ds.moe.model_copy(update={"n_shared_experts": 2, "expert_intermediate_size": 1000})})
+    assert sanity.layout_problem(two, "tp-attn-ep-moe", 16) is None
+    assert "shared experts' intermediate size 2000" in sanity.layout_problem(two, "tp-attn-ep-moe", 32)
+    wide = tiny_model(attention=GQASpec(n_heads=8, n_kv_heads=8, head_dim=32))  # 128 % 8 == 0
+    assert sanity.layout_problem(wide, "tp", 8) is None
+    for name in registry.list_models():
+        m = registry.load_model(name)
+        heads = m.attention.n_heads
+        for n in (d for d in range(2, heads + 1) if heads % d == 0 and d <= 128):
+            p = sanity.layout_problem(m, "tp", n, drafter=True)
+            assert p is None or "KV heads" in p, (name, n, p)

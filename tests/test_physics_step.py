@@ -291,6 +291,21 @@ def test_step_sigma_by_hand():
     assert est.sigma_us == pytest.approx((5.4**2 + 4.5**2 + 0.8**2 + 1.3**2 + 5.0**2 + 50.0**2) ** 0.5, rel=1e-3)
 
 
+def test_engine_host_adds_its_time_and_its_own_sigma_in_quadrature():
+    """A calibrated engine host of 400 +- 30 us is its own term: the step grows by 400 us and
+    sigma^2 by 30^2 = 900 (an independent error), whatever the host's other terms."""
+    from dataclasses import replace
+
+    m = hand_machine()
+    base = step_estimate(tiny_model(), m, ONE, 1, 1, 100)
+    eng = replace(m, overheads=replace(m.overheads, engine_host_us=400.0, engine_host_sigma_us=30.0))
+    est = step_estimate(tiny_model(), eng, ONE, 1, 1, 100)
+    assert est.breakdown_us["engine_host"] == 400.0
+    assert est.step_us - base.step_us == pytest.approx(400.0)
+    assert est.sigma_us**2 - base.sigma_us**2 == pytest.approx(900.0)
+    assert step_estimate(tiny_model(), eng, ONE, 1, 1, 100, host=False).step_us < base.step_us  # no host terms
+
+
 def _tiny_with_drafter():
     from perfmodel.specs.schema import DrafterSpec
 

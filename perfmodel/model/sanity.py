@@ -9,7 +9,9 @@ Parallel layouts, as the serving engines implement them:
                        and replicated when TP > n_kv_heads (TP % n_kv_heads == 0, one KV head
                        per GPU: vLLM's QKVParallelLinear); the KV cache is priced that way
                        (memory.kv_bytes_per_token) and the output says so. MLA's latent is one
-                       shared head, replicated on every rank.
+                       shared head, replicated on every rank. The dense and shared-expert MLPs
+                       (and the drafter's) are split by TP along their intermediate size, which
+                       must divide evenly (vLLM's ColumnParallelLinear: output_size % tp == 0).
   expert parallelism   whole experts per GPU; this model prices E/n experts on every GPU, so
                        the expert count must divide evenly (384 experts on 7 GPUs is refused
                        rather than priced as if 54.9 experts sat on each).
@@ -85,12 +87,29 @@ def layout_problem(model: ModelSpec, parallel: str, n: int, drafter: bool = Fals
         if drafter and model.drafter is not None and model.drafter.n_heads % n:
             return (f"the drafter {model.drafter.name}'s {model.drafter.n_heads} attention heads do not split evenly "
                     f"over {n} GPUs")
+        for what, size in _tp_split_mlps(model, drafter):
+            if size % n:
+                return (f"tensor parallelism splits {what} intermediate size {size} evenly over the GPUs (engines "
+                        f"require intermediate_size % TP == 0); use a GPU count that divides {size}")
     if parallel in ("ep", "tp-attn-ep-moe") and model.moe is not None:
         e = model.moe.n_routed_experts
         if e % n:
             return (f"expert parallelism places whole experts, {e} / {n} = {e / n:.2f} per GPU; this model prices an "
                     f"even split, so use a GPU count that divides {e} ({_divisors(e)})")
     return None
+
+
+def _tp_split_mlps(model: ModelSpec, drafter: bool) -> list[tuple[str, int]]:
+    """The MLPs tensor parallelism splits along their intermediate size: (what, size)."""
+    out = []
+    if model.n_dense_layers and model.dense_intermediate_size:
+        out.append((f"{model.name}'s dense MLP", model.dense_intermediate_size))
+    e = model.moe
+    if e is not None and e.n_shared_experts:
+        out.append((f"{model.name}'s shared experts'", e.shared_intermediate_size or e.expert_intermediate_size * e.n_shared_experts))
+    if drafter and model.drafter is not None:
+        out.append((f"the drafter {model.drafter.name}'s MLP", model.drafter.intermediate_size))
+    return out
 
 
 def layout_notes(model: ModelSpec, parallel: str, n: int) -> list[str]:
