@@ -316,3 +316,22 @@ def test_split_without_a_host_step(tmp_path):
     s = p["spec_split"]
     assert s["other_ms"] == 0.0
     assert s["draft_ms"] + s["tree_build_ms"] + s["verify_ms"] == pytest.approx(p["step_ms"], rel=1e-12)
+
+
+def test_a_calibration_carries_its_kernel_set(tmp_path):
+    """A calibration's factors move the laws of the kernel set it was fitted on, so a projection
+    with it prices that set: by default, or when --kernels names the same set; asking for
+    another set is refused, naming both."""
+    from perfmodel.calibrate import write_result
+    from perfmodel.request import ProjectionError
+
+    base = dict(target="h200", gpus=1, model="llama-3.1-8b", concurrency=[1])
+    pj = Projector(Request(**base, kernels="torch", observed="h200,tp1,c=1,100tok/s"))  # the same set: accepted
+    assert pj.kernels == "torch" and pj.calibration.kernels == "torch"
+    torch_cal, own_cal = tmp_path / "torch.json", tmp_path / "own.json"
+    write_result(pj.calibration, torch_cal)
+    write_result(Projector(Request(**base, observed="h200,tp1,c=1,100tok/s")).calibration, own_cal)
+    assert Projector(Request(**base, calibration=str(torch_cal))).kernels == "torch"  # the file's set by default
+    assert Projector(Request(**base, kernels="torch", calibration=str(torch_cal))).kernels == "torch"
+    with pytest.raises(ProjectionError, match="--kernels torch: the calibration was fitted on kernel set 'perfmodel'"):
+        Projector(Request(**base, kernels="torch", calibration=str(own_cal)))

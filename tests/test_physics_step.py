@@ -552,3 +552,25 @@ def test_unsplit_kernel_waits_for_its_busiest_sm():
     assert e.memory_us == pytest.approx(2.5)  # 1000 waves of 250 B
     # a split kernel (no units) or a law without a per-unit rate: the whole call's rate
     assert estimate(Op("a", "attention", "attention_gqa", bytes=1e6, flops=0.0), law).memory_us == pytest.approx(1.0)
+
+
+def test_l2_residency_needs_both_gpus_l2_sizes():
+    """A fit above the DRAM peak (10,000 GB/s on an H200 of 4,800) is L2-resident, kept for
+    calls that fit the smaller of the two GPUs' L2 (H200: 50 MB). A GPU whose spec gives no L2
+    size keeps nothing L2-resident: on it even a 1-byte call streams at the DRAM rate, on the
+    profile's GPU (the source law) as on the target."""
+    h200 = registry.load_gpu("h200")
+    fast = hand_profile()
+    fast.fits["gemm_bf16"] = fast.fits["gemm_bf16"].model_copy(update={"bw_GBps": 10000.0})
+    mk = registry.load_memory_kinds()
+    op = Op("o", "dense", "gemm_bf16", bytes=1.0, flops=0.0)
+    with_l2 = build_machine(h200, 1, None, fast, h200, mk)
+    law, src = with_l2.laws["gemm_bf16"], with_l2.source_law(op)
+    assert law.l2_bytes == src.l2_bytes == h200.l2_MB.value * 1e6
+    assert law.bandwidth(1.0) == 10000.0 and law.bandwidth(law.l2_bytes + 1) == law.bw_GBps < 10000.0
+    no_l2 = h200.model_copy(update={"l2_MB": None})
+    for target, source in ((no_l2, h200), (h200, no_l2), (no_l2, no_l2)):
+        m = build_machine(target, 1, None, fast, source, mk)
+        assert m.laws["gemm_bf16"].bandwidth(1.0) == m.laws["gemm_bf16"].bw_GBps, (target.l2_MB, source.l2_MB)
+    src = build_machine(h200, 1, None, fast, no_l2, mk).source_law(op)
+    assert src.bandwidth(1.0) == src.bw_GBps < 10000.0
