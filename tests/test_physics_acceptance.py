@@ -227,3 +227,56 @@ def test_ddtree_equal_scores_pop_first_in_first_out():
     assert t.rank.tolist() == [0, 1, 0, 2, 0, 1]
     assert t.parent.tolist() == [-1, -1, 0, -1, 1, 0]
     assert ddtree_tau_curve(q, q, 6)[6] == pytest.approx(2.5)
+
+
+def test_derived_presets_reproduce_their_published_figures():
+    """derive_presets' unrounded output hits the figures it is fitted to: the DFlash chain of 15
+    drafts gives tau 6.36 (sglang PR #16818), the DDTree paper preset mean(tau(64), tau(128)) =
+    10.13 (DDTree paper), both to the bisection's precision."""
+    from perfmodel.model.acceptance import DDTREE_PAPER_TAU, DFLASH_CHAIN_TAU
+
+    got = derive_presets()
+    assert got["dflash_default"].chain_tau(15) == pytest.approx(DFLASH_CHAIN_TAU, abs=1e-10)
+    c = ddtree_tau_curve(got["ddtree_paper"].q(), got["ddtree_paper"].p(), 128)
+    assert (c[64] + c[128]) / 2 == pytest.approx(DDTREE_PAPER_TAU, abs=1e-10)
+    # a custom draft with a preset's s1 and decay is that preset: the defaults are its a = 1, D = 15, K = 1024
+    m = PRESETS["dflash_default"]
+    assert parametric({"s1": m.s1, "decay": m.decay}).tau(64) == parametric("dflash_default").tau(64)
+
+
+def test_acceptance_limits_at_one_and_zero_draft_nodes():
+    """Budget 0: no speculation, tau = 1 exactly and no uncertainty; budget 1: one draft node,
+    whose acceptance is already uncertain (5% of tau - 1 = 5% of alpha). A table may start at
+    one node. No drafts leave only tau = 1 to fit."""
+    from perfmodel.model.acceptance import ddtree_build
+
+    q = [[0.6, 0.3], [0.5, 0.2]]
+    assert len(ddtree_build(q, q, 0)) == 0 and ddtree_tau_curve(q, q, 0).tolist() == [1.0]
+    src = from_scalar_alpha(0.8)
+    assert src.tau_sigma(1) == pytest.approx(0.05 * 0.8)
+    t = from_table({1: 1.8, 4: 3.0})
+    assert t.tau(1) == 1.8 and t.tau(2) == pytest.approx(2.4)  # halfway in log2(B)
+    assert fit_s1_for_chain(1.0, 0, 1.0) == pytest.approx(0.0, abs=1e-9)  # tau(0 drafts) = 1 for every s1
+    with pytest.raises(ValueError, match="outside"):
+        fit_s1_for_chain(1.5, 0, 1.0)
+
+
+def test_eagle_tree_is_no_deeper_than_the_draft():
+    """An EAGLE tree asked for depth 5 from a 2-deep draft stops at depth 2: top-1 at both
+    depths, a chain of two nodes with gains .5 and .5 x .4."""
+    t = eagle_build([[0.6, 0.3, 0.1], [0.5, 0.3, 0.2]], [[0.5, 0.2, 0.1], [0.4, 0.3, 0.1]], 1, 5)
+    assert t.depth.tolist() == [1, 2] and t.gain.tolist() == pytest.approx([0.5, 0.2])
+
+
+def test_bad_probabilities_and_empty_specs_are_named():
+    """A draft probability above 1 is refused as such (not only as a row summing past 1); an
+    empty or missing acceptance spec says it is empty."""
+    from perfmodel.model.acceptance import ddtree_build
+
+    with pytest.raises(ValueError, match=r"every q\[d\]\[r\] must be a finite probability"):
+        ddtree_build([[1.5]], [[0.5]], 1)
+    with pytest.raises(ValueError, match=r"every p\[d\]\[r\] must be a finite probability"):
+        ddtree_build([[0.5]], [[1.5]], 1)
+    for bad in ("", "   ", None):
+        with pytest.raises(ValueError, match="empty acceptance spec"):
+            acceptance_from_cli(bad, 15)
