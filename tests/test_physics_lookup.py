@@ -40,3 +40,18 @@ def test_a_shape_the_set_never_timed_keeps_the_default_kernels_samples():
     assert tab.lookup(_probe(1, 1024)) == pytest.approx(10.0)
     assert tab.lookup(_probe(4, 2048)) == pytest.approx(80.0)
     assert tab.lookup(_probe(1, 1024, hq=16)) == pytest.approx(15.0)
+
+
+def test_the_order_samples_are_stored_in_does_not_matter():
+    """Samples at L = 4096, 1024, 2048 (40, 10, 20 us), stored in that order: L = 1448 lies
+    halfway between 1024 and 2048 in log2 (2^10.5 = 1448.2), so log-log interpolation gives
+    sqrt(10 x 20) = 14.1 us; 3000 lies between 2048 and 4096: 20 x 2^log2(3000/2048)."""
+    import math
+
+    s = [Sample(shape=dict(SHAPE, q=1, L=L, C=1), median_ms=t / 1e3, provider="triton")
+         for L, t in ((4096, 40.0), (1024, 10.0), (2048, 20.0))]
+    tab = SampleTable(Profile(provenance=Provenance(kind="measured", gpu_name="g", timestamp="t"),
+                              benches={"attention": BenchResult(status="ok", samples=s)}))
+    assert tab.lookup(_probe(1, 2 ** 10.5)) == pytest.approx(math.sqrt(10.0 * 20.0))
+    assert tab.lookup(_probe(1, 3000)) == pytest.approx(20.0 * 3000 / 2048)  # time linear in L here
+    assert tab.lookup(_probe(1, 4096)) == pytest.approx(40.0) and tab.lookup(_probe(1, 5000)) is None

@@ -335,3 +335,17 @@ def test_a_calibration_carries_its_kernel_set(tmp_path):
     assert Projector(Request(**base, kernels="torch", calibration=str(torch_cal))).kernels == "torch"
     with pytest.raises(ProjectionError, match="--kernels torch: the calibration was fitted on kernel set 'perfmodel'"):
         Projector(Request(**base, kernels="torch", calibration=str(own_cal)))
+
+
+def test_an_observed_speculative_figure_scales_tau():
+    """--observed at spec=ddtree,b=16 with a table tau of 6.1: an engine faster than the model
+    credits part of it to acceptance (tau factor k > 1, slower: k < 1), and the calibrated tau is
+    6.1 x k, never above the 16-token block."""
+    kw = dict(target="b300", gpus=8, spec="ddtree", budget=16, concurrency=[1], acceptance="table:16=6.1")
+    ks = []
+    for tps in (100, 1000):
+        pj = Projector(Request(**kw, observed=f"h200,tp8,c=1,{tps}tok/s,spec=ddtree,b=16"))
+        k = pj.factors.get("tau")
+        assert pj.point(1)["tau"] == pytest.approx(min(6.1 * k, 16.0), rel=1e-12)
+        ks.append(k)
+    assert ks[0] < 1 < ks[1]
