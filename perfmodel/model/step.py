@@ -53,7 +53,6 @@ class _Acc:
         self.by_group: dict[str, float] = defaultdict(float)
         self.ops: list[OpEstimate] = []
         self.n_kernels = 0
-        self.eager_launch_us = 0.0  # host time to launch every kernel of the step eagerly
         self.timeline: list[tuple[float, float, int]] = []  # per op, in issue order: (GPU us, host us) per call, calls
 
     def add(self, comp: str, us: float, group: str, rel_unc: float) -> None:
@@ -100,7 +99,6 @@ def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | Non
         acc.ops.append(e)
         acc.n_kernels += op.n_kernels
         host_us = eager_launch_us(op, law.launcher, o)
-        acc.eager_launch_us += host_us
         floor = min(law.t0_us * op.count, e.total_us)
         node = law.graph_nodes * node_us * op.count
         acc.timeline.append(((e.total_us + node) / op.count, host_us / op.count, op.count))
@@ -123,7 +121,6 @@ def _price_collectives(acc: _Acc, mach: Machine, colls: list[Collective], comp: 
         acc.add(comp, lat, f"{c.op}:lat", law.rel_unc_lat)
         acc.add(comp, bw, f"{c.op}:bw", law.rel_unc_bw)
         acc.n_kernels += c.count
-        acc.eager_launch_us += c.count * mach.overheads.launch_eager_us
         acc.timeline.append(((lat + bw) / c.count, mach.overheads.launch_eager_us, c.count))
         total += lat + bw
     return total
