@@ -601,3 +601,16 @@ def test_a_collective_is_gpu_work_in_the_eager_queue():
     assert est[True].breakdown_us["collectives"] == est[False].breakdown_us["collectives"] == pytest.approx(50.4)
     exposed = est[False].step_us - (est[True].step_us - GLAUNCH)
     assert 0 < exposed <= LAUNCH
+
+
+def test_moe_flops_and_the_verify_variant_by_hand():
+    """Mixtral 8x7B at TP2, C = 3 sequences x q = 1: the routed experts do 2 flops per weight
+    for each of T x k = 3 x 2 token-expert pairs over the 3 H x I matrices, split over 2 GPUs:
+    2 x 3 x 2 x 3 x 4096 x 14336 / 2 flops. Attention over q > 1 new tokens (here q = 2, a
+    one-node tree) is verification, its own variant; q = 1 is plain decode."""
+    mix = registry.load_model("mixtral-8x7b")
+    by = {o.name: o for o in decode_ops(mix, Layout("tp", 2), 3, 1, 100)[0]}
+    assert by["routed_experts"].flops == 2.0 * 3 * 2 * 3 * 4096 * 14336 / 2
+    one = {o.name: o for o in decode_ops(tiny_model(), ONE, 1, 1, 100)[0]}
+    two = {o.name: o for o in decode_ops(tiny_model(), ONE, 1, 2, 100)[0]}
+    assert one["attention_core_full"].variant == "" and two["attention_core_full"].variant == "verify"
