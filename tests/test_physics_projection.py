@@ -429,6 +429,14 @@ def test_observed_figure_calibrates_toward_it():
         project(Request(target="b300", gpus=8, concurrency=[1], observed="h200,tp8,50tok/s"))
 
 
+def test_observed_figure_is_per_stream_at_any_concurrency():
+    """An --observed figure is tokens per second per stream (OBSERVED.yaml's `tokens_per_s`), at
+    C=8 as at C=1: the calibration moves the C=8 prediction to near 40 per stream, not 40 / 8."""
+    o = project(Request(target="b300", gpus=8, concurrency=[8], observed="h200,tp8,c=8,40tok/s"))["observed"]
+    assert o["observed_tokens_per_s_per_stream"] == 40
+    assert abs(o["calibrated_tokens_per_s_per_stream"] / 40 - 1) < 0.05
+
+
 @pytest.mark.parametrize("kw,needle", [
     (dict(gpus=0), "gpus"), (dict(context=-1), "context"), (dict(concurrency=[]), "concurrency"),
     (dict(model="llama-3.1-8b", parallel="ep"), "needs an MoE"), (dict(host_cpu_factor=0.0), "host_cpu_factor"),

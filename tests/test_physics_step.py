@@ -244,6 +244,27 @@ def test_collective_priced_by_ring_factor_from_link_spec():
     assert math.isclose(mach.all_reduce.latency_us, lat)
 
 
+@pytest.mark.parametrize("name", ["nvlink5-nvswitch", "pcie5-host"])
+def test_all_to_all_priced_from_the_links_all_to_all_calibration(name):
+    """Each collective gets its own line of the link's calibration: an all-to-all its
+    all-to-all latency and bus bandwidth, an all-reduce its all-reduce ones. The shipped links
+    (hwspecs/links/*.yaml) give both the same figures, so the all-to-all line is moved here
+    (latency x 3, bus bandwidth / 2) to tell them apart."""
+    link = registry.load_link(name)
+    c = link.calibrated
+    c = c.model_copy(update={
+        "alltoall_latency_us": c.alltoall_latency_us.model_copy(update={"value": 3 * c.alltoall_latency_us.value}),
+        "alltoall_busbw_GBps": c.alltoall_busbw_GBps.model_copy(update={"value": c.alltoall_busbw_GBps.value / 2})})
+    link = link.model_copy(update={"calibrated": c})
+    h200 = registry.load_gpu("h200")
+    mach = build_machine(registry.load_gpu("b300"), 4, link, hand_profile(), h200, registry.load_memory_kinds())
+    a2a = (c.alltoall_latency_us.value, c.alltoall_busbw_GBps.value)
+    ar = (c.allreduce_latency_us.value, c.allreduce_busbw_GBps.value)
+    assert a2a != ar
+    assert (mach.all_to_all.latency_us, mach.all_to_all.busbw_GBps) == a2a
+    assert (mach.all_reduce.latency_us, mach.all_reduce.busbw_GBps) == ar
+
+
 def test_kimi_kernel_count_and_graph_dispatch_by_hand():
     """Kimi K2.6 on one GPU, counted by hand per layer:
       attention (61 layers): norm, q_a, q_norm, q_b, kv_a, kv_norm, q_rope, W_UK absorb,
