@@ -193,10 +193,9 @@ def fit_unit_law(nbytes: Sequence[float], nflops: Sequence[float | None], wave_b
 def _fit_affine(x: np.ndarray, t: np.ndarray) -> tuple[float, float, np.ndarray]:
     """t = a + s*x with a >= 0, s >= 0, on relative residuals. Returns (a, s, residuals).
 
-    Dividing each row by its t makes it a linear least-squares problem in (a, s), solved
-    exactly within its bounds (scipy.optimize.lsq_linear, BVLS): no start point, no iterations."""
-    sol = lsq_linear(np.column_stack([1.0 / t, x / t]), np.ones_like(t), bounds=(0.0, np.inf), method="bvls")
-    a, s = (float(v) for v in sol.x)
+    On relative residuals it is linear least squares in (a, s), solved exactly within its
+    bounds (`_nonneg_lsq`): no start point, no iterations."""
+    a, s = (float(v) for v in _nonneg_lsq([np.ones_like(t), x], t))
     return a, s, _rel(a + s * x, t)
 
 
