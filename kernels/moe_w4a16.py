@@ -583,6 +583,13 @@ if triton is not None:
     _MOE_GEMM = FastLauncher(_w4a16_moe_gemm_kernel)  # eager calls skip Triton's Python binder
 
 
+def _k_splits(num_kb: int, split_k: int) -> tuple[int, int]:
+    """(K-blocks per split, splits) of a launch asked for split_k splits of num_kb K-blocks:
+    every split but the last gets the same whole number of K-blocks, so fewer splits may run."""
+    per = -(-num_kb // split_k)
+    return per, -(-num_kb // per)
+
+
 def _launch(
     a: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, c: torch.Tensor,
     topk_weights: torch.Tensor | None, routing: AlignedRouting, *, n: int, k_dim: int,
@@ -603,9 +610,9 @@ def _launch(
         raise ValueError(f"dequant={cfg.dequant}: expected {DEQUANT_CVT} (convert) or {DEQUANT_BF16X2} (bf16x2 PTX)")
     num_kb = qweight.shape[2]
     np_ = qweight.shape[1] * TILE_N
-    kb_per_split = -(-num_kb // cfg.split_k)
+    kb_per_split, n_split = _k_splits(num_kb, cfg.split_k)
     tw = topk_weights if topk_weights is not None else c
-    grid = (triton.cdiv(n, cfg.block_n), routing.max_blocks, -(-num_kb // kb_per_split))
+    grid = (triton.cdiv(n, cfg.block_n), routing.max_blocks, n_split)
     split_act = ws is not None and gate_up and grid[2] > 1
     final_cast = ws is not None and not gate_up
     if split_act or final_cast:
@@ -696,7 +703,7 @@ def fused_moe_w4a16(
             raise ValueError(f"pair_blocks=True takes at most {PAIR_BLOCKS_MAX_PAIRS} (token, slot) pairs, got {T * k}")
         _, gu, dn = default_configs(T, k, E, H, I)
         gu, dn = as_config(gate_up_config, gu), as_config(down_config, dn)
-        ws = _persistent_workspace(x.device, _pair_workspace_size(T, k, E, H, I, gu, dn))
+        ws = _persistent_workspace(x.device, sum(_pair_workspace(T, k, H, I, gu, dn)))
         if ws is not None:
             return _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, E=E, I=I, gu=gu, dn=dn)
     if direct if direct is not None else (T <= DIRECT_MAX_T and block_m is None):
@@ -740,7 +747,7 @@ def _fused_layer(x, topk_ids, topk_weights, gemm, *, E, I, block_m, gu, dn, act=
     tw = topk_weights.reshape(-1).to(torch.float32).contiguous()
     x = x.contiguous()
     num_kb = padded_k(H) // KBLOCK
-    split_act = act and -(-num_kb // -(-num_kb // gu.split_k)) > 1  # the launch's split count
+    split_act = act and _k_splits(num_kb, gu.split_k)[1] > 1  # the launch's split count
     g_n = T * k * 2 * I if gu.split_k > 1 else 0  # fp32 gate_up sums (also the unfused split path's)
     max_blocks = max_num_blocks(T * k, E, block_m)
     cnt_gu = max_blocks * -(-I // gu.block_n) if split_act else 0
@@ -806,8 +813,7 @@ def _direct_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, *, E, I, 
     if x.stride(1) != 1:
         x = x.contiguous()
     num_kb = w13_q.shape[2]
-    kb_per_split = -(-num_kb // max(1, gu.split_k))
-    S = -(-num_kb // kb_per_split)
+    kb_per_split, S = _k_splits(num_kb, max(1, gu.split_k))
     n_part = S * P * T * 2 * I
     n_cnt = -(-H // dn.block_n)
     ws = torch.empty(n_part + T * H + n_cnt, dtype=torch.float32, device=x.device)
@@ -860,11 +866,11 @@ _PAIR_WS: dict = {}
 _PAIR_IDS: dict = {}
 
 
-def _pair_workspace_size(T, k, E, H, I, gu, dn) -> int:
-    """fp32 entries of the pair layer's workspace: gate_up sums [P, 2I], down sum [T, H], and
-    the arrival counters of both launches (int32, zero bits)."""
+def _pair_workspace(T, k, H, I, gu, dn) -> tuple[int, int, int, int]:
+    """fp32 entries of each part of the pair layer's workspace, in order: gate_up sums [P, 2I],
+    down sum [T, H], and the arrival counters of gate_up and of down (int32, zero bits)."""
     P = T * k
-    return P * 2 * I + T * H + P * -(-I // gu.block_n) + -(-H // dn.block_n)
+    return P * 2 * I, T * H, P * -(-I // gu.block_n), -(-H // dn.block_n)
 
 
 def _persistent_workspace(device: torch.device, n: int) -> torch.Tensor | None:
@@ -906,13 +912,11 @@ def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I
         tw = tw.to(torch.float32)
     x = x.contiguous()
     routing = _pair_routing(topk_ids.contiguous(), E)
-    num_kb = padded_k(H) // KBLOCK
-    split_act = -(-num_kb // -(-num_kb // gu.split_k)) > 1
-    g_n = P * 2 * I
-    cnt_gu = P * -(-I // gu.block_n)
+    split_act = _k_splits(padded_k(H) // KBLOCK, gu.split_k)[1] > 1
+    g_n, acc_n, cnt_gu, _ = _pair_workspace(T, k, H, I, gu, dn)
     g = ws[:g_n].view(P, 2 * I)
-    acc = ws[g_n:g_n + T * H].view(T, H)
-    counters = ws[g_n + T * H:].view(torch.int32)
+    acc = ws[g_n:g_n + acc_n].view(T, H)
+    counters = ws[g_n + acc_n:].view(torch.int32)
     h = torch.empty((P, I), dtype=x.dtype, device=x.device)
     _launch(x, w13_q, w13_s, h, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=True, atomic=False,
             cfg=gu, ws=g if split_act else None, counters=counters[:cnt_gu] if split_act else None, n_experts=E,
