@@ -25,6 +25,16 @@ def _weights(E, H, I, gen):
     return (*m.quantize_int4_g32(w13.to(DEV)), *m.quantize_int4_g32(w2.to(DEV)))
 
 
+def _case(T, E, H, I, k, seed, dtype=torch.bfloat16):
+    """A layer's inputs drawn from one seeded generator (weights, routing, activations in
+    dtype) and the reference output: (wts, ids, tw, x, ref)."""
+    gen = torch.Generator().manual_seed(seed)
+    wts = _weights(E, H, I, gen)
+    ids, tw = _routing(T, E, k, gen)
+    x = torch.randn(T, H, generator=gen).to(DEV, dtype)
+    return wts, ids, tw, x, m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+
+
 def test_quantize_roundtrip_and_nibble_convention():
     w = torch.randn(2, 3, 64)
     packed, scales = m.quantize_int4_g32(w)
@@ -113,11 +123,7 @@ def test_fused_moe_w4a16_expert_parallel_shard():
     """A rank holding experts lo .. lo+E_loc-1 computes exactly their share: the shards'
     outputs sum to the full MoE."""
     T, E, H, I, k = 6, 8, 96, 64, 3
-    gen = torch.Generator().manual_seed(11)
-    wts = _weights(E, H, I, gen)
-    ids, tw = _routing(T, E, k, gen)
-    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
-    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+    wts, ids, tw, x, ref = _case(T, E, H, I, k, 11)
     for direct in (True, False):  # the two-launch path and the aligned one
         total = torch.zeros(T, H, dtype=torch.float32, device=DEV)
         for lo in (0, 4):
@@ -151,12 +157,8 @@ SHAPES = [(1, 8, 64, 32, 2), (5, 8, 96, 64, 3), (13, 6, 160, 96, 4), (33, 4, 64,
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("T,E,H,I,k", SHAPES)
 def test_fused_moe_w4a16_default(T, E, H, I, k, dtype):
-    gen = torch.Generator().manual_seed(T * 100 + H)
-    wts = _weights(E, H, I, gen)
-    ids, tw = _routing(T, E, k, gen)
-    x = torch.randn(T, H, generator=gen).to(DEV, dtype)
+    wts, ids, tw, x, ref = _case(T, E, H, I, k, T * 100 + H, dtype)
     out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw)
-    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
     assert out.dtype == dtype
     assert_close(out, ref, dtype, f"moe_w4a16 {T=} {E=} {H=} {I=} {k=} {dtype=}")
 
@@ -171,14 +173,10 @@ def test_fused_moe_w4a16_default(T, E, H, I, k, dtype):
 )
 def test_fused_moe_w4a16_knobs(gate_up, down):
     T, E, H, I, k = 9, 5, 544, 96, 2  # H spans 3 K-blocks: split_k 2 and 3 both split it
-    gen = torch.Generator().manual_seed(7)
-    wts = _weights(E, H, I, gen)
-    ids, tw = _routing(T, E, k, gen)
-    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
+    wts, ids, tw, x, ref = _case(T, E, H, I, k, 7)
     for bm in (16, 8):  # 8: weights as the MMA's A operand
         out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, block_m=bm, gate_up_config=gate_up,
                                 down_config=down)
-        ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
         assert_close(out, ref, torch.bfloat16, f"moe_w4a16 knobs {bm=} {gate_up} {down}")
 
 
@@ -187,13 +185,9 @@ def test_fused_moe_w4a16_tile_aligned(bn_gate_up, bn_down, block_m):
     """H and 2I multiples of 128 and I of 64: the kernel's scalar-base column path (the
     awkward shapes above take the clamped per-column path); block_m 8 swaps the MMA operands."""
     T, E, H, I, k = 6, 4, 256, 64, 2
-    gen = torch.Generator().manual_seed(bn_gate_up + bn_down)
-    wts = _weights(E, H, I, gen)
-    ids, tw = _routing(T, E, k, gen)
-    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
+    wts, ids, tw, x, ref = _case(T, E, H, I, k, bn_gate_up + bn_down)
     out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, block_m=block_m,
                             gate_up_config=dict(block_n=bn_gate_up), down_config=dict(block_n=bn_down))
-    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
     assert_close(out, ref, torch.bfloat16, f"moe_w4a16 tile-aligned {bn_gate_up=} {bn_down=}")
 
 
@@ -210,12 +204,8 @@ def test_bytes_and_flops():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_fused_moe_w4a16_kimi_tp8_gpu():
     T, E, H, I, k = 16, 384, 7168, 256, 8
-    gen = torch.Generator().manual_seed(0)
-    wts = _weights(E, H, I, gen)
-    ids, tw = _routing(T, E, k, gen)
-    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
+    wts, ids, tw, x, ref = _case(T, E, H, I, k, 0)
     out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw)
-    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
     assert calc_diff(out, ref) < 1e-4, f"{T=} {E=} {H=} {I=} {k=}"
 
 
@@ -227,11 +217,7 @@ def test_fused_moe_w4a16_dequant_modes_gpu(dequant, T, E, H, I, k):
     """Both dequantisations (2 is inline PTX, which only runs on the GPU) against the reference,
     at awkward shapes (masked columns, padded N and K) and a Kimi TP8 shard, with the default
     tiles and with 128-column tiles."""
-    gen = torch.Generator().manual_seed(T + E + dequant)
-    wts = _weights(E, H, I, gen)
-    ids, tw = _routing(T, E, k, gen)
-    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
-    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+    wts, ids, tw, x, ref = _case(T, E, H, I, k, T + E + dequant)
     for bn, bm in ((None, None), (128, None), (None, 8), (None, 16)):
         cfg = dict(dequant=dequant) if bn is None else dict(dequant=dequant, block_n=bn, num_stages=2)
         out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, block_m=bm, gate_up_config=cfg, down_config=cfg)
@@ -315,11 +301,7 @@ def test_fused_epilogues_match_reference(act_max_t, cast_max_t, monkeypatch):
     monkeypatch.setattr(m, "FUSED_ACT_MAX_T", act_max_t)
     monkeypatch.setattr(m, "FUSED_CAST_MAX_T", cast_max_t)
     T, E, H, I, k = 3, 6, 544, 96, 2  # 3 K-blocks: gate_up split 3 ways; 6 experts: unused blocks
-    gen = torch.Generator().manual_seed(11)
-    wts = _weights(E, H, I, gen)
-    ids, tw = _routing(T, E, k, gen)
-    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
-    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+    wts, ids, tw, x, ref = _case(T, E, H, I, k, 11)
     for bm in (8, 16):
         out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, block_m=bm, gate_up_config=dict(split_k=3, dequant=0),
                                 down_config=dict(block_n=32, dequant=0))
@@ -349,11 +331,7 @@ def test_direct_layer_matches_reference(T, E, H, I, k, gate_up, down):
     """The two-launch path at T <= 8 (no alignment; per-split partials; SiLU*mul on load in
     down; fp32 atomics and the last program's cast) against the reference, in int64 and int32
     ids, with the default and the given configs."""
-    gen = torch.Generator().manual_seed(T * 31 + H)
-    wts = _weights(E, H, I, gen)
-    ids, tw = _routing(T, E, k, gen)
-    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
-    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+    wts, ids, tw, x, ref = _case(T, E, H, I, k, T * 31 + H)
     kl = _kernel_layout(wts)
     for i, cfg in enumerate(({}, dict(gate_up_config=gate_up, down_config=down))):
         for id_dtype in (torch.int64, torch.int32):
@@ -395,11 +373,7 @@ def test_pair_layer_matches_reference_and_cleans_its_workspace(T, E, H, I, k, ga
     persistent workspace left zeroed by the last arrivals) against the reference, twice in a row
     (a workspace left dirty by the first call would corrupt the second), with int64 and int32
     ids; afterwards the workspace holds only zeros."""
-    gen = torch.Generator().manual_seed(T * 7 + H)
-    wts = _weights(E, H, I, gen)
-    ids, tw = _routing(T, E, k, gen)
-    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
-    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+    wts, ids, tw, x, ref = _case(T, E, H, I, k, T * 7 + H)
     kl = _kernel_layout(wts)
     cfg = dict(gate_up_config={**gate_up, "dequant": 0}, down_config={**down, "dequant": 0})
     for rep, id_dtype in enumerate((torch.int64, torch.int32)):
@@ -414,11 +388,7 @@ def test_pair_layer_drops_other_ranks_experts():
     """Expert parallelism: ids outside [0, E) are another rank's experts; their blocks do
     nothing, so the shards' outputs sum to the whole layer."""
     T, E, H, I, k = 1, 8, 256, 64, 4
-    gen = torch.Generator().manual_seed(5)
-    wts = _weights(E, H, I, gen)
-    ids, tw = _routing(T, E, k, gen)
-    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
-    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw)
+    wts, ids, tw, x, ref = _case(T, E, H, I, k, 5)
     total = torch.zeros(T, H, device=DEV)
     for lo in (0, E // 2):
         shard = tuple(t[lo:lo + E // 2] for t in wts)
