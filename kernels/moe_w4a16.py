@@ -38,6 +38,8 @@ FLOPs: 6*T*k*H*I (2 per MAC; gate+up 2I*H MACs, down H*I MACs per pair).
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ._launch import FastLauncher
@@ -308,26 +310,67 @@ if triton is not None:
         return acc, acc_up
 
     @triton.jit
-    def _arrive(cnt_ptr, expected):
+    def _arrive(cnt_ptr, expected, FENCE: tl.constexpr):
         """Count this program in at cnt_ptr (after all its threads' atomics: the barrier, then a
-        gpu-scope acq_rel add); True in the last of `expected` programs to arrive, which then sees
-        every other program's atomics."""
+        gpu-scope acq_rel add); True in the last of `expected` programs to arrive, which then reads
+        every other program's sums (`_read_sums`). FENCE (`ARRIVE_FENCE`, off by default) first
+        has every thread fence its own atomics at gpu scope."""
+        if FENCE:
+            tl.inline_asm_elementwise("fence.acq_rel.gpu; // dummy $0", "=r", [], dtype=tl.int32, is_pure=False,
+                                      pack=1)
         tl.debug_barrier()
         return tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == expected - 1
 
     @triton.jit
+    def _prefetch_l2(ptrs):
+        """prefetch.global.L2 of the line at each pointer (no register result, no wait)."""
+        tl.inline_asm_elementwise("prefetch.global.L2 [$1]; // dummy $0", "=r,l", [ptrs], dtype=tl.int32,
+                                  is_pure=False, pack=1)
+
+    @triton.jit
+    def _prefetch_weights(q_ptr, s_ptr, expert, cols, stride_qe, stride_se, num_kb, kb_begin, kb_end):
+        """Pull the weight tiles of `expert`'s columns `cols` (K-blocks kb_begin..kb_end-1) into L2:
+        a column's 64 half-words of a K-block are one 128 B line, its 8 scales 16 B of one."""
+        q_col, s_col = _tile_cols(cols, num_kb * 4096, num_kb * 512)
+        q_e = q_ptr + expert * stride_qe + q_col
+        s_e = s_ptr + expert * stride_se + s_col
+        for kb in range(kb_begin, kb_end):
+            _prefetch_l2(q_e + kb * 4096)
+            _prefetch_l2(s_e + kb * 512)
+
+    @triton.jit
+    def _read_sums(ptrs, m, CLEAN: tl.constexpr, ATOMIC_READ: tl.constexpr):
+        """The fp32 sums at ptrs (masked by m, 0 elsewhere) as the last arrival reads them; with
+        CLEAN the entries are left zero.
+
+        ATOMIC_READ reads them with atomics (an exchange with 0 under CLEAN, else an add of 0),
+        which are performed where the other programs' atomic adds were. Plain loads (.cg), even
+        after the arrival's acquire and the barrier, sometimes returned sums without the most
+        recent adds on the H200: the last token's row of a column tile short of some pairs, the
+        workspace clean afterwards (runs/README.md, "Kernel defaults"). Off under the interpreter,
+        which runs programs one after another and has no fp32 atomic exchange."""
+        if ATOMIC_READ:
+            if CLEAN:
+                v = tl.atomic_xchg(ptrs, tl.zeros(ptrs.shape, tl.float32), mask=m, sem="relaxed", scope="gpu")
+            else:
+                v = tl.atomic_add(ptrs, tl.zeros(ptrs.shape, tl.float32), mask=m, sem="relaxed", scope="gpu")
+            v = tl.where(m, v, 0.0)
+        else:
+            v = tl.load(ptrs, mask=m, other=0.0, cache_modifier=".cg")
+            if CLEAN:
+                tl.store(ptrs, tl.zeros_like(v), mask=m)
+        return v
+
+    @triton.jit
     def _cast_columns(src_ptr, dst_ptr, rows, stride_src, stride_dst, offs_n, n_ok, CAST_ROWS: tl.constexpr,
-                      CLEAN: tl.constexpr = False):
-        """dst[:rows, offs_n] = src[:rows, offs_n] (fp32, read past L1) in dst's dtype; with CLEAN
-        the src entries are zeroed after the read (a self-cleaning workspace)."""
+                      CLEAN: tl.constexpr, ATOMIC_READ: tl.constexpr):
+        """dst[:rows, offs_n] = src[:rows, offs_n] (fp32, see _read_sums) in dst's dtype; with
+        CLEAN the src entries are left zero (a self-cleaning workspace)."""
         for r0 in range(0, rows, CAST_ROWS):
             r = r0 + tl.arange(0, CAST_ROWS)
             m = (r < rows)[:, None] & n_ok[None, :]
-            src = src_ptr + r[:, None].to(tl.int64) * stride_src + offs_n[None, :]
-            v = tl.load(src, mask=m, cache_modifier=".cg")
+            v = _read_sums(src_ptr + r[:, None].to(tl.int64) * stride_src + offs_n[None, :], m, CLEAN, ATOMIC_READ)
             tl.store(dst_ptr + r[:, None].to(tl.int64) * stride_dst + offs_n[None, :], v.to(dst_ptr.dtype.element_ty), mask=m)
-            if CLEAN:
-                tl.store(src, tl.zeros_like(v), mask=m)
 
     @triton.jit
     def _weight_tiles(q_ptr, s_ptr, expert, pid_n, offs_n, stride_qe, stride_se, num_kb, up_offset, n_last,
@@ -390,25 +433,44 @@ if triton is not None:
         # last arrival zeroes what it read and resets its counter): a persistent workspace then
         # needs no zeroing launch (`_pair_layer`)
         SELF_CLEAN: tl.constexpr = False,
+        # programmatic dependent launch (sm_90+): PDL_TRIGGER lets the next launch (down) start at
+        # once; PDL_WAIT (down, launched with launch_pdl) pulls its weight tiles into L2 while the
+        # launch before it (gate_up) still runs, then waits for that launch's writes before it
+        # reads anything else. Only the block's expert id (routing, written before gate_up) and
+        # the weights are read before the wait.
+        PDL_TRIGGER: tl.constexpr = False,
+        PDL_WAIT: tl.constexpr = False,
+        ARRIVE_FENCE: tl.constexpr = False,  # see _arrive
+        ATOMIC_READ: tl.constexpr = False,  # see _read_sums
     ):
+        if PDL_TRIGGER:
+            tl.extra.cuda.gdc_launch_dependents()
         pid_n = tl.program_id(0)  # column tiles fastest: neighbouring programs share the expert
         pid_m = tl.program_id(1)
         pid_k = tl.program_id(2)
         expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         n_ok = offs_n < N
+        kb_begin = pid_k * kb_per_split
+        kb_end = tl.minimum(kb_begin + kb_per_split, num_kb)
+        if PDL_WAIT:
+            if (expert >= 0) & (expert < n_experts):
+                cols = tl.minimum(offs_n, n_last)
+                _prefetch_weights(q_ptr, s_ptr, expert, cols, stride_qe, stride_se, num_kb, kb_begin, kb_end)
+                if GATE_UP:
+                    _prefetch_weights(q_ptr, s_ptr, expert, tl.minimum(offs_n + up_offset, n_last), stride_qe,
+                                      stride_se, num_kb, kb_begin, kb_end)
+            tl.extra.cuda.gdc_wait()
         if (expert < 0) | (expert >= n_experts):
             if FINAL_CAST:  # unused blocks arrive too: the count is known at launch
-                if _arrive(cnt_ptr + pid_n, tl.num_programs(1) * tl.num_programs(2)):
-                    _cast_columns(ws_ptr, c_ptr, out_rows, stride_wm, stride_cm, offs_n, n_ok, 8, SELF_CLEAN)
+                if _arrive(cnt_ptr + pid_n, tl.num_programs(1) * tl.num_programs(2), ARRIVE_FENCE):
+                    _cast_columns(ws_ptr, c_ptr, out_rows, stride_wm, stride_cm, offs_n, n_ok, 8, SELF_CLEAN, ATOMIC_READ)
                     if SELF_CLEAN:
                         tl.store(cnt_ptr + pid_n, 0)
             return
         pair, row_ok, a_row = moe_block_rows(sorted_ids_ptr, pid_m, num_pairs, A_ROW_DIV, BLOCK_M)
 
         offs_j = tl.arange(0, 32)
-        kb_begin = pid_k * kb_per_split
-        kb_end = tl.minimum(kb_begin + kb_per_split, num_kb)
 
         q_e, s_e, q_off, q_up_off, s_off, s_up_off = _weight_tiles(
             q_ptr, s_ptr, expert, pid_n, offs_n, stride_qe, stride_se, num_kb, up_offset, n_last, FAST_COLS, SWAP,
@@ -433,14 +495,12 @@ if triton is not None:
             moe_store_rows(acc, ws_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_wm, 1, 1, False, True)
             moe_store_rows(acc_up, ws_ptr, topk_w_ptr, pair, row_ok, offs_n + up_offset, n_ok, stride_wm, 1, 1, False,
                            True)
-            if _arrive(cnt_ptr + pid_m * tl.num_programs(0) + pid_n, tl.num_programs(2)):
+            if _arrive(cnt_ptr + pid_m * tl.num_programs(0) + pid_n, tl.num_programs(2), ARRIVE_FENCE):
                 g_row = ws_ptr + tl.where(row_ok, pair, 0).to(tl.int64)[:, None] * stride_wm + offs_n[None, :]
                 m = row_ok[:, None] & n_ok[None, :]
-                g = tl.load(g_row, mask=m, other=0.0, cache_modifier=".cg")
-                u = tl.load(g_row + up_offset, mask=m, other=0.0, cache_modifier=".cg")
+                g = _read_sums(g_row, m, SELF_CLEAN, ATOMIC_READ)
+                u = _read_sums(g_row + up_offset, m, SELF_CLEAN, ATOMIC_READ)
                 if SELF_CLEAN:
-                    tl.store(g_row, tl.zeros_like(g), mask=m)
-                    tl.store(g_row + up_offset, tl.zeros_like(u), mask=m)
                     tl.store(cnt_ptr + pid_m * tl.num_programs(0) + pid_n, 0)
                 moe_store_rows(g / (1.0 + tl.exp(-g)) * u, c_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_cm, 1,
                                C_ROW_DIV, False, False)
@@ -452,8 +512,8 @@ if triton is not None:
             if FINAL_CAST:
                 moe_store_rows(acc, ws_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_wm, 1,
                                C_ROW_DIV, MUL_ROUTED_WEIGHT, True)
-                if _arrive(cnt_ptr + pid_n, tl.num_programs(1) * tl.num_programs(2)):
-                    _cast_columns(ws_ptr, c_ptr, out_rows, stride_wm, stride_cm, offs_n, n_ok, 8, SELF_CLEAN)
+                if _arrive(cnt_ptr + pid_n, tl.num_programs(1) * tl.num_programs(2), ARRIVE_FENCE):
+                    _cast_columns(ws_ptr, c_ptr, out_rows, stride_wm, stride_cm, offs_n, n_ok, 8, SELF_CLEAN, ATOMIC_READ)
                     if SELF_CLEAN:
                         tl.store(cnt_ptr + pid_n, 0)
             else:
@@ -531,7 +591,8 @@ if triton is not None:
         T, E, N, K, n_last, num_kb, n_split,
         stride_qe, stride_se, stride_it, stride_tw, sp_s, sp_p, sp_t, stride_om,
         K_TOP: tl.constexpr, KP: tl.constexpr, SP: tl.constexpr, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr,
-        FAST_COLS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+        FAST_COLS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ARRIVE_FENCE: tl.constexpr = False,
+        ATOMIC_READ: tl.constexpr = False,
     ):
         """down for one (column tile, leader pair): the activation silu(gate)*up is formed on load
         from the gate_up partials (summed over the splits), times the expert's weights, times
@@ -574,8 +635,8 @@ if triton is not None:
             acc = tl.trans(acc) * rw[:, None]
             tl.atomic_add(sum_ptr + t[:, None] * N + offs_n[None, :], acc, mask=row_ok[:, None] & n_ok[None, :],
                           sem="relaxed")
-        if _arrive(cnt_ptr + pid_n, tl.num_programs(1)):
-            _cast_columns(sum_ptr, out_ptr, T, N, stride_om, offs_n, n_ok, 8)
+        if _arrive(cnt_ptr + pid_n, tl.num_programs(1), ARRIVE_FENCE):
+            _cast_columns(sum_ptr, out_ptr, T, N, stride_om, offs_n, n_ok, 8, False, ATOMIC_READ)
 
 
     _DIRECT_GATE_UP = FastLauncher(_w4a16_direct_gate_up)
@@ -595,14 +656,15 @@ def _launch(
     topk_weights: torch.Tensor | None, routing: AlignedRouting, *, n: int, k_dim: int,
     a_row_div: int, c_row_div: int, gate_up: bool, atomic: bool, cfg: MoEGemmConfig,
     ws: torch.Tensor | None = None, counters: torch.Tensor | None = None, out_rows: int = 0,
-    n_experts: int | None = None, self_clean: bool = False,
+    n_experts: int | None = None, self_clean: bool = False, pdl_trigger: bool = False, pdl_wait: bool = False,
 ) -> None:
     """c[pair // c_row_div, :n] (+)= a[pair // a_row_div, :k_dim] @ W[expert] over aligned
     blocks; with gate_up, columns n.. of W are the up half and c gets silu(gate)*up.
     With `ws` (zeroed fp32) and `counters` (zeroed int32): gate_up with split-K sums into ws
     [pairs, 2n] and its last split applies the activation into c (SPLIT_ACT); otherwise the
     atomic sum goes to ws [out_rows, n] and the last program of each column tile casts it into
-    c (FINAL_CAST)."""
+    c (FINAL_CAST). pdl_trigger / pdl_wait: programmatic dependent launch, see `MOE_PDL`
+    (ignored under the interpreter)."""
     assert a.stride(1) == 1 and qweight.is_contiguous() and scales.is_contiguous() and c.stride(1) == 1
     if cfg.block_n < 16 or cfg.block_n & (cfg.block_n - 1):
         raise ValueError(f"block_n={cfg.block_n}: the INT4 kernel takes a power of two >= 16")
@@ -631,7 +693,10 @@ def _launch(
         FAST_COLS=cfg.block_n >= TILE_N and np_ % cfg.block_n == 0 and (not gate_up or n % cfg.block_n == 0),
         BLOCK_M=routing.block_m, BLOCK_N=cfg.block_n, SPLIT_ACT=split_act, FINAL_CAST=final_cast,
         SELF_CLEAN=self_clean and (split_act or final_cast),
+        PDL_TRIGGER=pdl_trigger and not interpreting(), PDL_WAIT=pdl_wait and not interpreting(),
+        ARRIVE_FENCE=ARRIVE_FENCE and not interpreting(), ATOMIC_READ=ATOMIC_READ and not interpreting(),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        **({"launch_pdl": True} if pdl_wait and not interpreting() else {}),
         **({} if cfg.max_regs is None or interpreting() else dict(maxnreg=cfg.max_regs)),
     )
 
@@ -666,6 +731,7 @@ def fused_moe_w4a16(
     fused_epilogues: bool | None = None,
     direct: bool | None = None,
     pair_blocks: bool | None = None,
+    pdl: bool | None = None,
 ) -> torch.Tensor:
     """Kernel-layout weights (`pack_for_kernel`): w13_q [E, 2I/64, Hp/256, 64, 2, 32] (gate rows
     0..I-1, up rows I..2I-1), w2_q [E, Hp'/64, Ip/256, 64, 2, 32] with Hp' = H padded to 64.
@@ -688,7 +754,11 @@ def fused_moe_w4a16(
     fused_epilogues=False is given): the
     layer in two launches, gate_up and down, with no alignment step (`_pair_layer`): one block
     of 8 rows per (token, slot) pair, whose expert is read straight from topk_ids, and a
-    persistent self-cleaning workspace (one layer call at a time per device)."""
+    persistent self-cleaning workspace (one layer call at a time per device).
+
+    pdl (default: `MOE_PDL` on sm_90+, off under the interpreter): where down directly follows
+    gate_up (the pair path, and the fused-epilogue path when gate_up applies the activation),
+    down is a programmatic dependent launch that pulls its weights into L2 while gate_up runs."""
     T, H = x.shape
     E = w13_q.shape[0]
     I = w13_q.shape[1] * TILE_N // 2  # I is a multiple of 32, so 2I needs no column padding
@@ -705,7 +775,8 @@ def fused_moe_w4a16(
         gu, dn = as_config(gate_up_config, gu), as_config(down_config, dn)
         ws = _persistent_workspace(x.device, sum(_pair_workspace(T, k, H, I, gu, dn)))
         if ws is not None:
-            return _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, E=E, I=I, gu=gu, dn=dn)
+            return _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, E=E, I=I, gu=gu, dn=dn,
+                               pdl=pdl)
     if direct if direct is not None else (T <= DIRECT_MAX_T and block_m is None):
         if T > 8:
             raise ValueError(f"direct=True takes at most 8 tokens, got T={T}")
@@ -723,11 +794,45 @@ def fused_moe_w4a16(
     cast = T <= FUSED_CAST_MAX_T if fused_epilogues is None else bool(fused_epilogues)
     if act or cast:
         return _fused_layer(x, topk_ids, topk_weights, gemm, E=E, I=I, block_m=block_m or bm, gu=gu, dn=dn,
-                            act=act, cast=cast)
+                            act=act, cast=cast, pdl=pdl)
     return run_fused_moe(
         x, topk_ids, topk_weights, gemm, num_experts=E, inter=I, block_m=block_m or bm,
         gate_up_cfg=gu, down_cfg=dn,
     )
+
+
+# Down as a programmatic dependent launch of gate_up (sm_90+): gate_up lets it start at once, its
+# programs pull their weight tiles into L2 while gate_up runs (at one token gate_up fills about a
+# third of one wave, so they find room), and wait (griddepcontrol.wait) for gate_up's writes
+# before reading the intermediate. Off: down starts when gate_up ends and reads its weights from
+# DRAM then. The `pdl` knob of fused_moe_w4a16 picks either. On the H200 it was faster at one
+# token (Kimi TP8 slice and Qwen3-30B-A3B, 0.1-1.1 us in three runs) and slower from two tokens
+# and at Kimi I=2048 (down's waiting programs hold SM slots gate_up then needs, and its prefetch
+# competes for bandwidth gate_up uses), so it is on up to MOE_PDL_MAX_T tokens (runs/README.md,
+# "Kernel defaults").
+MOE_PDL = True
+MOE_PDL_MAX_T = 1
+# every thread fences its fp32 atomic adds before its program counts itself in at an arrival
+# counter (`_arrive`). Off: the barrier and the arriving thread's release already order them (the
+# pattern of CUTLASS's split-K semaphore), and on the H200 the fence cost 0.7 us at one token and
+# closed nothing: the wrong sums came from the reading side (ATOMIC_READ), and with the atomic
+# read 0 of 1,600 checked calls were wrong without it (runs/README.md, "Kernel defaults")
+ARRIVE_FENCE = False
+# the last arrival reads the fp32 sums with atomics (`_read_sums`): with plain loads 9-30 of 400
+# layer calls were wrong at Kimi I=2048, T = 2 and 4 (pair path), with atomic reads 0 of 1,600;
+# it costs 0.2-0.6 us (runs/README.md, "Kernel defaults"). False only to reproduce the race
+# (measure/tuning/race_pair.py)
+ATOMIC_READ = True
+
+
+def pdl_supported(device: torch.device) -> bool:
+    """MOE_PDL, on a CUDA device of compute capability 9 or more, outside the interpreter."""
+    return MOE_PDL and device.type == "cuda" and not interpreting() and _cc_major(device.index) >= 9
+
+
+@functools.cache
+def _cc_major(index: int | None) -> int:
+    return torch.cuda.get_device_capability(index)[0]
 
 
 # Fused epilogues (`_fused_layer`) by token count. The activation: a split-K gate_up's last split
@@ -739,7 +844,7 @@ FUSED_ACT_MAX_T = 2
 FUSED_CAST_MAX_T = 2
 
 
-def _fused_layer(x, topk_ids, topk_weights, gemm, *, E, I, block_m, gu, dn, act=True, cast=True):
+def _fused_layer(x, topk_ids, topk_weights, gemm, *, E, I, block_m, gu, dn, act=True, cast=True, pdl=None):
     """The whole layer with the fused epilogues: the align kernel also zeroes one workspace
     [gate_up sums | down sum | arrival counters (int32, zero bits)], then gate_up and down."""
     T, H = x.shape
@@ -756,10 +861,11 @@ def _fused_layer(x, topk_ids, topk_weights, gemm, *, E, I, block_m, gu, dn, act=
     routing = moe_align_block_size(topk_ids, E, block_m, zero=ws)
     counters = ws[g_n + T * H:].view(torch.int32)
     g = ws[:g_n].view(T * k, 2 * I) if g_n else None
-    if gu.split_k == 1 or split_act:
+    pdl = (pdl_supported(x.device) and T <= MOE_PDL_MAX_T if pdl is None else pdl) and (gu.split_k == 1 or split_act)
+    if gu.split_k == 1 or split_act:  # down directly follows gate_up (a dependent launch with pdl)
         h = torch.empty((T * k, I), dtype=x.dtype, device=x.device)
         gemm(x, "w13", h, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=True, atomic=False, cfg=gu,
-             ws=g if split_act else None, counters=counters[:cnt_gu] if split_act else None)
+             ws=g if split_act else None, counters=counters[:cnt_gu] if split_act else None, pdl_trigger=pdl)
     else:
         gemm(x, "w13", g, None, routing, n=2 * I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=False, atomic=True, cfg=gu)
         h = (torch.nn.functional.silu(g[:, :I]) * g[:, I:]).to(x.dtype)
@@ -767,9 +873,10 @@ def _fused_layer(x, topk_ids, topk_weights, gemm, *, E, I, block_m, gu, dn, act=
     if cast:
         out = torch.empty((T, H), dtype=x.dtype, device=x.device)
         gemm(h, "w2", out, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True, cfg=dn,
-             ws=acc, counters=counters[cnt_gu:], out_rows=T)
+             ws=acc, counters=counters[cnt_gu:], out_rows=T, pdl_wait=pdl)
         return out
-    gemm(h, "w2", acc, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True, cfg=dn)
+    gemm(h, "w2", acc, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True, cfg=dn,
+         pdl_wait=pdl)
     return acc.to(x.dtype)
 
 
@@ -840,7 +947,8 @@ def _direct_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, *, E, I, 
         out.stride(0),
         K_TOP=k, KP=kp, SP=max(2, triton.next_power_of_2(S)), DEQUANT=DEQUANT_CVT if interp else dn.dequant,
         DOT_F32=interp, FAST_COLS=dn.block_n >= TILE_N and np2 % dn.block_n == 0,
-        BLOCK_M=8, BLOCK_N=dn.block_n, num_warps=dn.num_warps, num_stages=dn.num_stages,
+        BLOCK_M=8, BLOCK_N=dn.block_n, ARRIVE_FENCE=ARRIVE_FENCE and not interp, ATOMIC_READ=ATOMIC_READ and not interp,
+        num_warps=dn.num_warps, num_stages=dn.num_stages,
     )
     return out
 
@@ -903,7 +1011,7 @@ def _pair_routing(topk_ids: torch.Tensor, E: int) -> AlignedRouting:
     return AlignedRouting(sorted_ids, ids, P, PAIR_BLOCK_M, P)
 
 
-def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I, gu, dn):
+def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I, gu, dn, pdl=None):
     T, H = x.shape
     k = topk_ids.shape[1]
     P = T * k
@@ -918,12 +1026,13 @@ def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I
     acc = ws[g_n:g_n + acc_n].view(T, H)
     counters = ws[g_n + acc_n:].view(torch.int32)
     h = torch.empty((P, I), dtype=x.dtype, device=x.device)
+    out = torch.empty((T, H), dtype=x.dtype, device=x.device)
+    pdl = pdl_supported(x.device) and T <= MOE_PDL_MAX_T if pdl is None else pdl
     _launch(x, w13_q, w13_s, h, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=True, atomic=False,
             cfg=gu, ws=g if split_act else None, counters=counters[:cnt_gu] if split_act else None, n_experts=E,
-            self_clean=True)
-    out = torch.empty((T, H), dtype=x.dtype, device=x.device)
+            self_clean=True, pdl_trigger=pdl)
     _launch(h, w2_q, w2_s, out, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True,
-            cfg=dn, ws=acc, counters=counters[cnt_gu:], out_rows=T, n_experts=E, self_clean=True)
+            cfg=dn, ws=acc, counters=counters[cnt_gu:], out_rows=T, n_experts=E, self_clean=True, pdl_wait=pdl)
     return out
 
 

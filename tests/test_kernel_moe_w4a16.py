@@ -414,3 +414,60 @@ def test_pair_layer_is_the_default_at_one_token(monkeypatch):
     m.fused_moe_w4a16(torch.zeros(T + 1, 256, device=DEV, dtype=torch.bfloat16), *wts, ids.repeat(T + 1, 1),
                       tw.repeat(T + 1, 1))
     assert len(calls) == 2
+
+
+_EPILOGUE_PTX = """
+import sys
+from perfmodel.kernels import moe_w4a16 as m
+from perfmodel.measure.tuning.sass_census import compile_w4a16
+down = dict(A_ROW_DIV=1, C_ROW_DIV=8, MUL_ROUTED_WEIGHT=True, ATOMIC=True, FINAL_CAST=True, SELF_CLEAN=True,
+            ATOMIC_READ=m.ATOMIC_READ, ARRIVE_FENCE=m.ARRIVE_FENCE, PDL_WAIT=True)
+gate_up = dict(SPLIT_ACT=True, SELF_CLEAN=True, ATOMIC_READ=m.ATOMIC_READ, ARRIVE_FENCE=m.ARRIVE_FENCE,
+               PDL_TRIGGER=True)
+for name, gu, extra in (("down", False, down), ("gate_up", True, gate_up)):
+    ptx = compile_w4a16(8, 128 if not gu else 64, gu, 4, 2, extra=extra).asm["ptx"]
+    sys.stdout.write(f"{name} " + repr(ptx) + chr(10))
+"""
+
+
+@pytest.mark.skipif(not _sm90_tools_present(), reason="needs Triton's bundled ptxas and cuobjdump")
+def test_sm90_last_arrival_reads_the_sums_with_atomics():
+    """Offline sm_90 compile of the self-cleaning epilogues as the pair path launches them. The
+    last arrival must read the fp32 sums with atomic exchanges (performed where the other
+    programs' adds were): plain .cg loads there sometimes missed the latest adds on the H200
+    (runs/tuning/session9/race_pair_atomic_read.log: 9-30 of 400 calls wrong, 0 with atomics),
+    which no CPU test can reproduce. The dependent down launch must issue its L2 prefetches
+    before griddepcontrol.wait, and gate_up must let it launch."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", _EPILOGUE_PTX], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ptx = {line.split(" ", 1)[0]: eval(line.split(" ", 1)[1]) for line in r.stdout.splitlines()}  # noqa: S307
+    for name in ("down", "gate_up"):
+        assert "atom.global.gpu.relaxed.exch.b32" in ptx[name], name
+        assert "ld.global.cg" not in ptx[name], name
+    assert "prefetch.global.L2" in ptx["down"]
+    assert ptx["down"].index("prefetch.global.L2") < ptx["down"].index("griddepcontrol.wait")
+    assert "griddepcontrol.launch_dependents" in ptx["gate_up"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_pair_layer_never_drops_adds_under_back_to_back_calls():
+    """The shape where the last arrival's plain loads missed adds (Kimi H and I=2048, T=2: 16
+    pairs, 56 down column tiles): 200 back-to-back eager calls over 8 routings, every output
+    against the reference. Before the atomic read about 3% of calls were wrong."""
+    T, E, H, I, k = 2, 32, 7168, 2048, 8
+    gen = torch.Generator().manual_seed(11)
+    ckpt = _weights(E, H, I, gen)
+    wts = _kernel_layout(ckpt)
+    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
+    routes = [_routing(T, E, k, gen) for _ in range(8)]
+    refs = [m.fused_moe_w4a16_reference(x.float(), *ckpt, ids, tw) for ids, tw in routes]
+    outs = [m.fused_moe_w4a16(x, *wts, *routes[i % 8], pair_blocks=True) for i in range(200)]
+    torch.cuda.synchronize()
+    wrong = [i for i, o in enumerate(outs) if calc_diff(o.float(), refs[i % 8].float()) > 1e-4]
+    assert not wrong, f"{len(wrong)} of 200 calls wrong, first {wrong[:5]}"

@@ -41,19 +41,66 @@ def _kernel_times(fn, args_list, reps: int = 20) -> str:
     return "; ".join(parts) + f" | sum {sum(sum(v) for v in per.values()) / n:.2f} us"
 
 
+def moe_shapes() -> dict:
+    """The decode MoE shapes the session-8/9 A/B tools time: name -> (H, I, E, top-k)."""
+    from ..shapes import KIMI, QWEN3_30B
+
+    return {"kimi_tp8": (KIMI["hidden"], KIMI["moe_inter"] // 8, KIMI["n_experts"], KIMI["top_k"]),
+            "qwen3": (QWEN3_30B["hidden"], QWEN3_30B["moe_inter"], QWEN3_30B["n_experts"], QWEN3_30B["top_k"]),
+            "kimi_I2048": (KIMI["hidden"], KIMI["moe_inter"], KIMI["n_experts"], KIMI["top_k"])}
+
+
+def moe_cases(plan):
+    """For each (shape name, T) of plan: (name, T, H, I, E, k, weights, x, 8 uniform routings);
+    a shape's random kernel-layout weights are made once, while its cases run in a row."""
+    import torch
+
+    from perfmodel.kernels import moe_w4a16 as m
+
+    from ..common import uniform_topk
+
+    shapes = moe_shapes()
+    weights: dict = {}
+    for name, T in plan:
+        H, I, E, k = shapes[name]
+        if name not in weights:
+            weights.clear()
+            torch.cuda.empty_cache()
+            weights[name] = (*m.random_kernel_weights(E, 2 * I, H), *m.random_kernel_weights(E, H, I))
+        x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
+        yield name, T, H, I, E, k, weights[name], x, [uniform_topk(T, E, k) for _ in range(8)]
+
+
+def graph_replay_diff(x, w, routes, base, **kv) -> float:
+    """The layer captured once in a CUDA graph, replayed with each routing copied into its
+    buffers: the largest calc_diff against base (one output per routing)."""
+    import torch
+
+    from perfmodel.kernels import moe_w4a16 as m
+    from perfmodel.kernels._testing import calc_diff
+
+    ids_buf, tw_buf = (t.clone() for t in routes[0])
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        gout = m.fused_moe_w4a16(x, *w, ids_buf, tw_buf, **kv)
+    dmax = 0.0
+    for r, b in zip(routes, base):
+        ids_buf.copy_(r[0])
+        tw_buf.copy_(r[1])
+        g.replay()
+        torch.cuda.synchronize()
+        dmax = max(dmax, calc_diff(gout.float(), b.float()))
+    return dmax
+
+
 def moe(rounds: int, warm: bool) -> None:
     import torch
 
     from perfmodel.kernels import moe_w4a16 as m
     from perfmodel.kernels._testing import calc_diff
 
-    from ..common import uniform_topk
-    from ..shapes import KIMI, QWEN3_30B
     from ..timing import time_fn
 
-    shapes = {"kimi_tp8": (KIMI["hidden"], KIMI["moe_inter"] // 8, KIMI["n_experts"], KIMI["top_k"]),
-              "qwen3": (QWEN3_30B["hidden"], QWEN3_30B["moe_inter"], QWEN3_30B["n_experts"], QWEN3_30B["top_k"]),
-              "kimi_I2048": (KIMI["hidden"], KIMI["moe_inter"], KIMI["n_experts"], KIMI["top_k"])}
     paths = {"pair": dict(pair_blocks=True), "aligned": dict(pair_blocks=False), "direct": dict(direct=True)}
     variants = {("kimi_tp8", 1): [dict(gate_up_config=dict(split_k=s)) for s in (2, 4, 14)]
                 + [dict(gate_up_config=dict(block_n=32)), dict(gate_up_config=dict(block_n=32, split_k=4)),
@@ -65,17 +112,8 @@ def moe(rounds: int, warm: bool) -> None:
                    dict(down_config=dict(num_warps=8)), dict(down_config=dict(block_n=64, num_warps=2))]}
     plan = [("kimi_tp8", T) for T in (1, 2, 3, 4, 8)] + [("qwen3", 1), ("qwen3", 2), ("qwen3", 4), ("kimi_I2048", 1),
                                                          ("kimi_I2048", 2)]
-    weights: dict = {}
     _p("\n## W4A16 MoE layer, us per call (CUDA graph of 8 calls, 8 routings, cold weights), per round")
-    for name, T in plan:
-        H, I, E, k = shapes[name]
-        if name not in weights:
-            weights.clear()
-            torch.cuda.empty_cache()
-            weights[name] = (*m.random_kernel_weights(E, 2 * I, H), *m.random_kernel_weights(E, H, I))
-        w = weights[name]
-        x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
-        routes = [uniform_topk(T, E, k) for _ in range(8)]
+    for name, T, H, I, E, k, w, x, routes in moe_cases(plan):
         base = [m.fused_moe_w4a16(x, *w, *r, pair_blocks=False) for r in routes]
         for pname, kv in paths.items():
             outs = [m.fused_moe_w4a16(x, *w, *r, **kv) for r in routes]
@@ -84,24 +122,13 @@ def moe(rounds: int, warm: bool) -> None:
             _p(f"check {name} T={T} {pname} eager: max calc_diff vs aligned over 8 routings {d:.1e} "
                f"({'ok' if d < 1e-5 else 'FAIL'})")
         # graph replay with changing routings: the captured pair path reads the routing buffers
-        ids_buf, tw_buf = (t.clone() for t in routes[0])
-        g = torch.cuda.CUDAGraph()
-        m.fused_moe_w4a16(x, *w, ids_buf, tw_buf, pair_blocks=True)
+        m.fused_moe_w4a16(x, *w, *routes[0], pair_blocks=True)  # the persistent workspace exists before capture
         torch.cuda.synchronize()
-        with torch.cuda.graph(g):
-            gout = m.fused_moe_w4a16(x, *w, ids_buf, tw_buf, pair_blocks=True)
-        dmax = 0.0
-        for r, b in zip(routes, base):
-            ids_buf.copy_(r[0])
-            tw_buf.copy_(r[1])
-            g.replay()
-            torch.cuda.synchronize()
-            dmax = max(dmax, calc_diff(gout.float(), b.float()))
+        dmax = graph_replay_diff(x, w, routes, base, pair_blocks=True)
         ws = m._PAIR_WS.get(("cuda", torch.cuda.current_device()))
         clean = ws is not None and int(torch.count_nonzero(ws)) == 0
         _p(f"check {name} T={T} pair under graph replay, 8 routings: max calc_diff {dmax:.1e}; workspace zero "
            f"afterwards: {clean} ({'ok' if dmax < 1e-5 and clean else 'FAIL'})")
-        del g
         for v in variants.get((name, T), []):
             y = m.fused_moe_w4a16(x, *w, *routes[0], pair_blocks=True, **v)
             torch.cuda.synchronize()

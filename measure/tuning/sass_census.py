@@ -16,7 +16,10 @@ import sys
 import tempfile
 
 
-def compile_w4a16(block_m: int, block_n: int, gate_up: bool, warps: int, stages: int, dequant: int = 2):
+def compile_w4a16(block_m: int, block_n: int, gate_up: bool, warps: int, stages: int, dequant: int = 2,
+                  extra: dict | None = None):
+    """Offline sm_90 compile of the W4A16 GEMM kernel; `extra` overrides constexprs (epilogue
+    flags such as FINAL_CAST, SELF_CLEAN, PDL_WAIT, ATOMIC_READ)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -29,6 +32,7 @@ def compile_w4a16(block_m: int, block_n: int, gate_up: bool, warps: int, stages:
     const = dict(A_ROW_DIV=8, C_ROW_DIV=1, GATE_UP=gate_up, MUL_ROUTED_WEIGHT=False, ATOMIC=False,
                  DEQUANT=dequant, DOT_F32=False, EVEN_K=True, FAST_COLS=True, SWAP=block_m < 16,
                  BLOCK_M=block_m, BLOCK_N=block_n)
+    const.update(extra or {})
     sig.update({c: "constexpr" for c in const})
     div16 = [n for n in k.arg_names if n.endswith("_ptr") or n.startswith("stride") or n in ("N", "K", "up_offset")]
     src = ASTSource(fn=k, signature=sig, constexprs={(k.arg_names.index(c),): v for c, v in const.items()},
