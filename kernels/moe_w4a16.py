@@ -756,9 +756,10 @@ def fused_moe_w4a16(
     of 8 rows per (token, slot) pair, whose expert is read straight from topk_ids, and a
     persistent self-cleaning workspace (one layer call at a time per device).
 
-    pdl (default: `MOE_PDL` on sm_90+, off under the interpreter): where down directly follows
-    gate_up (the pair path, and the fused-epilogue path when gate_up applies the activation),
-    down is a programmatic dependent launch that pulls its weights into L2 while gate_up runs."""
+    pdl (default: `pdl_default`, one token and a small down on sm_90+; off under the
+    interpreter): where down directly follows gate_up (the pair path, and the fused-epilogue
+    path when gate_up applies the activation), down is a programmatic dependent launch that
+    pulls its weights into L2 while gate_up runs."""
     T, H = x.shape
     E = w13_q.shape[0]
     I = w13_q.shape[1] * TILE_N // 2  # I is a multiple of 32, so 2I needs no column padding
@@ -812,6 +813,10 @@ def fused_moe_w4a16(
 # "Kernel defaults").
 MOE_PDL = True
 MOE_PDL_MAX_T = 1
+# ... and only while down's weights (prefetched into L2) are a small share of it: faster at 7 and
+# 8.3 MB (Qwen3-30B-A3B, Kimi TP8 slice: a seventh or a sixth of the H200's 50 MB), 10 us slower
+# at 66 MB (Kimi I=2048, T = 1), where the prefetch overflows the L2 and competes with gate_up
+MOE_PDL_MAX_L2_SHARE = 0.25
 # every thread fences its fp32 atomic adds before its program counts itself in at an arrival
 # counter (`_arrive`). Off: the barrier and the arriving thread's release already order them (the
 # pattern of CUTLASS's split-K semaphore), and on the H200 the fence cost 0.7 us at one token and
@@ -827,12 +832,21 @@ ATOMIC_READ = True
 
 def pdl_supported(device: torch.device) -> bool:
     """MOE_PDL, on a CUDA device of compute capability 9 or more, outside the interpreter."""
-    return MOE_PDL and device.type == "cuda" and not interpreting() and _cc_major(device.index) >= 9
+    return MOE_PDL and device.type == "cuda" and not interpreting() and _device_facts(device.index)[0] >= 9
+
+
+def pdl_default(device: torch.device, T: int, k: int, H: int, I: int) -> bool:
+    """Down as a dependent launch by default: at most MOE_PDL_MAX_T tokens, and down's weights of
+    the touched experts at most MOE_PDL_MAX_L2_SHARE of the L2 (they are prefetched into it)."""
+    if T > MOE_PDL_MAX_T or not pdl_supported(device):
+        return False
+    return T * k * H * I * (0.5 + 2.0 / GROUP) <= MOE_PDL_MAX_L2_SHARE * _device_facts(device.index)[1]
 
 
 @functools.cache
-def _cc_major(index: int | None) -> int:
-    return torch.cuda.get_device_capability(index)[0]
+def _device_facts(index: int | None) -> tuple[int, int]:
+    """(compute capability major, L2 bytes) of a CUDA device."""
+    return torch.cuda.get_device_capability(index)[0], torch.cuda.get_device_properties(index).L2_cache_size
 
 
 # Fused epilogues (`_fused_layer`) by token count. The activation: a split-K gate_up's last split
@@ -861,7 +875,7 @@ def _fused_layer(x, topk_ids, topk_weights, gemm, *, E, I, block_m, gu, dn, act=
     routing = moe_align_block_size(topk_ids, E, block_m, zero=ws)
     counters = ws[g_n + T * H:].view(torch.int32)
     g = ws[:g_n].view(T * k, 2 * I) if g_n else None
-    pdl = (pdl_supported(x.device) and T <= MOE_PDL_MAX_T if pdl is None else pdl) and (gu.split_k == 1 or split_act)
+    pdl = (pdl_default(x.device, T, k, H, I) if pdl is None else pdl) and (gu.split_k == 1 or split_act)
     if gu.split_k == 1 or split_act:  # down directly follows gate_up (a dependent launch with pdl)
         h = torch.empty((T * k, I), dtype=x.dtype, device=x.device)
         gemm(x, "w13", h, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=True, atomic=False, cfg=gu,
@@ -1027,7 +1041,7 @@ def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I
     counters = ws[g_n + acc_n:].view(torch.int32)
     h = torch.empty((P, I), dtype=x.dtype, device=x.device)
     out = torch.empty((T, H), dtype=x.dtype, device=x.device)
-    pdl = pdl_supported(x.device) and T <= MOE_PDL_MAX_T if pdl is None else pdl
+    pdl = pdl_default(x.device, T, k, H, I) if pdl is None else pdl
     _launch(x, w13_q, w13_s, h, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=True, atomic=False,
             cfg=gu, ws=g if split_act else None, counters=counters[:cnt_gu] if split_act else None, n_experts=E,
             self_clean=True, pdl_trigger=pdl)
