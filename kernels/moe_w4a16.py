@@ -818,8 +818,8 @@ MOE_PDL_MAX_T = 1
 # at 66 MB (Kimi I=2048, T = 1), where the prefetch overflows the L2 and competes with gate_up
 MOE_PDL_MAX_L2_SHARE = 0.25
 # every thread fences its fp32 atomic adds before its program counts itself in at an arrival
-# counter (`_arrive`). Off: the barrier and the arriving thread's release already order them (the
-# pattern of CUTLASS's split-K semaphore), and on the H200 the fence cost 0.7 us at one token and
+# counter (`_arrive`). Off: the barrier and the arriving thread's gpu-scope release already order
+# them in the PTX memory model, and on the H200 the fence cost 0.7 us at one token and
 # closed nothing: the wrong sums came from the reading side (ATOMIC_READ), and with the atomic
 # read 0 of 1,600 checked calls were wrong without it (runs/README.md, "Kernel defaults")
 ARRIVE_FENCE = False
