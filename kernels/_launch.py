@@ -23,10 +23,21 @@ import os
 
 import torch
 
-__all__ = ["FastLauncher"]
+__all__ = ["FastLauncher", "cdiv", "next_pow2"]
 
 _Tensor = torch.Tensor
 _I32 = 2**31
+
+
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for ints: triton.cdiv's value without its host cost (it is a ConstexprFunction,
+    about 2 us per call from Python, and the launch wrappers call it on every eager call)."""
+    return -(-a // b)
+
+
+def next_pow2(n: int) -> int:
+    """The smallest power of two >= n (0 for n <= 0), as triton.next_power_of_2, on the host."""
+    return 0 if n <= 0 else 1 << (n - 1).bit_length()
 
 
 def _spec(a):

@@ -10,12 +10,13 @@ ranks' experts fall outside (vLLM's expert_map does the same with -1).
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
 import torch
 
-from ._launch import FastLauncher
+from ._launch import FastLauncher, cdiv, next_pow2
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,8 @@ def _align_triton(topk_ids: torch.Tensor, num_experts: int, block_m: int,
     max_blocks = max_num_blocks(P, num_experts, block_m)
     sorted_ids = torch.empty(max_blocks * block_m, dtype=torch.int32, device=flat.device)
     block_expert = torch.empty(max_blocks, dtype=torch.int32, device=flat.device)
-    BLOCK_P = max(16, triton.next_power_of_2(P))
-    BLOCK_E = max(16, triton.next_power_of_2(num_experts + 1))  # + 1: a bin for padding lanes
+    BLOCK_P = max(16, next_pow2(P))
+    BLOCK_E = max(16, next_pow2(num_experts + 1))  # + 1: a bin for padding lanes
     if zero is not None:
         assert zero.dtype == torch.float32 and zero.is_contiguous()
     _ALIGN_KERNEL[(1,)](flat, sorted_ids, block_expert, P, num_experts, max_blocks,
@@ -185,7 +186,10 @@ class MoEGemmConfig:
     max_regs: int | None = None  # INT4 only: register cap per thread (ptxas maxnreg), for occupancy
 
 
+@functools.cache
 def interpreting() -> bool:
+    """TRITON_INTERPRET=1, read once: Triton's jit decorators read it when the kernel modules are
+    imported, so it cannot change afterwards (an eager layer call asks several times)."""
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
@@ -315,8 +319,8 @@ def launch_moe_gemm(
     kernel = _get_kernel()
     tw = topk_weights if topk_weights is not None else c
     block_k = cfg.block_k
-    k_per_split = triton.cdiv(triton.cdiv(k_dim, cfg.split_k), block_k) * block_k
-    grid = (routing.max_blocks, triton.cdiv(n, cfg.block_n), triton.cdiv(k_dim, k_per_split))
+    k_per_split = cdiv(cdiv(k_dim, cfg.split_k), block_k) * block_k
+    grid = (routing.max_blocks, cdiv(n, cfg.block_n), cdiv(k_dim, k_per_split))
     kernel[grid](
         a, b, c, tw, routing.sorted_pair_ids, routing.block_expert_ids,
         n, k_dim, routing.num_pairs, n if gate_up else 0, k_per_split,

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ._launch import cdiv, next_pow2
+
 __all__ = [
     "DDTree",
     "DDTreeBatch",
@@ -241,7 +243,6 @@ def _beam_pairs(n_prev: int, K: int, n: int, device) -> tuple[torch.Tensor, torc
 # ------------------------------------------------------------------------------ Triton builder
 def _build_triton(logits: torch.Tensor, budget: int) -> DDTreeBatch:
     """build_ddtree_gpu with the Triton kernels: top-k (2 kernels), tree, ancestor mask."""
-    import triton
 
     from .ddtree_topk import vocab_topk_logprobs
 
@@ -251,7 +252,7 @@ def _build_triton(logits: torch.Tensor, budget: int) -> DDTreeBatch:
     K = min(B, V)
     top_lp, top_ids = vocab_topk_logprobs(logits, K, impl="triton")  # [C, D, K] fp32 / int64
     pairs = _level_pairs(B, K, D, dev)
-    NP = max(2, triton.next_power_of_2(B))  # beam width padded (tl.topk(x, 1) is a scalar)
+    NP = max(2, next_pow2(B))  # beam width padded (tl.topk(x, 1) is a scalar)
     N = B + 1
     tokens, parents, depths, ranks, positions = (torch.empty((C, N), dtype=torch.long, device=dev) for _ in range(5))
     scores = torch.empty((C, N), dtype=torch.float32, device=dev)
@@ -262,12 +263,12 @@ def _build_triton(logits: torch.Tensor, budget: int) -> DDTreeBatch:
     # threshold select in place of tl.topk was slower here, per depth (+60 us at B = 64)
     # and for the final top-B (+20 us) (runs/README.md, "Kernel defaults")
     kern.tree[(C,)](top_lp, top_ids, pairs, tokens, parents, depths, ranks, scores, positions, num, D, K, B,
-                    NP=NP, LOG_NP=NP.bit_length() - 1, DP=triton.next_power_of_2(D), NPAIR=pairs.shape[-1],
+                    NP=NP, LOG_NP=NP.bit_length() - 1, DP=next_pow2(D), NPAIR=pairs.shape[-1],
                     num_warps=4 if pairs.shape[-1] <= 512 else 16)
     mask = torch.empty((C, N, N), dtype=torch.bool, device=dev)
     rows = 16
-    kern.mask[(C, triton.cdiv(N, rows))](parents, mask.view(torch.uint8), N, D, ROWS=rows,
-                                         NQ=triton.next_power_of_2(N), num_warps=4)
+    kern.mask[(C, cdiv(N, rows))](parents, mask.view(torch.uint8), N, D, ROWS=rows,
+                                         NQ=next_pow2(N), num_warps=4)
     return DDTreeBatch(tokens, parents, depths, ranks, scores, mask, positions, num)
 
 
@@ -278,7 +279,6 @@ def _level_pairs(B: int, K: int, D: int, device) -> torch.Tensor:
     """int32 [2, D, NPAIR]: the candidate (parent rank, child rank) pairs of each depth
     d >= 1 (_beam_pairs for that level's sizes), padded with -1; NPAIR is a power of two
     >= the beam width. Cached per shape and device (built on the first, uncaptured call)."""
-    import triton
 
     key = (B, K, D, str(device))
     if key not in _LEVEL_PAIRS:
@@ -287,7 +287,7 @@ def _level_pairs(B: int, K: int, D: int, device) -> torch.Tensor:
             n_lvl.append(min(B, n_lvl[-1] * K))
             p, r = _beam_pairs(n_lvl[d - 1], K, n_lvl[d], "cpu")
             lists.append((p.tolist(), r.tolist()))
-        npair = max(2, triton.next_power_of_2(B), triton.next_power_of_2(max(len(p) for p, _ in lists)))
+        npair = max(2, next_pow2(B), next_pow2(max(len(p) for p, _ in lists)))
         tab = torch.full((2, D, npair), -1, dtype=torch.int32)
         for d, (p, r) in enumerate(lists):
             tab[0, d, : len(p)] = torch.tensor(p, dtype=torch.int32)

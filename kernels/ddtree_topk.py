@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import torch
 
+from ._launch import cdiv, next_pow2
+
 __all__ = ["vocab_topk_logprobs", "topk_config"]
 
 
@@ -52,19 +54,18 @@ def topk_config(V: int, k: int, chunk: int | None = None) -> dict | None:
     k = 64 / 128 / 256, against 73 / - / 212 with tl.topk in both kernels and 46 / 51 / 79
     with a fixed 32-step bisection. Counting 2^b - 1 thresholds per step as one [N, 2^b]
     reduction instead (b = 1..3) is 2.6-11x slower (runs/README.md, "Kernel defaults")."""
-    import triton
 
     assert 1 <= k <= V, (k, V)
-    kp = max(2, triton.next_power_of_2(k))  # the helpers work on powers of two >= 2
+    kp = max(2, next_pow2(k))  # the helpers work on powers of two >= 2
     g = 32 if kp <= 256 else 16  # K'*G logits re-read and selected in the merge
-    chunk = max(g, min(chunk or 8192, triton.next_power_of_2(V)))
-    ng = triton.cdiv(V, g)
-    ngp = max(triton.next_power_of_2(ng), kp)
+    chunk = max(g, min(chunk or 8192, next_pow2(V)))
+    ng = cdiv(V, g)
+    ngp = max(next_pow2(ng), kp)
     n_sel = max(ngp, kp * g)  # keys per merge program: the groups, then the K' groups' tokens
     if n_sel > MAX_SELECT:
         return None
-    nch = triton.cdiv(V, chunk)
-    return dict(G=g, CHUNK=chunk, NGC=chunk // g, NG=ng, NGP=ngp, NCH=nch, NCHP=triton.next_power_of_2(nch), KP=kp,
+    nch = cdiv(V, chunk)
+    return dict(G=g, CHUNK=chunk, NGC=chunk // g, NG=ng, NGP=ngp, NCH=nch, NCHP=next_pow2(nch), KP=kp,
                 CH=min(kp, 32), WARPS_CHUNK=min(8, max(1, chunk // 512)), WARPS_MERGE=8 if n_sel <= 8192 else 16)
 
 

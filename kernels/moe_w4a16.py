@@ -42,7 +42,7 @@ import functools
 
 import torch
 
-from ._launch import FastLauncher
+from ._launch import FastLauncher, next_pow2
 from ._moe_common import (
     AlignedRouting,
     MoEGemmConfig,
@@ -674,7 +674,8 @@ def _launch(
     np_ = qweight.shape[1] * TILE_N
     kb_per_split, n_split = _k_splits(num_kb, cfg.split_k)
     tw = topk_weights if topk_weights is not None else c
-    grid = (triton.cdiv(n, cfg.block_n), routing.max_blocks, n_split)
+    grid = (-(-n // cfg.block_n), routing.max_blocks, n_split)  # (triton.cdiv is a jit function: slow on the host)
+    interp = interpreting()
     split_act = ws is not None and gate_up and grid[2] > 1
     final_cast = ws is not None and not gate_up
     if split_act or final_cast:
@@ -688,20 +689,32 @@ def _launch(
         ws.stride(0) if ws is not None else 0, out_rows, qweight.shape[0] if n_experts is None else n_experts,
         A_ROW_DIV=a_row_div, C_ROW_DIV=c_row_div, GATE_UP=gate_up,
         MUL_ROUTED_WEIGHT=topk_weights is not None, ATOMIC=atomic,
-        DEQUANT=DEQUANT_CVT if interpreting() else cfg.dequant,
-        DOT_F32=interpreting(), EVEN_K=k_dim % KBLOCK == 0, SWAP=routing.block_m < 16,
+        DEQUANT=DEQUANT_CVT if interp else cfg.dequant,
+        DOT_F32=interp, EVEN_K=k_dim % KBLOCK == 0, SWAP=routing.block_m < 16,
         FAST_COLS=cfg.block_n >= TILE_N and np_ % cfg.block_n == 0 and (not gate_up or n % cfg.block_n == 0),
         BLOCK_M=routing.block_m, BLOCK_N=cfg.block_n, SPLIT_ACT=split_act, FINAL_CAST=final_cast,
         SELF_CLEAN=self_clean and (split_act or final_cast),
-        PDL_TRIGGER=pdl_trigger and not interpreting(), PDL_WAIT=pdl_wait and not interpreting(),
-        ARRIVE_FENCE=ARRIVE_FENCE and not interpreting(), ATOMIC_READ=ATOMIC_READ and not interpreting(),
+        PDL_TRIGGER=pdl_trigger and not interp, PDL_WAIT=pdl_wait and not interp,
+        ARRIVE_FENCE=ARRIVE_FENCE and not interp, ATOMIC_READ=ATOMIC_READ and not interp,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-        **({"launch_pdl": True} if pdl_wait and not interpreting() else {}),
-        **({} if cfg.max_regs is None or interpreting() else dict(maxnreg=cfg.max_regs)),
+        **({"launch_pdl": True} if pdl_wait and not interp else {}),
+        **({} if cfg.max_regs is None or interp else dict(maxnreg=cfg.max_regs)),
     )
 
 
+_CONFIGS: dict = {}
+
+
 def default_configs(T: int, k: int, E: int, H: int, I: int, num_sms: int = 132):
+    """`_default_configs`, remembered per shape (an eager layer call asks once or twice)."""
+    key = (T, k, E, H, I, num_sms, FUSED_ACT_MAX_T)
+    got = _CONFIGS.get(key)
+    if got is None:
+        got = _CONFIGS[key] = _default_configs(T, k, E, H, I, num_sms)
+    return got
+
+
+def _default_configs(T: int, k: int, E: int, H: int, I: int, num_sms: int = 132):
     """(block_m, gate_up MoEGemmConfig, down MoEGemmConfig) used when none is given.
 
     Where the activation is fused (T <= FUSED_ACT_MAX_T), a split-K gate_up that still leaves
@@ -942,9 +955,9 @@ def _direct_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, *, E, I, 
     out = torch.empty((T, H), dtype=x.dtype, device=x.device)
     interp = interpreting()
     dq = DEQUANT_CVT if interp else gu.dequant
-    kp = triton.next_power_of_2(k)
+    kp = next_pow2(k)
     np13, np2 = w13_q.shape[1] * TILE_N, w2_q.shape[1] * TILE_N
-    _DIRECT_GATE_UP[(triton.cdiv(I, gu.block_n), P, S)](
+    _DIRECT_GATE_UP[(-(-I // gu.block_n), P, S)](
         x, w13_q, w13_s, topk_ids, part, zero,
         T, E, H, I, np13 - 1, kb_per_split, num_kb, T * H + n_cnt,
         x.stride(0), w13_q.stride(0), w13_s.stride(0), topk_ids.stride(0), P * T * 2 * I, T * 2 * I, 2 * I,
@@ -954,12 +967,12 @@ def _direct_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, *, E, I, 
     )
     if DIRECT_PARTS == "gate_up":  # tuning only: gate_up alone
         return out
-    _DIRECT_DOWN[(triton.cdiv(H, dn.block_n), P)](
+    _DIRECT_DOWN[(-(-H // dn.block_n), P)](
         part, w2_q, w2_s, topk_ids, topk_weights, zero, zero[T * H:].view(torch.int32), out,
         T, E, H, I, np2 - 1, w2_q.shape[2], S,
         w2_q.stride(0), w2_s.stride(0), topk_ids.stride(0), topk_weights.stride(0), P * T * 2 * I, T * 2 * I, 2 * I,
         out.stride(0),
-        K_TOP=k, KP=kp, SP=max(2, triton.next_power_of_2(S)), DEQUANT=DEQUANT_CVT if interp else dn.dequant,
+        K_TOP=k, KP=kp, SP=max(2, next_pow2(S)), DEQUANT=DEQUANT_CVT if interp else dn.dequant,
         DOT_F32=interp, FAST_COLS=dn.block_n >= TILE_N and np2 % dn.block_n == 0,
         BLOCK_M=8, BLOCK_N=dn.block_n, ARRIVE_FENCE=ARRIVE_FENCE and not interp, ATOMIC_READ=ATOMIC_READ and not interp,
         num_warps=dn.num_warps, num_stages=dn.num_stages,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from ._launch import FastLauncher
+from ._launch import FastLauncher, next_pow2
 
 __all__ = ["rope", "rope_reference"]
 
@@ -50,7 +50,6 @@ def _kernel():
 
 def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x [*tok, heads, 2d] with cos/sin [*tok, (1,) d] (one row per token) -> same shape."""
-    import triton
 
     *tok, nh, two_d = x.shape
     half = two_d // 2
@@ -63,5 +62,5 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     s = sin.reshape(T, half).contiguous()
     out = torch.empty((T, nh, two_d), dtype=x.dtype, device=x.device)
     _kernel()[(T,)](xv, c, s, out, nh, xv.stride(0), xv.stride(1), c.stride(0),
-                    HALF=half, BLOCK_H=triton.next_power_of_2(nh), num_warps=1 if nh * half <= 512 else 4)
+                    HALF=half, BLOCK_H=next_pow2(nh), num_warps=1 if nh * half <= 512 else 4)
     return out.reshape(x.shape)

@@ -23,7 +23,7 @@ import os
 
 import torch
 
-from ._launch import FastLauncher
+from ._launch import FastLauncher, cdiv, next_pow2
 
 __all__ = [
     "tree_attention_gqa",
@@ -269,6 +269,11 @@ def _num_sms(device_index: int) -> int:
     return int(torch.cuda.get_device_properties(device_index).multi_processor_count)
 
 
+@functools.cache
+def _cc_major(device_index: int) -> int:
+    return torch.cuda.get_device_capability(device_index)[0]
+
+
 _COMBINE = None
 
 
@@ -356,7 +361,6 @@ SPLIT_ONLY = False  # tuning only: skip the combine, return the partials
 
 
 def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
-    import triton
 
     C, Q = q.shape[0], q.shape[1]
     S = k.shape[1]
@@ -370,14 +374,14 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     q_in_loop = cfg.pop("q_in_loop", None)
     partials = cfg.pop("partials", None)
     pdl = (PDL_DEFAULT if pdl is None else pdl) and q.is_cuda and not interpret \
-        and torch.cuda.get_device_capability(q.device)[0] >= 9
+        and _cc_major(q.device.index if q.device.index is not None else torch.cuda.current_device()) >= 9
     d = default_config(C, Hkv, R, S, dv, num_sms=num_sms, block_r=cfg.get("block_r"))
     if q.dtype == torch.float32 and dv > 128 and not interpret:
         d["block_s"] = 32  # fp32 MLA tiles: 2 stages of 64 x 576 x 4 B exceed the shared memory
     d.update({kk: vv for kk, vv in cfg.items() if vv is not None})
     q_in_loop = default_q_in_loop(dv, d["block_r"]) if q_in_loop is None else bool(q_in_loop)
-    split_len = triton.cdiv(triton.cdiv(S, d["num_splits"]), d["block_s"]) * d["block_s"]
-    nsplit = triton.cdiv(S, split_len)
+    split_len = cdiv(cdiv(S, d["num_splits"]), d["block_s"]) * d["block_s"]
+    nsplit = cdiv(S, split_len)
     if partials is None:
         partials = default_partials(C, Hkv, R, nsplit, dv) if q.dtype == torch.bfloat16 else "fp32"
     if partials not in ("fp32", "bf16"):
@@ -398,7 +402,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     block_dv = d.get("block_dv") or dv
     if dv % block_dv or block_dv & (block_dv - 1):
         raise ValueError(f"block_dv={block_dv}: expected a power of two dividing {dv}")
-    grid = (C * Hkv, triton.cdiv(R, d["block_r"]) * (dv // block_dv), nsplit)
+    grid = (C * Hkv, cdiv(R, d["block_r"]) * (dv // block_dv), nsplit)
     _get_kernel()[grid](
         q, qpe_, k, kpe_, v, mask, o, lse,
         L, S, R, Hkv, split_len, float(sm_scale),
@@ -420,7 +424,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     block_d = dv
     while block_d > 32 and C * Hkv * R * (dv // block_d) < 4 * num_sms:
         block_d //= 2
-    block_p = min(triton.next_power_of_2(nsplit), max(2, 8192 // block_d))  # <= 8192 fp32 per tile
+    block_p = min(next_pow2(nsplit), max(2, 8192 // block_d))  # <= 8192 fp32 per tile
     tile = block_p * block_d
     _get_combine()[(C * Hkv, R, dv // block_d)](
         o, lse, out, nsplit, R, Hkv,
