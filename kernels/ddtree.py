@@ -243,7 +243,6 @@ def _beam_pairs(n_prev: int, K: int, n: int, device) -> tuple[torch.Tensor, torc
 # ------------------------------------------------------------------------------ Triton builder
 def _build_triton(logits: torch.Tensor, budget: int) -> DDTreeBatch:
     """build_ddtree_gpu with the Triton kernels: top-k (2 kernels), tree, ancestor mask."""
-
     from .ddtree_topk import vocab_topk_logprobs
 
     C, D, V = logits.shape
@@ -268,7 +267,7 @@ def _build_triton(logits: torch.Tensor, budget: int) -> DDTreeBatch:
     mask = torch.empty((C, N, N), dtype=torch.bool, device=dev)
     rows = 16
     kern.mask[(C, cdiv(N, rows))](parents, mask.view(torch.uint8), N, D, ROWS=rows,
-                                         NQ=next_pow2(N), num_warps=4)
+                                  NQ=next_pow2(N), num_warps=4)
     return DDTreeBatch(tokens, parents, depths, ranks, scores, mask, positions, num)
 
 
@@ -279,7 +278,6 @@ def _level_pairs(B: int, K: int, D: int, device) -> torch.Tensor:
     """int32 [2, D, NPAIR]: the candidate (parent rank, child rank) pairs of each depth
     d >= 1 (_beam_pairs for that level's sizes), padded with -1; NPAIR is a power of two
     >= the beam width. Cached per shape and device (built on the first, uncaptured call)."""
-
     key = (B, K, D, str(device))
     if key not in _LEVEL_PAIRS:
         n_lvl, lists = [K], [((), ())]

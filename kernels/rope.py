@@ -50,7 +50,6 @@ def _kernel():
 
 def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x [*tok, heads, 2d] with cos/sin [*tok, (1,) d] (one row per token) -> same shape."""
-
     *tok, nh, two_d = x.shape
     half = two_d // 2
     T = 1

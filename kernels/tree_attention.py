@@ -361,7 +361,6 @@ SPLIT_ONLY = False  # tuning only: skip the combine, return the partials
 
 
 def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
-
     C, Q = q.shape[0], q.shape[1]
     S = k.shape[1]
     L = S - Q
