@@ -827,8 +827,9 @@ def fused_moe_w4a16(
 MOE_PDL = True
 MOE_PDL_MAX_T = 1
 # ... and only while down's weights (prefetched into L2) are a small share of it: faster at 7 and
-# 8.3 MB (Qwen3-30B-A3B, Kimi TP8 slice: a seventh or a sixth of the H200's 50 MB), 10 us slower
-# at 66 MB (Kimi I=2048, T = 1), where the prefetch overflows the L2 and competes with gate_up
+# 8.3 MB (Qwen3-30B-A3B, Kimi TP8 slice: a seventh or a sixth of the H200's 50 MB of L2,
+# hwspecs/SOURCES.md), 10 us slower at 66 MB (Kimi I=2048, T = 1), where the prefetch overflows
+# the L2 and competes with gate_up
 MOE_PDL_MAX_L2_SHARE = 0.25
 # every thread fences its fp32 atomic adds before its program counts itself in at an arrival
 # counter (`_arrive`). Off: the barrier and the arriving thread's gpu-scope release already order
@@ -838,7 +839,7 @@ MOE_PDL_MAX_L2_SHARE = 0.25
 ARRIVE_FENCE = False
 # the last arrival reads the fp32 sums with atomics (`_read_sums`): with plain loads 9-30 of 400
 # layer calls were wrong at Kimi I=2048, T = 2 and 4 (pair path), with atomic reads 0 of 1,600;
-# it costs 0.2-0.6 us (runs/README.md, "Kernel defaults"). False only to reproduce the race
+# it costs at most 0.6 us (runs/README.md, "Kernel defaults"). False only to reproduce the race
 # (measure/tuning/race_pair.py)
 ATOMIC_READ = True
 

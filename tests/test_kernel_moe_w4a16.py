@@ -476,7 +476,7 @@ def test_pair_layer_never_drops_adds_under_back_to_back_calls():
 def test_pdl_default_takes_one_token_and_a_down_small_against_the_l2(monkeypatch):
     """The dependent down launch is the default only at one token and while the touched
     experts' down weights (prefetched into L2) stay within MOE_PDL_MAX_L2_SHARE of it: on an
-    H200 (sm_90, 50 MiB of L2) the Kimi TP8 slice (8.3 MB) and Qwen3-30B-A3B (7.1 MB) take it,
+    H200 (sm_90, 50 MB of L2: hwspecs/SOURCES.md) the Kimi TP8 slice (8.3 MB) and Qwen3-30B-A3B (7.1 MB) take it,
     Kimi I=2048 (66 MB) and two tokens do not; nor does a pre-Hopper GPU or the interpreter."""
     monkeypatch.setattr(m, "interpreting", lambda: False)
     monkeypatch.setattr(m, "_device_facts", lambda index: (9, 50 * 2**20))
