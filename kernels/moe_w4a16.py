@@ -42,7 +42,7 @@ import functools
 
 import torch
 
-from ._launch import FastLauncher, next_pow2
+from ._launch import FastLauncher, cdiv, next_pow2
 from ._moe_common import (
     AlignedRouting,
     MoEGemmConfig,
@@ -674,7 +674,7 @@ def _launch(
     np_ = qweight.shape[1] * TILE_N
     kb_per_split, n_split = _k_splits(num_kb, cfg.split_k)
     tw = topk_weights if topk_weights is not None else c
-    grid = (-(-n // cfg.block_n), routing.max_blocks, n_split)  # (triton.cdiv is a jit function: slow on the host)
+    grid = (cdiv(n, cfg.block_n), routing.max_blocks, n_split)
     interp = interpreting()
     split_act = ws is not None and gate_up and grid[2] > 1
     final_cast = ws is not None and not gate_up
@@ -958,7 +958,7 @@ def _direct_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, *, E, I, 
     dq = DEQUANT_CVT if interp else gu.dequant
     kp = next_pow2(k)
     np13, np2 = w13_q.shape[1] * TILE_N, w2_q.shape[1] * TILE_N
-    _DIRECT_GATE_UP[(-(-I // gu.block_n), P, S)](
+    _DIRECT_GATE_UP[(cdiv(I, gu.block_n), P, S)](
         x, w13_q, w13_s, topk_ids, part, zero,
         T, E, H, I, np13 - 1, kb_per_split, num_kb, T * H + n_cnt,
         x.stride(0), w13_q.stride(0), w13_s.stride(0), topk_ids.stride(0), P * T * 2 * I, T * 2 * I, 2 * I,
@@ -968,7 +968,7 @@ def _direct_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, *, E, I, 
     )
     if DIRECT_PARTS == "gate_up":  # tuning only: gate_up alone
         return out
-    _DIRECT_DOWN[(-(-H // dn.block_n), P)](
+    _DIRECT_DOWN[(cdiv(H, dn.block_n), P)](
         part, w2_q, w2_s, topk_ids, topk_weights, zero, zero[T * H:].view(torch.int32), out,
         T, E, H, I, np2 - 1, w2_q.shape[2], S,
         w2_q.stride(0), w2_s.stride(0), topk_ids.stride(0), topk_weights.stride(0), P * T * 2 * I, T * 2 * I, 2 * I,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ._launch import FastLauncher
+from ._launch import FastLauncher, next_pow2
 
 __all__ = ["rmsnorm", "add_rmsnorm", "rmsnorm_reference", "add_rmsnorm_reference"]
 
@@ -64,9 +64,7 @@ _KW: dict = {}  # (H, add) -> the launch's constexprs and options
 def _launch_kw(H: int, add: bool) -> dict:
     kw = _KW.get((H, add))
     if kw is None:
-        import triton
-
-        block = triton.next_power_of_2(H)
+        block = next_pow2(H)
         kw = _KW[(H, add)] = dict(ADD=add, BLOCK=block, num_warps=max(1, min(16, block // 512)))
     return kw
 

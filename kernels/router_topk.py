@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from ._launch import FastLauncher
+from ._launch import FastLauncher, next_pow2
 
 __all__ = ["router_topk", "router_topk_reference"]
 
@@ -52,14 +52,12 @@ def _kernel():
 
 
 def router_topk(logits: torch.Tensor, k: int):
-    import triton
-
     T, E = logits.shape
     if logits.stride(-1) != 1:
         logits = logits.contiguous()
     ids = torch.empty((T, k), dtype=torch.int32, device=logits.device)
     w = torch.empty((T, k), dtype=torch.float32, device=logits.device)
-    _kernel()[(T,)](logits, ids, w, E, logits.stride(0), K=k, BLOCK_K=triton.next_power_of_2(k),
-                    BLOCK_E=triton.next_power_of_2(E),
+    _kernel()[(T,)](logits, ids, w, E, logits.stride(0), K=k, BLOCK_K=next_pow2(k),
+                    BLOCK_E=next_pow2(E),
                     num_warps=4 if E > 256 else 1)
     return ids, w
