@@ -19,11 +19,13 @@ defers to `fn[grid]` every time.
 """
 from __future__ import annotations
 
+import functools
 import os
+from typing import NamedTuple
 
 import torch
 
-__all__ = ["FastLauncher", "cdiv", "next_pow2"]
+__all__ = ["FastLauncher", "DeviceFacts", "cdiv", "device_facts", "interpreting", "next_pow2"]
 
 _Tensor = torch.Tensor
 _I32 = 2**31
@@ -38,6 +40,26 @@ def cdiv(a: int, b: int) -> int:
 def next_pow2(n: int) -> int:
     """The smallest power of two >= n (0 for n <= 0), as triton.next_power_of_2, on the host."""
     return 0 if n <= 0 else 1 << (n - 1).bit_length()
+
+
+@functools.cache
+def interpreting() -> bool:
+    """TRITON_INTERPRET=1, read once: Triton's jit decorators read it when the kernel modules are
+    imported, so it cannot change afterwards (an eager layer call asks several times)."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+class DeviceFacts(NamedTuple):
+    cc_major: int  # compute capability, major
+    num_sms: int
+    l2_bytes: int
+
+
+@functools.cache
+def device_facts(index: int) -> DeviceFacts:
+    """What the launch wrappers ask of a CUDA device, looked up once per device."""
+    p = torch.cuda.get_device_properties(index)
+    return DeviceFacts(p.major, int(p.multi_processor_count), int(p.L2_cache_size))
 
 
 def _spec(a):
@@ -66,7 +88,7 @@ class FastLauncher:
         self.fn = fn
         self.cache: dict = {}
         self.names = list(fn.arg_names)
-        self.interpret = os.environ.get("TRITON_INTERPRET") == "1"
+        self.interpret = interpreting()
         self.hits = 0  # launches that took the direct path (a check for the A/B script)
         self._stream = None  # Triton's driver hooks, bound at the first launch (no driver without a GPU)
 

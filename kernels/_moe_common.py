@@ -10,13 +10,11 @@ ranks' experts fall outside (vLLM's expert_map does the same with -1).
 """
 from __future__ import annotations
 
-import functools
-import os
 from dataclasses import dataclass
 
 import torch
 
-from ._launch import FastLauncher, cdiv, next_pow2
+from ._launch import FastLauncher, cdiv, interpreting, next_pow2
 
 
 @dataclass(frozen=True)
@@ -184,13 +182,6 @@ class MoEGemmConfig:
     dequant: int = 2  # INT4 only: 0 int->float convert, 2 bf16x2 inline PTX (CUDA only; the
     # interpreter runs 0), see moe_w4a16.DEQUANT_*
     max_regs: int | None = None  # INT4 only: register cap per thread (ptxas maxnreg), for occupancy
-
-
-@functools.cache
-def interpreting() -> bool:
-    """TRITON_INTERPRET=1, read once: Triton's jit decorators read it when the kernel modules are
-    imported, so it cannot change afterwards (an eager layer call asks several times)."""
-    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _triton():

@@ -38,11 +38,9 @@ FLOPs: 6*T*k*H*I (2 per MAC; gate+up 2I*H MACs, down H*I MACs per pair).
 """
 from __future__ import annotations
 
-import functools
-
 import torch
 
-from ._launch import FastLauncher, cdiv, next_pow2
+from ._launch import FastLauncher, cdiv, device_facts, next_pow2
 from ._moe_common import (
     AlignedRouting,
     MoEGemmConfig,
@@ -846,21 +844,16 @@ ATOMIC_READ = True
 
 def pdl_supported(device: torch.device) -> bool:
     """MOE_PDL, on a CUDA device of compute capability 9 or more, outside the interpreter."""
-    return MOE_PDL and device.type == "cuda" and not interpreting() and _device_facts(device.index)[0] >= 9
+    return MOE_PDL and device.type == "cuda" and not interpreting() and device_facts(device.index).cc_major >= 9
 
 
 def pdl_default(device: torch.device, T: int, k: int, H: int, I: int) -> bool:
     """Down as a dependent launch by default: at most MOE_PDL_MAX_T tokens, and down's weights of
-    the touched experts at most MOE_PDL_MAX_L2_SHARE of the L2 (they are prefetched into it)."""
+    the touched experts (a third of each expert's bytes) at most MOE_PDL_MAX_L2_SHARE of the L2
+    (they are prefetched into it)."""
     if T > MOE_PDL_MAX_T or not pdl_supported(device):
         return False
-    return T * k * H * I * (0.5 + 2.0 / GROUP) <= MOE_PDL_MAX_L2_SHARE * _device_facts(device.index)[1]
-
-
-@functools.cache
-def _device_facts(index: int | None) -> tuple[int, int]:
-    """(compute capability major, L2 bytes) of a CUDA device."""
-    return torch.cuda.get_device_capability(index)[0], torch.cuda.get_device_properties(index).L2_cache_size
+    return T * k * expert_bytes(H, I) / 3 <= MOE_PDL_MAX_L2_SHARE * device_facts(device.index).l2_bytes
 
 
 # Fused epilogues (`_fused_layer`) by token count. The activation: a split-K gate_up's last split

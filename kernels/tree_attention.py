@@ -17,13 +17,11 @@ FLOPs (2/MAC; tree masking not subtracted, matches what the kernel computes):
 """
 from __future__ import annotations
 
-import functools
 import math
-import os
 
 import torch
 
-from ._launch import FastLauncher, cdiv, next_pow2
+from ._launch import FastLauncher, cdiv, device_facts, interpreting, next_pow2
 
 __all__ = [
     "tree_attention_gqa",
@@ -264,14 +262,8 @@ def default_partials(C: int, Hkv: int, R: int, nsplit: int, dv: int) -> str:
 MLA_SMALL_WAVES = 2  # programs per SM for many-head MLA at small C x L (see default_config)
 
 
-@functools.cache
 def _num_sms(device_index: int) -> int:
-    return int(torch.cuda.get_device_properties(device_index).multi_processor_count)
-
-
-@functools.cache
-def _cc_major(device_index: int) -> int:
-    return torch.cuda.get_device_capability(device_index)[0]
+    return device_facts(device_index).num_sms
 
 
 _COMBINE = None
@@ -365,15 +357,15 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     S = k.shape[1]
     L = S - Q
     R = Q * G
-    interpret = os.environ.get("TRITON_INTERPRET") == "1"
-    num_sms = _num_sms(q.device.index if q.device.index is not None else torch.cuda.current_device()) \
-        if q.is_cuda else 132
+    interpret = interpreting()
+    facts = device_facts(q.device.index if q.device.index is not None else torch.cuda.current_device()) \
+        if q.is_cuda else None
+    num_sms = facts.num_sms if facts else 132
     cfg = dict(cfg or {})
     pdl = cfg.pop("pdl", None)
     q_in_loop = cfg.pop("q_in_loop", None)
     partials = cfg.pop("partials", None)
-    pdl = (PDL_DEFAULT if pdl is None else pdl) and q.is_cuda and not interpret \
-        and _cc_major(q.device.index if q.device.index is not None else torch.cuda.current_device()) >= 9
+    pdl = (PDL_DEFAULT if pdl is None else pdl) and facts is not None and not interpret and facts.cc_major >= 9
     d = default_config(C, Hkv, R, S, dv, num_sms=num_sms, block_r=cfg.get("block_r"))
     if q.dtype == torch.float32 and dv > 128 and not interpret:
         d["block_s"] = 32  # fp32 MLA tiles: 2 stages of 64 x 576 x 4 B exceed the shared memory
