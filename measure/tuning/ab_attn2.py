@@ -20,11 +20,10 @@ import argparse
 import importlib
 import time
 
+from ._ab import p as _p
+from ._ab import start
+
 READ_GBPS = 4281.0  # the embedded profile's streaming read ceiling (H200)
-
-
-def _p(*a):
-    print(*a, flush=True)
 
 
 def _mla64(dv, warps, splits, stages=2, **kw):
@@ -78,11 +77,8 @@ def main(argv=None) -> None:
     ap.add_argument("--warm", default=None, help="i/n: compile and check the i-th of n parts only")
     ap.add_argument("--wide", action="store_true", help="round 1: the 64-row MLA variants (MLA64_WIDE)")
     a = ap.parse_args(argv)
-    from ..runner import exit_unless_cuda
-
-    exit_unless_cuda("ab_attn2")
+    t0 = start("ab_attn2")
     import torch
-    import triton
 
     from perfmodel.kernels import tree_attention as new
     from perfmodel.kernels._testing import calc_diff
@@ -90,8 +86,6 @@ def main(argv=None) -> None:
     from .ab_decode import Case, _time
 
     old = importlib.import_module(a.before + ".tree_attention")
-    _p(f"# {torch.cuda.get_device_name(0)}, torch {torch.__version__}, triton {triton.__version__}")
-    t0 = time.time()
     part = tuple(int(x) for x in a.warm.split("/")) if a.warm else None
     jobs = 0
     for kind, H, L, variants in DECODE:

@@ -15,11 +15,10 @@ from __future__ import annotations
 import argparse
 import time
 
+from ._ab import p as _p
+from ._ab import start
+
 READ_GBPS = 4281.0  # the embedded profile's streaming read ceiling (H200), for the roofs
-
-
-def _p(*a):
-    print(*a, flush=True)
 
 
 def _kernel_times(fn, args_list, reps: int = 20) -> str:
@@ -162,14 +161,7 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warm", action="store_true", help="compile and check only")
     a = ap.parse_args(argv)
-    from ..runner import exit_unless_cuda
-
-    exit_unless_cuda("ab_session8")
-    import torch
-    import triton
-
-    _p(f"# {torch.cuda.get_device_name(0)}, torch {torch.__version__}, triton {triton.__version__}")
-    t0 = time.time()
+    t0 = start("ab_session8")
     moe(a.rounds, a.warm)
     _p(f"# done at {time.time() - t0:.0f} s")
 

@@ -1,16 +1,12 @@
-"""A/B of session 9's decode-size MoE changes (issue 19), on one GPU, in one call.
-
-Race: the arrival-counter epilogues as in session 8 (plain reads of the sums) and with the
-atomic read (`moe_w4a16.ATOMIC_READ`), many eager layer calls each checked against the torch
-reference (measure/tuning/race_pair.py goes further).
-
-Timing: the W4A16 MoE layer at a few tokens with down launched as a programmatic dependent launch of gate_up
-(its programs pull their weights into L2 while gate_up runs) against the same path without it,
-and each with gate_up's own weight tiles prefetched into L2 first; interleaved, timed as the
-moe bench times (CUDA graph of 8 calls with their own routings, cold weights); per-kernel
-durations. Every variant is checked on the GPU against the aligned path without PDL first,
-eagerly and under graph replay with changing routings, and the pair workspace is checked to
-be zero afterwards.
+"""A/B of session 9's decode-size MoE changes (issue 19), on one GPU, in one call: the W4A16
+MoE layer at a few tokens with down launched as a programmatic dependent launch of gate_up (its
+programs pull their weights into L2 while gate_up runs) against the same path without it, and
+the arrival epilogues' variants (`VARIANTS`: session 8's plain reads, the fence); interleaved,
+timed as the moe bench times (CUDA graph of 8 calls with their own routings, cold weights);
+per-kernel durations. Every variant is checked on the GPU against the aligned path without PDL
+first, eagerly and under graph replay with changing routings, and the pair workspace is checked
+to be zero afterwards. The race itself is measured by measure/tuning/race_pair.py (an earlier
+version of this tool also had a race section: runs/tuning/session9/ab_session9_race_fence.log).
 
     python -m perfmodel.measure.tuning.ab_session9 [--rounds 3] [--warm]
 """
@@ -20,7 +16,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from .ab_session8 import READ_GBPS, _kernel_times, _p, graph_replay_diff, moe_cases
+from ._ab import p as _p
+from ._ab import start
+from .ab_session8 import READ_GBPS, _kernel_times, graph_replay_diff, moe_cases
 
 # name -> (fused_moe_w4a16 keywords, moe_w4a16.ARRIVE_FENCE, .ATOMIC_READ)
 VARIANTS = {
@@ -35,48 +33,6 @@ VARIANTS = {
 
 def _flags(m, fence, atomic_read):
     m.ARRIVE_FENCE, m.ATOMIC_READ = fence, atomic_read
-
-
-def _reference(m, x, w, ids, tw, H, I):
-    """fused_moe_w4a16_reference over the touched experts only (unpacked from the kernel layout)."""
-    import torch
-
-    used, local = torch.unique(ids, return_inverse=True)
-    w13 = m.unpack_from_kernel(w[0][used], w[1][used], 2 * I, H)
-    w2 = m.unpack_from_kernel(w[2][used], w[3][used], H, I)
-    return m.fused_moe_w4a16_reference(x, *w13, *w2, local.to(ids.dtype), tw)
-
-
-def race(calls: int) -> None:
-    """Eager layer calls, routings cycling, each output against the torch reference: how many
-    differ (calc_diff > 1e-4), with and without the atomic read, per path."""
-    import torch
-
-    from perfmodel.kernels import moe_w4a16 as m
-    from perfmodel.kernels._testing import calc_diff
-
-    paths = {"pair": dict(pair_blocks=True, pdl=False), "pair_pdl": dict(pair_blocks=True, pdl=True),
-             "aligned": dict(pair_blocks=False, pdl=False)}
-    _p(f"\n## race: {calls} eager calls per (shape, T, path, atomic read), 8 routings cycling; "
-       "outputs differing from the torch reference (calc_diff > 1e-4)")
-    plan = (("kimi_tp8", 1), ("kimi_tp8", 2), ("qwen3", 2), ("kimi_I2048", 2), ("kimi_I2048", 4))
-    for name, T, H, I, E, k, w, x, routes in moe_cases(plan):
-        refs = [_reference(m, x, w, *r, H, I) for r in routes]
-        for pname, kv in paths.items():
-            for atomic_read in (False, True):  # session 8's epilogue against the atomic read
-                m.ATOMIC_READ = atomic_read
-                bad, diffs = 0, []
-                outs = []
-                for i in range(calls):
-                    outs.append(m.fused_moe_w4a16(x, *w, *routes[i % 8], **kv))
-                torch.cuda.synchronize()
-                for i, o in enumerate(outs):
-                    diffs.append(calc_diff(o.float(), refs[i % 8].float()))
-                    bad += diffs[-1] > 1e-4
-                diffs.sort()
-                _p(f"race {name} T={T} {pname} atomic_read={atomic_read}: {bad} of {calls} outputs wrong, calc_diff median "
-                   f"{diffs[len(diffs) // 2]:.1e}, worst {diffs[-1]:.1e}")
-        m.ATOMIC_READ = True
 
 
 def moe(rounds: int, warm: bool) -> None:
@@ -138,18 +94,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warm", action="store_true", help="compile and check only")
-    ap.add_argument("--race-calls", type=int, default=400, help="eager calls per race case (0: skip)")
     a = ap.parse_args(argv)
-    from ..runner import exit_unless_cuda
-
-    exit_unless_cuda("ab_session9")
-    import torch
-    import triton
-
-    _p(f"# {torch.cuda.get_device_name(0)}, torch {torch.__version__}, triton {triton.__version__}")
-    t0 = time.time()
-    if a.race_calls:
-        race(a.race_calls)
+    t0 = start("ab_session9")
     moe(a.rounds, a.warm)
     _p(f"# done at {time.time() - t0:.0f} s")
 

@@ -14,7 +14,17 @@ from __future__ import annotations
 
 import argparse
 
-from .ab_session8 import _p
+from ._ab import p as _p
+
+
+def _reference(m, x, w, ids, tw, H, I):
+    """fused_moe_w4a16_reference over the touched experts only (unpacked from the kernel layout)."""
+    import torch
+
+    used, local = torch.unique(ids, return_inverse=True)
+    w13 = m.unpack_from_kernel(w[0][used], w[1][used], 2 * I, H)
+    w2 = m.unpack_from_kernel(w[2][used], w[3][used], H, I)
+    return m.fused_moe_w4a16_reference(x, *w13, *w2, local.to(ids.dtype), tw)
 
 
 def main(argv=None) -> None:
@@ -31,7 +41,6 @@ def main(argv=None) -> None:
 
     from ..common import uniform_topk
     from ..shapes import KIMI
-    from .ab_session9 import _reference
 
     H, E, k = KIMI["hidden"], KIMI["n_experts"], KIMI["top_k"]
     for I, T in ((KIMI["moe_inter"], 2), (KIMI["moe_inter"], 4), (KIMI["moe_inter"] // 8, 2)):
