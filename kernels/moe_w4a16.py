@@ -882,8 +882,9 @@ def _fused_layer(x, topk_ids, topk_weights, gemm, *, E, I, block_m, gu, dn, act=
     routing = moe_align_block_size(topk_ids, E, block_m, zero=ws)
     counters = ws[g_n + T * H:].view(torch.int32)
     g = ws[:g_n].view(T * k, 2 * I) if g_n else None
-    pdl = (pdl_default(x.device, T, k, H, I) if pdl is None else pdl) and (gu.split_k == 1 or split_act)
-    if gu.split_k == 1 or split_act:  # down directly follows gate_up (a dependent launch with pdl)
+    fused_act = gu.split_k == 1 or split_act  # gate_up stores the activation: down directly follows it
+    pdl = (pdl_default(x.device, T, k, H, I) if pdl is None else pdl) and fused_act
+    if fused_act:
         h = torch.empty((T * k, I), dtype=x.dtype, device=x.device)
         gemm(x, "w13", h, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=True, atomic=False, cfg=gu,
              ws=g if split_act else None, counters=counters[:cnt_gu] if split_act else None, pdl_trigger=pdl)

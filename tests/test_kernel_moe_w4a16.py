@@ -417,16 +417,15 @@ def test_pair_layer_is_the_default_at_one_token(monkeypatch):
 
 
 _EPILOGUE_PTX = """
-import sys
+import json
 from perfmodel.kernels import moe_w4a16 as m
 from perfmodel.measure.tuning.sass_census import compile_w4a16
 down = dict(A_ROW_DIV=1, C_ROW_DIV=8, MUL_ROUTED_WEIGHT=True, ATOMIC=True, FINAL_CAST=True, SELF_CLEAN=True,
             ATOMIC_READ=m.ATOMIC_READ, ARRIVE_FENCE=m.ARRIVE_FENCE, PDL_WAIT=True)
 gate_up = dict(SPLIT_ACT=True, SELF_CLEAN=True, ATOMIC_READ=m.ATOMIC_READ, ARRIVE_FENCE=m.ARRIVE_FENCE,
                PDL_TRIGGER=True)
-for name, gu, extra in (("down", False, down), ("gate_up", True, gate_up)):
-    ptx = compile_w4a16(8, 128 if not gu else 64, gu, 4, 2, extra=extra).asm["ptx"]
-    sys.stdout.write(f"{name} " + repr(ptx) + chr(10))
+print(json.dumps({name: compile_w4a16(8, 64 if gu else 128, gu, 4, 2, extra=extra).asm["ptx"]
+                  for name, gu, extra in (("down", False, down), ("gate_up", True, gate_up))}))
 """
 
 
@@ -438,6 +437,7 @@ def test_sm90_last_arrival_reads_the_sums_with_atomics():
     (runs/tuning/session9/race_pair_atomic_read.log: 9-30 of 400 calls wrong, 0 with atomics),
     which no CPU test can reproduce. The dependent down launch must issue its L2 prefetches
     before griddepcontrol.wait, and gate_up must let it launch."""
+    import json
     import os
     import subprocess
     import sys
@@ -445,7 +445,7 @@ def test_sm90_last_arrival_reads_the_sums_with_atomics():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     r = subprocess.run([sys.executable, "-c", _EPILOGUE_PTX], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    ptx = {line.split(" ", 1)[0]: eval(line.split(" ", 1)[1]) for line in r.stdout.splitlines()}  # noqa: S307
+    ptx = json.loads(r.stdout)
     for name in ("down", "gate_up"):
         assert "atom.global.gpu.relaxed.exch.b32" in ptx[name], name
         assert "ld.global.cg" not in ptx[name], name
