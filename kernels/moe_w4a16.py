@@ -518,6 +518,55 @@ if triton is not None:
                 moe_store_rows(acc, c_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_cm, 1,
                                C_ROW_DIV, MUL_ROUTED_WEIGHT, ATOMIC)
 
+    @triton.jit
+    def _w4a16_down_pairs_kernel(
+        h_ptr, q_ptr, s_ptr, out_ptr, ids_ptr, tw_ptr,
+        N, K, P, n_experts, num_kb, n_last,
+        stride_hm, stride_qe, stride_se, stride_om,
+        K_TOP: tl.constexpr,  # pair j is token j // K_TOP's
+        T_OUT: tl.constexpr,  # tokens (output rows)
+        PB: tl.constexpr,  # pairs as the MMA's N: a power of two >= P and >= 8
+        DEQUANT: tl.constexpr, DOT_F32: tl.constexpr, EVEN_K: tl.constexpr, FAST_COLS: tl.constexpr,
+        BLOCK_N: tl.constexpr, PDL_WAIT: tl.constexpr = False,
+    ):
+        """down of the pair path at a few pairs (`DOWN_PAIRS_MAX_P`), one program per column tile
+        summing every pair: the pairs are K-blocks of one long K loop (pair j's expert's weights
+        times the intermediate's row j, which sits in MMA column j, the other rows masked to 0),
+        so column j of the [BN, PB] accumulator is pair j's product and the top-k sum, the routed
+        weights (fp32) and the cast happen in registers: no fp32 atomics, no arrival counter, no
+        workspace. PDL_WAIT: the pairs' weight tiles are pulled into L2 before
+        griddepcontrol.wait (only topk ids and weights are read before it)."""
+        pid_n = tl.program_id(0)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        n_ok = offs_n < N
+        if PDL_WAIT:
+            for j in range(P):
+                e = tl.load(ids_ptr + j).to(tl.int64)
+                if (e >= 0) & (e < n_experts):
+                    _prefetch_weights(q_ptr, s_ptr, e, tl.minimum(offs_n, n_last), stride_qe, stride_se, num_kb, 0,
+                                      num_kb)
+            tl.extra.cuda.gdc_wait()
+        rows = tl.arange(0, PB)
+        offs_j = tl.arange(0, 32)
+        acc = tl.zeros((BLOCK_N, PB), dtype=tl.float32)
+        for it in range(P * num_kb):
+            j = it // num_kb
+            kb = it % num_kb
+            e = tl.load(ids_ptr + j).to(tl.int64)
+            ok = (e >= 0) & (e < n_experts)  # outside: another rank's expert (the pair adds nothing)
+            e = tl.where(ok, e, 0)
+            q_e, s_e, q_off, q_up_off, s_off, s_up_off = _weight_tiles(
+                q_ptr, s_ptr, e, pid_n, offs_n, stride_qe, stride_se, num_kb, 0, n_last, FAST_COLS, True, BLOCK_N)
+            q_kb = q_e + kb * 4096
+            s_kb = s_e + kb * 512
+            acc, _ = _k_block(acc, h_ptr + rows[:, None] * stride_hm + offs_j[None, :] + kb * 256, (rows == j) & ok,
+                              kb * 256, K, q_kb + q_off, s_kb + s_off, DEQUANT, DOT_F32, EVEN_K, acc, q_kb + q_off,
+                              s_kb + s_off, False, True)
+        tw = tl.load(tw_ptr + rows, mask=rows < P, other=0.0).to(tl.float32)
+        for t in tl.static_range(T_OUT):
+            o = tl.sum(acc * tl.where(rows // K_TOP == t, tw, 0.0)[None, :], axis=1)
+            tl.store(out_ptr + t * stride_om + offs_n, o.to(out_ptr.dtype.element_ty), mask=n_ok)
+
     # ------------------------------------------------------------------------------------
     # The layer at a few tokens (T <= 8) in two launches, no alignment step (`_direct_layer`)
     # ------------------------------------------------------------------------------------
@@ -640,6 +689,7 @@ if triton is not None:
     _DIRECT_GATE_UP = FastLauncher(_w4a16_direct_gate_up)
     _DIRECT_DOWN = FastLauncher(_w4a16_direct_down)
     _MOE_GEMM = FastLauncher(_w4a16_moe_gemm_kernel)  # eager calls skip Triton's Python binder
+    _DOWN_PAIRS = FastLauncher(_w4a16_down_pairs_kernel)
 
 
 def _k_splits(num_kb: int, split_k: int) -> tuple[int, int]:
@@ -743,6 +793,7 @@ def fused_moe_w4a16(
     direct: bool | None = None,
     pair_blocks: bool | None = None,
     pdl: bool | None = None,
+    down_pairs: bool | None = None,
 ) -> torch.Tensor:
     """Kernel-layout weights (`pack_for_kernel`): w13_q [E, 2I/64, Hp/256, 64, 2, 32] (gate rows
     0..I-1, up rows I..2I-1), w2_q [E, Hp'/64, Ip/256, 64, 2, 32] with Hp' = H padded to 64.
@@ -770,7 +821,11 @@ def fused_moe_w4a16(
     pdl (default: `pdl_default`, one token and a small down on sm_90+; off under the
     interpreter): where down directly follows gate_up (the pair path, and the fused-epilogue
     path when gate_up applies the activation), down is a programmatic dependent launch that
-    pulls its weights into L2 while gate_up runs."""
+    pulls its weights into L2 while gate_up runs.
+
+    down_pairs (default: at most DOWN_PAIRS_MAX_P pairs; pair path only): down as one program
+    per column tile that sums every pair in registers (`_down_pairs`), no atomics or arrival;
+    down_config then sets its tile (default `down_pairs_config`)."""
     T, H = x.shape
     E = w13_q.shape[0]
     I = w13_q.shape[1] * TILE_N // 2  # I is a multiple of 32, so 2I needs no column padding
@@ -784,11 +839,12 @@ def fused_moe_w4a16(
         if T * k > PAIR_BLOCKS_MAX_PAIRS:
             raise ValueError(f"pair_blocks=True takes at most {PAIR_BLOCKS_MAX_PAIRS} (token, slot) pairs, got {T * k}")
         _, gu, dn = default_configs(T, k, E, H, I)
+        dnp = as_config(down_config, down_pairs_config(H, num_sms=_sms(x.device)))
         gu, dn = as_config(gate_up_config, gu), as_config(down_config, dn)
         ws = _persistent_workspace(x.device, sum(_pair_workspace(T, k, H, I, gu, dn)))
         if ws is not None:
             return _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, E=E, I=I, gu=gu, dn=dn,
-                               pdl=pdl)
+                               pdl=pdl, down_pairs=down_pairs, dn_pairs=dnp)
     if direct if direct is not None else (T <= DIRECT_MAX_T and block_m is None):
         if T > 8:
             raise ValueError(f"direct=True takes at most 8 tokens, got T={T}")
@@ -840,6 +896,10 @@ ARRIVE_FENCE = False
 # it costs at most 0.6 us (runs/README.md, "Kernel defaults"). False only to reproduce the race
 # (measure/tuning/race_pair.py)
 ATOMIC_READ = True
+
+
+def _sms(device: torch.device) -> int:
+    return device_facts(device.index).num_sms if device.type == "cuda" else 132
 
 
 def pdl_supported(device: torch.device) -> bool:
@@ -1033,7 +1093,8 @@ def _pair_routing(topk_ids: torch.Tensor, E: int) -> AlignedRouting:
     return AlignedRouting(sorted_ids, ids, P, PAIR_BLOCK_M, P)
 
 
-def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I, gu, dn, pdl=None):
+def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I, gu, dn, pdl=None, down_pairs=None,
+                dn_pairs=None):
     T, H = x.shape
     k = topk_ids.shape[1]
     P = T * k
@@ -1053,9 +1114,58 @@ def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I
     _launch(x, w13_q, w13_s, h, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=True, atomic=False,
             cfg=gu, ws=g if split_act else None, counters=counters[:cnt_gu] if split_act else None, n_experts=E,
             self_clean=True, pdl_trigger=pdl)
+    if down_pairs if down_pairs is not None else P <= DOWN_PAIRS_MAX_P:
+        _down_pairs(h, w2_q, w2_s, out, routing.block_expert_ids, tw, E=E, k=k, cfg=down_pairs_config(H, dn_pairs),
+                    pdl_wait=pdl)
+        return out
     _launch(h, w2_q, w2_s, out, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True,
             cfg=dn, ws=acc, counters=counters[cnt_gu:], out_rows=T, n_experts=E, self_clean=True, pdl_wait=pdl)
     return out
+
+
+# down of the pair path as one program per column tile that sums every pair in registers
+# (`_w4a16_down_pairs_kernel`) up to this many (token, slot) pairs, instead of one program per
+# (pair, column tile) with fp32 atomics, an arrival counter and the last arrival's cast. Each
+# program's K loop is pairs x K-blocks long, so it pays off only at a few pairs.
+DOWN_PAIRS_MAX_P = 8
+DOWN_PAIRS_MAX_PB = 16  # the kernel's MMA N (pairs padded to a power of two >= 8) at most
+DOWN_PAIRS_TARGET_PER_SM = 2  # column tiles narrowed (down to 16 columns) until about this many programs per SM
+
+
+def down_pairs_config(H: int, given: MoEGemmConfig | None = None, num_sms: int = 132) -> MoEGemmConfig:
+    """Column tile, warps and stages of the pair-summing down: 64 columns, halved (down to 16)
+    while the tiles give fewer than DOWN_PAIRS_TARGET_PER_SM programs per SM; a given config's
+    fields replace these."""
+    if given is not None:
+        return given
+    bn = 64
+    while bn > 16 and -(-H // bn) < DOWN_PAIRS_TARGET_PER_SM * num_sms:
+        bn //= 2
+    return MoEGemmConfig(block_n=bn, block_k=KBLOCK, split_k=1, num_warps=4, num_stages=3)
+
+
+def _down_pairs(h, w2_q, w2_s, out, ids, tw, *, E, k, cfg, pdl_wait=False):
+    """out [T, H] = sum over the pairs j of tw[j] * W2[ids[j]] @ h[j] (h [P, I], P = T * k
+    <= DOWN_PAIRS_MAX_PB), in one launch of one program per column tile."""
+    P, I = h.shape
+    T, H = out.shape
+    if cfg.block_n < 16 or cfg.block_n & (cfg.block_n - 1):
+        raise ValueError(f"block_n={cfg.block_n}: the INT4 kernel takes a power of two >= 16")
+    pb = max(8, next_pow2(P))
+    if pb > DOWN_PAIRS_MAX_PB:
+        raise ValueError(f"the pair-summing down takes at most {DOWN_PAIRS_MAX_PB} pairs, got {P}")
+    interp = interpreting()
+    np_ = w2_q.shape[1] * TILE_N
+    _DOWN_PAIRS[(cdiv(H, cfg.block_n),)](
+        h, w2_q, w2_s, out, ids, tw,
+        H, I, P, E, w2_q.shape[2], np_ - 1,
+        h.stride(0), w2_q.stride(0), w2_s.stride(0), out.stride(0),
+        K_TOP=k, T_OUT=T, PB=pb, DEQUANT=DEQUANT_CVT if interp else cfg.dequant, DOT_F32=interp,
+        EVEN_K=I % KBLOCK == 0, FAST_COLS=cfg.block_n >= TILE_N and np_ % cfg.block_n == 0,
+        BLOCK_N=cfg.block_n, PDL_WAIT=pdl_wait and not interp,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        **({"launch_pdl": True} if pdl_wait and not interp else {}),
+    )
 
 
 def expert_bytes(H: int, I: int) -> float:

@@ -384,6 +384,52 @@ def test_pair_layer_matches_reference_and_cleans_its_workspace(T, E, H, I, k, ga
     assert torch.count_nonzero(ws) == 0
 
 
+# (T, E, H, I, k, down tile): K of several blocks and a ragged last one (I=544), the pair count
+# padded to 8 MMA columns (P=3) and to 16 (P=12, three output rows), a ragged column tile (H=224 in 64-column tiles)
+DOWN_PAIRS = [
+    (1, 8, 256, 544, 4, 16),
+    (1, 6, 224, 64, 3, 64),
+    (3, 8, 256, 96, 4, 64),
+]
+
+
+@pytest.mark.parametrize("T,E,H,I,k,block_n", DOWN_PAIRS)
+def test_pair_summing_down_matches_reference_and_the_atomic_down(T, E, H, I, k, block_n):
+    """down as one program per column tile that sums every pair in registers (pairs as K-blocks,
+    pair j in MMA column j) against the reference and against the pair path's atomic down."""
+    wts, ids, tw, x, ref = _case(T, E, H, I, k, 100 + T * H + I)
+    kl = _kernel_layout(wts)
+    cfg = dict(gate_up_config=dict(dequant=0), down_config=dict(block_n=block_n, dequant=0))
+    summed = m.fused_moe_w4a16(x, *kl, ids, tw, pair_blocks=True, down_pairs=True, **cfg)
+    atomic = m.fused_moe_w4a16(x, *kl, ids, tw, pair_blocks=True, down_pairs=False, **cfg)
+    assert_close(summed, ref, torch.bfloat16, f"pair-summing down {T=} {H=} {I=} {k=}")
+    assert calc_diff(summed.float(), atomic.float()) < 1e-5
+
+
+def test_pair_summing_down_is_the_default_up_to_its_pair_count(monkeypatch):
+    calls = []
+    real = m._down_pairs
+    monkeypatch.setattr(m, "_down_pairs", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    for T, k, used in ((1, m.DOWN_PAIRS_MAX_P, True), (2, m.DOWN_PAIRS_MAX_P, False)):
+        wts, ids, tw, x, ref = _case(T, 8, 128, 64, k, 3)
+        out = m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, gate_up_config=dict(dequant=0),
+                                down_config=dict(dequant=0))
+        assert_close(out, ref, torch.bfloat16, f"{T=} {k=}")
+        assert len(calls) == int(used), (T, k)
+        calls.clear()
+    with pytest.raises(ValueError, match="at most 16 pairs"):
+        wts, ids, tw, x, _ = _case(3, 8, 128, 64, 8, 3)
+        m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, pair_blocks=True, down_pairs=True)
+
+
+def test_down_pairs_config_narrows_tiles_to_fill_the_gpu():
+    assert m.down_pairs_config(7168).block_n == 16  # 448 tiles of 16 (224 of 32 < 264)
+    assert m.down_pairs_config(7168, num_sms=56).block_n == 64  # 112 tiles of 64 fill 56 SMs twice
+    assert m.down_pairs_config(2048).block_n == 16  # never narrower
+    given = m.MoEGemmConfig(block_n=32)
+    assert m.down_pairs_config(2048, given) is given
+
+
 def test_pair_layer_drops_other_ranks_experts():
     """Expert parallelism: ids outside [0, E) are another rank's experts; their blocks do
     nothing, so the shards' outputs sum to the whole layer."""
