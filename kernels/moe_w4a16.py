@@ -526,45 +526,47 @@ if triton is not None:
         K_TOP: tl.constexpr,  # pair j is token j // K_TOP's
         T_OUT: tl.constexpr,  # tokens (output rows)
         PB: tl.constexpr,  # pairs as the MMA's N: a power of two >= P and >= 8
-        DEQUANT: tl.constexpr, DOT_F32: tl.constexpr, EVEN_K: tl.constexpr, FAST_COLS: tl.constexpr,
+        DEQUANT: tl.constexpr, DOT_F32: tl.constexpr, EVEN_K: tl.constexpr,
         BLOCK_N: tl.constexpr, PDL_WAIT: tl.constexpr = False,
     ):
         """down of the pair path at a few pairs (`DOWN_PAIRS_MAX_P`), one program per column tile
-        summing every pair: the pairs are K-blocks of one long K loop (pair j's expert's weights
-        times the intermediate's row j, which sits in MMA column j, the other rows masked to 0),
-        so column j of the [BN, PB] accumulator is pair j's product and the top-k sum, the routed
-        weights (fp32) and the cast happen in registers: no fp32 atomics, no arrival counter, no
-        workspace. PDL_WAIT: the pairs' weight tiles are pulled into L2 before
-        griddepcontrol.wait (only topk ids and weights are read before it)."""
+        summing every pair: the weights of all pairs' experts for the tile's columns are stacked
+        as the MMA's A operand (row j * BLOCK_N + n: pair j's expert, column n) and the
+        intermediate's rows are its N, so entry (j * BLOCK_N + n, j) of the [PB * BLOCK_N, PB]
+        accumulator is pair j's product; the routed weights (fp32), the top-k sum and the cast
+        then happen in registers: no fp32 atomics, no arrival counter, no workspace. PDL_WAIT:
+        the weight tiles are pulled into L2 before griddepcontrol.wait (the topk ids are read
+        before it: the routing precedes gate_up)."""
         pid_n = tl.program_id(0)
+        MB: tl.constexpr = PB * BLOCK_N
+        r = tl.arange(0, MB)
+        jr = r // BLOCK_N  # the pair of stacked row r
+        e = tl.load(ids_ptr + jr, mask=jr < P, other=-1).to(tl.int64)
+        ok = (jr < P) & (e >= 0) & (e < n_experts)  # outside [0, E): another rank's expert
+        e = tl.where(ok, e, 0)
+        cols = tl.minimum(pid_n * BLOCK_N + r % BLOCK_N, n_last)
+        if PDL_WAIT:
+            _prefetch_weights(q_ptr, s_ptr, e, cols, stride_qe, stride_se, num_kb, 0, num_kb)
+            tl.extra.cuda.gdc_wait()
+        q_col, s_col = _tile_cols(cols, num_kb * 4096, num_kb * 512)
+        offs_j = tl.arange(0, 32)
+        q_ptrs = q_ptr + e[:, None] * stride_qe + q_col[:, None] + offs_j[None, :]
+        s_ptrs = s_ptr + e[:, None] * stride_se + s_col[:, None] + tl.arange(0, 8)[None, :]
+        rows = tl.arange(0, PB)
+        a_base = h_ptr + rows[:, None] * stride_hm + offs_j[None, :]
+        acc = tl.zeros((MB, PB), dtype=tl.float32)
+        for kb in range(num_kb):
+            acc, _ = _k_block(acc, a_base + kb * 256, rows < P, kb * 256, K, q_ptrs + kb * 4096, s_ptrs + kb * 512,
+                              DEQUANT, DOT_F32, EVEN_K, acc, q_ptrs, s_ptrs, False, True)
+        tw = tl.load(tw_ptr + rows, mask=rows < P, other=0.0).to(tl.float32)
+        # row r keeps column jr (its own pair), times that pair's routed weight; a select, not a
+        # product: another pair's column may hold NaN (a foreign pair's intermediate row is unwritten)
+        mine = (rows[None, :] == jr[:, None]) & ok[:, None]
+        per_pair = tl.reshape(tl.sum(tl.where(mine, acc * tw[None, :], 0.0), axis=1), (PB, BLOCK_N))  # [pair, column]
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         n_ok = offs_n < N
-        if PDL_WAIT:
-            for j in range(P):
-                e = tl.load(ids_ptr + j).to(tl.int64)
-                if (e >= 0) & (e < n_experts):
-                    _prefetch_weights(q_ptr, s_ptr, e, tl.minimum(offs_n, n_last), stride_qe, stride_se, num_kb, 0,
-                                      num_kb)
-            tl.extra.cuda.gdc_wait()
-        rows = tl.arange(0, PB)
-        offs_j = tl.arange(0, 32)
-        acc = tl.zeros((BLOCK_N, PB), dtype=tl.float32)
-        for it in range(P * num_kb):
-            j = it // num_kb
-            kb = it % num_kb
-            e = tl.load(ids_ptr + j).to(tl.int64)
-            ok = (e >= 0) & (e < n_experts)  # outside: another rank's expert (the pair adds nothing)
-            e = tl.where(ok, e, 0)
-            q_e, s_e, q_off, q_up_off, s_off, s_up_off = _weight_tiles(
-                q_ptr, s_ptr, e, pid_n, offs_n, stride_qe, stride_se, num_kb, 0, n_last, FAST_COLS, True, BLOCK_N)
-            q_kb = q_e + kb * 4096
-            s_kb = s_e + kb * 512
-            acc, _ = _k_block(acc, h_ptr + rows[:, None] * stride_hm + offs_j[None, :] + kb * 256, (rows == j) & ok,
-                              kb * 256, K, q_kb + q_off, s_kb + s_off, DEQUANT, DOT_F32, EVEN_K, acc, q_kb + q_off,
-                              s_kb + s_off, False, True)
-        tw = tl.load(tw_ptr + rows, mask=rows < P, other=0.0).to(tl.float32)
         for t in tl.static_range(T_OUT):
-            o = tl.sum(acc * tl.where(rows // K_TOP == t, tw, 0.0)[None, :], axis=1)
+            o = tl.sum(tl.where((rows // K_TOP == t)[:, None], per_pair, 0.0), axis=0)
             tl.store(out_ptr + t * stride_om + offs_n, o.to(out_ptr.dtype.element_ty), mask=n_ok)
 
     # ------------------------------------------------------------------------------------
@@ -1161,8 +1163,7 @@ def _down_pairs(h, w2_q, w2_s, out, ids, tw, *, E, k, cfg, pdl_wait=False):
         H, I, P, E, w2_q.shape[2], np_ - 1,
         h.stride(0), w2_q.stride(0), w2_s.stride(0), out.stride(0),
         K_TOP=k, T_OUT=T, PB=pb, DEQUANT=DEQUANT_CVT if interp else cfg.dequant, DOT_F32=interp,
-        EVEN_K=I % KBLOCK == 0, FAST_COLS=cfg.block_n >= TILE_N and np_ % cfg.block_n == 0,
-        BLOCK_N=cfg.block_n, PDL_WAIT=pdl_wait and not interp,
+        EVEN_K=I % KBLOCK == 0, BLOCK_N=cfg.block_n, PDL_WAIT=pdl_wait and not interp,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **({"launch_pdl": True} if pdl_wait and not interp else {}),
     )

@@ -22,12 +22,11 @@ from .ab_session8 import READ_GBPS, _kernel_times, graph_replay_diff, moe_cases
 VARIANTS = {
     "atomic": dict(down_pairs=False),
     "pairs": dict(down_pairs=True),  # down_pairs_config's tile
-    "pairs_bn16_st2": dict(down_pairs=True, down_config=dict(block_n=16, num_stages=2)),
-    "pairs_bn16_st4": dict(down_pairs=True, down_config=dict(block_n=16, num_stages=4)),
     "pairs_bn16_w2": dict(down_pairs=True, down_config=dict(block_n=16, num_warps=2)),
+    "pairs_bn16_w8": dict(down_pairs=True, down_config=dict(block_n=16, num_warps=8)),
+    "pairs_bn16_st2": dict(down_pairs=True, down_config=dict(block_n=16, num_stages=2)),
     "pairs_bn32": dict(down_pairs=True, down_config=dict(block_n=32)),
     "pairs_bn32_w8": dict(down_pairs=True, down_config=dict(block_n=32, num_warps=8)),
-    "pairs_bn64": dict(down_pairs=True, down_config=dict(block_n=64)),
     "pairs_no_pdl": dict(down_pairs=True, pdl=False),
     "atomic_no_pdl": dict(down_pairs=False, pdl=False),
 }
