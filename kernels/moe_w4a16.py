@@ -841,7 +841,7 @@ def fused_moe_w4a16(
         if T * k > PAIR_BLOCKS_MAX_PAIRS:
             raise ValueError(f"pair_blocks=True takes at most {PAIR_BLOCKS_MAX_PAIRS} (token, slot) pairs, got {T * k}")
         _, gu, dn = default_configs(T, k, E, H, I)
-        dnp = as_config(down_config, down_pairs_config(H, num_sms=_sms(x.device)))
+        dnp = as_config(down_config, down_pairs_config(H, I, num_sms=_sms(x.device)))
         gu, dn = as_config(gate_up_config, gu), as_config(down_config, dn)
         ws = _persistent_workspace(x.device, sum(_pair_workspace(T, k, H, I, gu, dn)))
         if ws is not None:
@@ -1117,7 +1117,7 @@ def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I
             cfg=gu, ws=g if split_act else None, counters=counters[:cnt_gu] if split_act else None, n_experts=E,
             self_clean=True, pdl_trigger=pdl)
     if down_pairs if down_pairs is not None else P <= DOWN_PAIRS_MAX_P:
-        _down_pairs(h, w2_q, w2_s, out, routing.block_expert_ids, tw, E=E, k=k, cfg=down_pairs_config(H, dn_pairs),
+        _down_pairs(h, w2_q, w2_s, out, routing.block_expert_ids, tw, E=E, k=k, cfg=dn_pairs or down_pairs_config(H, I),
                     pdl_wait=pdl)
         return out
     _launch(h, w2_q, w2_s, out, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True,
@@ -1127,23 +1127,28 @@ def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I
 
 # down of the pair path as one program per column tile that sums every pair in registers
 # (`_w4a16_down_pairs_kernel`) up to this many (token, slot) pairs, instead of one program per
-# (pair, column tile) with fp32 atomics, an arrival counter and the last arrival's cast. Each
-# program's K loop is pairs x K-blocks long, so it pays off only at a few pairs.
+# (pair, column tile) with fp32 atomics, an arrival counter and the last arrival's cast. On the
+# H200 at one token (8 pairs; runs/README.md, "Kernel defaults"): Kimi TP8 slice 17.3 against
+# 18.1 us, Qwen3-30B-A3B 15.9 against 17.2-17.8, Kimi I=2048 61.3 against 62.7; at two tokens
+# (16 pairs) it was slower (28.5 against 25.9, 24.7 against 24.1), hence 8.
 DOWN_PAIRS_MAX_P = 8
 DOWN_PAIRS_MAX_PB = 16  # the kernel's MMA N (pairs padded to a power of two >= 8) at most
 DOWN_PAIRS_TARGET_PER_SM = 2  # column tiles narrowed (down to 16 columns) until about this many programs per SM
 
 
-def down_pairs_config(H: int, given: MoEGemmConfig | None = None, num_sms: int = 132) -> MoEGemmConfig:
+def down_pairs_config(H: int, I: int, num_sms: int = 132) -> MoEGemmConfig:
     """Column tile, warps and stages of the pair-summing down: 64 columns, halved (down to 16)
-    while the tiles give fewer than DOWN_PAIRS_TARGET_PER_SM programs per SM; a given config's
-    fields replace these."""
-    if given is not None:
-        return given
+    while the tiles give fewer than DOWN_PAIRS_TARGET_PER_SM programs per SM; 8 warps when K is
+    one 256-block (Kimi TP8 slice: 17.3 against 18.3 us with 4), else 4 (Qwen3-30B-A3B, 3
+    blocks: 15.9 against 21.2); 2 stages past 4 blocks (Kimi I=2048, 8 blocks: 61.3 against
+    62.8 with 3), else 3 (Qwen3-30B-A3B: 15.9 against 17.2 with 2). On the H200,
+    runs/tuning/session10/ab_session10_c06e782.log."""
     bn = 64
     while bn > 16 and -(-H // bn) < DOWN_PAIRS_TARGET_PER_SM * num_sms:
         bn //= 2
-    return MoEGemmConfig(block_n=bn, block_k=KBLOCK, split_k=1, num_warps=4, num_stages=3)
+    num_kb = padded_k(I) // KBLOCK
+    return MoEGemmConfig(block_n=bn, block_k=KBLOCK, split_k=1, num_warps=8 if num_kb == 1 else 4,
+                         num_stages=2 if num_kb > 4 else 3)
 
 
 def _down_pairs(h, w2_q, w2_s, out, ids, tw, *, E, k, cfg, pdl_wait=False):

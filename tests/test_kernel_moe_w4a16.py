@@ -422,12 +422,14 @@ def test_pair_summing_down_is_the_default_up_to_its_pair_count(monkeypatch):
         m.fused_moe_w4a16(x, *_kernel_layout(wts), ids, tw, pair_blocks=True, down_pairs=True)
 
 
-def test_down_pairs_config_narrows_tiles_to_fill_the_gpu():
-    assert m.down_pairs_config(7168).block_n == 16  # 448 tiles of 16 (224 of 32 < 264)
-    assert m.down_pairs_config(7168, num_sms=56).block_n == 64  # 112 tiles of 64 fill 56 SMs twice
-    assert m.down_pairs_config(2048).block_n == 16  # never narrower
-    given = m.MoEGemmConfig(block_n=32)
-    assert m.down_pairs_config(2048, given) is given
+def test_down_pairs_config_fills_the_gpu_and_follows_k():
+    c = m.down_pairs_config(7168, 256)  # Kimi TP8 slice: 448 tiles of 16 (224 of 32 < 264), one K-block
+    assert (c.block_n, c.num_warps, c.num_stages) == (16, 8, 3)
+    assert m.down_pairs_config(7168, 256, num_sms=56).block_n == 64  # 112 tiles of 64 fill 56 SMs twice
+    c = m.down_pairs_config(2048, 768)  # Qwen3-30B-A3B: never narrower than 16; 3 K-blocks
+    assert (c.block_n, c.num_warps, c.num_stages) == (16, 4, 3)
+    c = m.down_pairs_config(7168, 2048)  # Kimi I=2048: 8 K-blocks
+    assert (c.num_warps, c.num_stages) == (4, 2)
 
 
 def test_pair_layer_drops_other_ranks_experts():

@@ -6,7 +6,9 @@ moe bench times (CUDA graph of 8 calls with their own routings, cold weights), w
 durations. Every variant is checked on the GPU first against the aligned path without PDL,
 eagerly and under graph replay with changing routings.
 
-    python -m perfmodel.measure.tuning.ab_session10 [--rounds 3] [--warm]
+    python -m perfmodel.measure.tuning.ab_session10 [--rounds 3] [--warm] [--final]
+
+--final times only the defaults against the atomic down (with and without PDL), at one token.
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ VARIANTS = {
 }
 
 
-def moe(rounds: int, warm: bool, plan) -> None:
+FINAL = ("atomic", "pairs", "pairs_no_pdl", "atomic_no_pdl")
+
+
+def moe(rounds: int, warm: bool, plan, names=tuple(VARIANTS)) -> None:
     import torch
 
     from perfmodel.kernels import moe_w4a16 as m
@@ -43,7 +48,7 @@ def moe(rounds: int, warm: bool, plan) -> None:
     _p("\n## W4A16 MoE layer (pair path), us per call (CUDA graph of 8 calls, 8 routings, cold weights), per round")
     for name, T, H, I, E, k, w, x, routes in moe_cases(plan):
         base = [m.fused_moe_w4a16(x, *w, *r, pair_blocks=False, pdl=False) for r in routes]
-        variants = dict(VARIANTS)
+        variants = {n: VARIANTS[n] for n in names}
         for vname, kv in variants.items():
             outs = [m.fused_moe_w4a16(x, *w, *r, pair_blocks=True, **kv) for r in routes]
             torch.cuda.synchronize()
@@ -72,7 +77,7 @@ def moe(rounds: int, warm: bool, plan) -> None:
             _p(f"    {vname:16s} {' '.join(f'{t:6.1f}' for t in ts)}   best {best[vname]:6.1f} us, "
                f"{100 * nb / best[vname] / 1e3 / READ_GBPS:3.0f}% of read")
         _p(f"    fastest: {win} {best[win]:.1f} us (atomic {best['atomic']:.1f}, pairs {best['pairs']:.1f})")
-        for vname in ("atomic", "pairs", win):
+        for vname in dict.fromkeys(("atomic", "pairs", win)):
             kv = variants[vname]
             f = lambda i, wt, kv=kv: m.fused_moe_w4a16(x, *w, i, wt, pair_blocks=True, **kv)  # noqa: E731
             _p(f"    kernels {vname}: {_kernel_times(f, routes)}")
@@ -85,9 +90,13 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warm", action="store_true", help="compile and check only")
+    ap.add_argument("--final", action="store_true", help="the defaults against the atomic down, one token")
     a = ap.parse_args(argv)
     t0 = start("ab_session10")
-    moe(a.rounds, a.warm, PLAN)
+    if a.final:
+        moe(a.rounds, a.warm, [(n, T) for n, T in PLAN if T == 1], FINAL)
+    else:
+        moe(a.rounds, a.warm, PLAN)
     _p(f"# done at {time.time() - t0:.0f} s")
 
 
