@@ -1134,12 +1134,17 @@ def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I
 DOWN_PAIRS_MAX_P = 8
 DOWN_PAIRS_MAX_PB = 16  # the kernel's MMA N (pairs padded to a power of two >= 8) at most
 DOWN_PAIRS_TARGET_PER_SM = 2  # column tiles narrowed (down to 16 columns) until about this many programs per SM
+# warps at most when K is not whole 256-blocks: with Triton 3.6 on the H200, 8 warps on 16-column
+# tiles gave wrong sums (calc_diff 0.95) at K = 32 (one ragged block), right with 4 warps, with
+# 32-column tiles, or with K whole blocks (runs/tuning/session10/check_down_pairs_*.log; not
+# root-caused: the interpreter runs the same program right)
+DOWN_PAIRS_MAX_WARPS_RAGGED_K = 4
 
 
 def down_pairs_config(H: int, I: int, num_sms: int = 132) -> MoEGemmConfig:
     """Column tile, warps and stages of the pair-summing down: 64 columns, halved (down to 16)
     while the tiles give fewer than DOWN_PAIRS_TARGET_PER_SM programs per SM; 8 warps when K is
-    one 256-block (Kimi TP8 slice: 17.3 against 18.3 us with 4), else 4 (Qwen3-30B-A3B, 3
+    one whole 256-block (Kimi TP8 slice: 17.3 against 18.3 us with 4), else 4 (Qwen3-30B-A3B, 3
     blocks: 15.9 against 21.2); 2 stages past 4 blocks (Kimi I=2048, 8 blocks: 61.3 against
     62.8 with 3), else 3 (Qwen3-30B-A3B: 15.9 against 17.2 with 2). On the H200,
     runs/tuning/session10/ab_session10_c06e782.log."""
@@ -1147,7 +1152,8 @@ def down_pairs_config(H: int, I: int, num_sms: int = 132) -> MoEGemmConfig:
     while bn > 16 and -(-H // bn) < DOWN_PAIRS_TARGET_PER_SM * num_sms:
         bn //= 2
     num_kb = padded_k(I) // KBLOCK
-    return MoEGemmConfig(block_n=bn, block_k=KBLOCK, split_k=1, num_warps=8 if num_kb == 1 else 4,
+    warps = 8 if num_kb == 1 and I % KBLOCK == 0 else 4
+    return MoEGemmConfig(block_n=bn, block_k=KBLOCK, split_k=1, num_warps=warps,
                          num_stages=2 if num_kb > 4 else 3)
 
 
@@ -1163,13 +1169,14 @@ def _down_pairs(h, w2_q, w2_s, out, ids, tw, *, E, k, cfg, pdl_wait=False):
         raise ValueError(f"the pair-summing down takes at most {DOWN_PAIRS_MAX_PB} pairs, got {P}")
     interp = interpreting()
     np_ = w2_q.shape[1] * TILE_N
+    warps = cfg.num_warps if I % KBLOCK == 0 else min(cfg.num_warps, DOWN_PAIRS_MAX_WARPS_RAGGED_K)
     _DOWN_PAIRS[(cdiv(H, cfg.block_n),)](
         h, w2_q, w2_s, out, ids, tw,
         H, I, P, E, w2_q.shape[2], np_ - 1,
         h.stride(0), w2_q.stride(0), w2_s.stride(0), out.stride(0),
         K_TOP=k, T_OUT=T, PB=pb, DEQUANT=DEQUANT_CVT if interp else cfg.dequant, DOT_F32=interp,
         EVEN_K=I % KBLOCK == 0, BLOCK_N=cfg.block_n, PDL_WAIT=pdl_wait and not interp,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        num_warps=warps, num_stages=cfg.num_stages,
         **({"launch_pdl": True} if pdl_wait and not interp else {}),
     )
 

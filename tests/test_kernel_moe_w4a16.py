@@ -430,6 +430,7 @@ def test_down_pairs_config_fills_the_gpu_and_follows_k():
     assert (c.block_n, c.num_warps, c.num_stages) == (16, 4, 3)
     c = m.down_pairs_config(7168, 2048)  # Kimi I=2048: 8 K-blocks
     assert (c.num_warps, c.num_stages) == (4, 2)
+    assert m.down_pairs_config(64, 32).num_warps == 4  # one ragged K-block: 8 warps were wrong (GPU)
 
 
 def test_pair_layer_drops_other_ranks_experts():
