@@ -70,6 +70,7 @@ def _sdpa(ctx, read, tk, copies, notes) -> list:
 
     out = []
     for name, hp in GQA_SHAPES.items():
+        ctx.settle_clock(f"attention sdpa {name}")
         Hq, Hkv, D = hp["Hq"], hp["Hkv"], hp["D"]
         for C, q, L in _sdpa_grid(ctx.quick):
             if ctx.over_budget():
@@ -117,6 +118,7 @@ def run(ctx: BenchContext) -> BenchOutput:
         ("gqa_llama3_8b", "gqa", GQA_SHAPES["gqa_llama3_8b"], False, 0.77),
     ]
     for name, kind, hp, big, share in cases:
+        ctx.settle_clock(f"attention {name}")  # C ascends: the decode points come first, after heavy work
         for C, q, L in _grid(ctx.quick, big):
             if ctx.over_budget(share):
                 notes.append(f"{name} stopped (time budget)")

@@ -11,7 +11,7 @@ from typing import Any
 
 from perfmodel.profile import BenchResult, Ceilings, CollectiveFit, E2EPoint, KernelFit, Overheads, Sample, TreeBuildFit
 
-from .timing import Timing
+from .timing import ClockSettle, Timing, settle_clock
 
 
 @dataclass
@@ -28,6 +28,17 @@ class BenchContext:
 
     def over_budget(self, fraction: float = 1.0) -> bool:
         return self.elapsed() > self.budget_s * fraction
+
+    def settle_clock(self, what: str, **kw: Any) -> ClockSettle:
+        """Before latency-bound (decode-size) points: wait, idle, for the SM clock to come back
+        after heavy work (measure/timing.py `settle_clock`; keywords go to it). The wait does
+        not count against the bench's budget; a wait is logged."""
+        r = settle_clock(**kw)
+        self.started += r.waited_s
+        if r.waited_s:
+            state = "back" if r.settled else "still low"
+            self.log(f"{what}: waited {r.waited_s:.1f} s for the SM clock ({r.clock_MHz} MHz, {state})")
+        return r
 
 
 @dataclass
@@ -66,6 +77,7 @@ def make_sample(
         provider=provider,
         mode=timing.mode,
         cold_l2=timing.cold_l2,
+        **{k: v for k, v in timing.extra.items() if k == "sm_clock_MHz"},
         **extra,
     )
 

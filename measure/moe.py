@@ -62,6 +62,7 @@ def run(ctx: BenchContext) -> BenchOutput:
             continue
         w13, s13 = moe_w4a16.random_kernel_weights(E, 2 * I, H)
         w2, s2 = moe_w4a16.random_kernel_weights(E, H, I)
+        ctx.settle_clock(f"moe w4a16 {name}")  # T ascends: the decode points come first, after heavy work
         for T in Ts:
             if I >= 2048 and T > 1024:  # the full-size expert is compute-bound long before; spend the time on the shard shapes
                 continue
@@ -81,6 +82,7 @@ def run(ctx: BenchContext) -> BenchOutput:
             continue
         w13, w2 = randn(E, 2 * I, H, scale=0.02), randn(E, H, I, scale=0.02)
         grouped_ok = True
+        ctx.settle_clock(f"moe bf16 {name}")
         for T in Ts:
             if ctx.over_budget():
                 notes.append(f"bf16 {name} stopped at T<{T}")

@@ -10,6 +10,14 @@ Cold L2, two ways:
     2x L2 (see `rotation_copies`); sample i uses copy i % n.
   * "none": hot L2 (collectives, host-side loops).
 
+SM clock: a GPU that has just run heavy work (a large-GEMM or large-T sweep) lowers its SM
+clock for seconds, and a latency-bound decode kernel timed then is slow by the clock ratio:
+on an H200 the Kimi TP8 MoE layer at T=1 took 19.5 us at 1725 MHz right after the moe bench's
+I=2048 sweep, 17.5 us at 1980 MHz fresh or after 10 s idle
+(runs/tuning/session10/moe_order_effect_*.log). `settle_clock` waits for the clock to come back
+before such points; `time_fn` records the clock after its samples (`Timing.extra`), which
+`make_sample` puts on the sample (`sm_clock_MHz`).
+
 Graph mode captures `calls_per_graph` calls (rotating through `args_list` if given) into
 one CUDA graph and times a replay; per-call time = replay / calls. Eager per-call time minus
 graph per-call time is then the launch overhead, as a difference of two measurements.
@@ -86,6 +94,80 @@ def flush_l2(i: int = 0) -> None:
     _flush_buffer().fill_(i & 0x7FFF)
 
 
+_NVML: dict = {}
+
+
+def _nvml_handle(device: int):
+    """(pynvml, handle) of CUDA device `device` (torch's own mapping, which honours
+    CUDA_VISIBLE_DEVICES, where it has one), or None: no pynvml, no driver, no permission."""
+    if device not in _NVML:
+        try:
+            import pynvml
+            import torch
+
+            get = getattr(torch.cuda, "_get_pynvml_handler", None)
+            if get is not None:
+                handle = get(device)
+            else:
+                pynvml.nvmlInit()
+                handle = pynvml.nvmlDeviceGetHandleByIndex(device)
+            _NVML[device] = (pynvml, handle)
+        except Exception:  # noqa: BLE001 - any failure means: no clock readings
+            _NVML[device] = None
+    return _NVML[device]
+
+
+def sm_clock_MHz(device: int = 0) -> int | None:
+    """The SM clock now (NVML), or None where it cannot be read."""
+    h = _nvml_handle(device)
+    if h is None:
+        return None
+    nv, handle = h
+    try:
+        return int(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def max_sm_clock_MHz(device: int = 0) -> int | None:
+    """The SM clock's maximum (NVML), or None where it cannot be read."""
+    h = _nvml_handle(device)
+    if h is None:
+        return None
+    nv, handle = h
+    try:
+        return int(nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_SM))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+@dataclass
+class ClockSettle:
+    clock_MHz: int | None  # the SM clock when the wait ended (None: unreadable)
+    waited_s: float
+    settled: bool  # reached frac x the maximum (True also when the clock cannot be read)
+
+
+def settle_clock(frac: float = 0.95, max_wait_s: float = 10.0, poll_s: float = 0.25, *, device: int = 0,
+                 clock: Callable[[], int | None] | None = None, peak: int | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> ClockSettle:
+    """Wait (idle) until the SM clock is at least frac x its maximum, at most max_wait_s; see
+    the module docstring. Returns at once where the clock or its maximum cannot be read."""
+    clock = clock or (lambda: sm_clock_MHz(device))
+    peak = peak if peak is not None else max_sm_clock_MHz(device)
+    now = clock()
+    if now is None or not peak:
+        return ClockSettle(now, 0.0, True)
+    waited = 0.0
+    while now < frac * peak and waited < max_wait_s:
+        sleep(poll_s)
+        waited += poll_s
+        now = clock()
+        if now is None:
+            return ClockSettle(None, waited, True)
+    return ClockSettle(now, waited, now >= frac * peak)
+
+
 def time_fn(
     fn: Callable[..., Any],
     *,
@@ -159,7 +241,11 @@ def time_fn(
             break
     if graph:
         del g
-    return summarize(times, "graph" if graph else "eager", calls, cold_l2)
+    t = summarize(times, "graph" if graph else "eager", calls, cold_l2)
+    mhz = sm_clock_MHz(torch.cuda.current_device())
+    if mhz is not None:
+        t.extra["sm_clock_MHz"] = mhz
+    return t
 
 
 def host_time(fn: Callable[[], Any], *, repeats: int = 5, min_seconds: float = 0.0, max_seconds: float = 1.0) -> Timing:

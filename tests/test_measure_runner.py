@@ -107,3 +107,42 @@ def test_main_no_cuda(tmp_path):
     from perfmodel.measure.__main__ import main
 
     assert main(["--out", str(tmp_path / "p.json"), "--quick"]) == 2
+
+
+def test_settle_clock_waits_for_the_clock_then_gives_up():
+    """Waits (idle) until the SM clock is back to 95% of its peak, at most max_wait_s; returns at
+    once where no clock can be read (no GPU, no NVML)."""
+    from perfmodel.measure.timing import settle_clock
+
+    slept = []
+    readings = iter([1500, 1600, 1900, 1980])
+    r = settle_clock(clock=lambda: next(readings), peak=1980, sleep=slept.append, poll_s=0.25)
+    assert (r.clock_MHz, r.waited_s, r.settled) == (1900, 0.5, True) and slept == [0.25, 0.25]
+    r = settle_clock(clock=lambda: 1500, peak=1980, sleep=slept.append, max_wait_s=2.0, poll_s=0.5)
+    assert (r.clock_MHz, r.waited_s, r.settled) == (1500, 2.0, False)
+    slept.clear()
+    assert settle_clock(clock=lambda: None, peak=1980, sleep=slept.append).settled and not slept
+    assert settle_clock(clock=lambda: 1000, peak=None, sleep=slept.append).waited_s == 0 and not slept
+
+
+def test_bench_context_settle_clock_keeps_the_budget_and_logs(monkeypatch):
+    from perfmodel.measure import common
+    from perfmodel.measure.timing import ClockSettle
+
+    logs = []
+    ctx = common.BenchContext(budget_s=10.0, log=logs.append)
+    started = ctx.started
+    monkeypatch.setattr(common, "settle_clock", lambda **kw: ClockSettle(1700, 4.0, False))
+    ctx.settle_clock("moe w4a16 kimi")
+    assert ctx.started == started + 4.0  # the wait is not the bench's time
+    assert logs == ["moe w4a16 kimi: waited 4.0 s for the SM clock (1700 MHz, still low)"]
+    monkeypatch.setattr(common, "settle_clock", lambda **kw: ClockSettle(None, 0.0, True))
+    ctx.settle_clock("again")
+    assert len(logs) == 1
+
+
+def test_sample_carries_the_sm_clock_time_fn_read():
+    t = summarize([0.01, 0.012], "graph", 8, "rotate")
+    assert "sm_clock_MHz" not in make_sample({"T": 1}, t).model_dump()
+    t.extra["sm_clock_MHz"] = 1980
+    assert make_sample({"T": 1}, t).model_dump()["sm_clock_MHz"] == 1980
