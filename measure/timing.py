@@ -14,8 +14,8 @@ SM clock: a GPU that has just run heavy work (a large-GEMM or large-T sweep) low
 clock for seconds, and a latency-bound decode kernel timed then is slow by the clock ratio:
 on an H200 the Kimi TP8 MoE layer at T=1 took 19.5 us at 1725 MHz right after the moe bench's
 I=2048 sweep, 17.5 us at 1980 MHz fresh or after 10 s idle
-(runs/tuning/session10/moe_order_effect_*.log). `settle_clock` waits for the clock to come back
-before such points; `time_fn` records the clock after its samples (`Timing.extra`), which
+(runs/tuning/session10/moe_order_effect_*.log). `settle_clock` waits for the clock under load to
+come back before such points; `time_fn` records the clock after its samples (`Timing.extra`), which
 `make_sample` puts on the sample (`sm_clock_MHz`).
 
 Graph mode captures `calls_per_graph` calls (rotating through `args_list` if given) into
@@ -141,6 +141,23 @@ def max_sm_clock_MHz(device: int = 0) -> int | None:
         return None
 
 
+def clock_under_load(device: int = 0, wait_ms: float = 10.0) -> int | None:
+    """The SM clock read while the GPU works (64 queued 4096^2 bf16 matmuls, about 13 ms on an
+    H200): an idle GPU parks its clock (345 MHz on an H200) and raises it at once under load,
+    so an idle reading says nothing about throttling. None where the clock cannot be read."""
+    if sm_clock_MHz(device) is None:
+        return None
+    import torch
+
+    a = torch.ones((4096, 4096), device=f"cuda:{device}", dtype=torch.bfloat16)
+    for _ in range(64):
+        a @ a
+    time.sleep(wait_ms / 1e3)
+    mhz = sm_clock_MHz(device)
+    torch.cuda.synchronize(device)
+    return mhz
+
+
 @dataclass
 class ClockSettle:
     clock_MHz: int | None  # the SM clock when the wait ended (None: unreadable)
@@ -151,9 +168,10 @@ class ClockSettle:
 def settle_clock(frac: float = 0.95, max_wait_s: float = 10.0, poll_s: float = 0.25, *, device: int = 0,
                  clock: Callable[[], int | None] | None = None, peak: int | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> ClockSettle:
-    """Wait (idle) until the SM clock is at least frac x its maximum, at most max_wait_s; see
-    the module docstring. Returns at once where the clock or its maximum cannot be read."""
-    clock = clock or (lambda: sm_clock_MHz(device))
+    """Wait (idle between readings) until the SM clock under load (`clock_under_load`) is at
+    least frac x its maximum, at most max_wait_s; see the module docstring. Returns at once
+    where the clock or its maximum cannot be read."""
+    clock = clock or (lambda: clock_under_load(device))
     peak = peak if peak is not None else max_sm_clock_MHz(device)
     now = clock()
     if now is None or not peak:
