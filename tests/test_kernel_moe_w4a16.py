@@ -503,6 +503,34 @@ def test_sm90_last_arrival_reads_the_sums_with_atomics():
     assert "griddepcontrol.launch_dependents" in ptx["gate_up"]
 
 
+_DOWN_PAIRS_PTX = """
+import json
+from perfmodel.measure.tuning.sass_census import compile_down_pairs
+print(json.dumps(compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True)).asm["ptx"]))
+"""
+
+
+@pytest.mark.skipif(not _sm90_tools_present(), reason="needs Triton's bundled ptxas and cuobjdump")
+def test_sm90_pair_summing_down_has_no_atomics_and_prefetches_before_its_wait():
+    """Offline sm_90 compile of the pair-summing down as the Kimi TP8 slice launches it (16
+    columns, 8 warps, dependent launch): no atomic of any kind (the top-k sum stays in
+    registers), the L2 prefetches before griddepcontrol.wait, and an MMA."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", _DOWN_PAIRS_PTX], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ptx = json.loads(r.stdout)
+    import re
+
+    assert not re.findall(r"^\s*(?:@%p\d+\s+)?(?:atom|red)\.", ptx, flags=re.M)  # an atomic instruction
+    assert ptx.index("prefetch.global.L2") < ptx.index("griddepcontrol.wait")
+    assert "mma.sync" in ptx
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_pair_layer_never_drops_adds_under_back_to_back_calls():

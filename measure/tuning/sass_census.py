@@ -40,6 +40,28 @@ def compile_w4a16(block_m: int, block_n: int, gate_up: bool, warps: int, stages:
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
 
 
+def compile_down_pairs(block_n: int, warps: int, stages: int, pb: int = 8, dequant: int = 2,
+                       extra: dict | None = None):
+    """Offline sm_90 compile of the pair-summing down (`moe_w4a16._w4a16_down_pairs_kernel`);
+    `extra` overrides constexprs (PDL_WAIT, EVEN_K, ...)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from perfmodel.kernels import moe_w4a16 as m
+
+    k = m._w4a16_down_pairs_kernel
+    types = ["*bf16", "*i16", "*bf16", "*bf16", "*i32", "*fp32"] + ["i32"] * 10
+    sig = dict(zip(k.arg_names, types))
+    const = dict(K_TOP=8, T_OUT=1, PB=pb, DEQUANT=dequant, DOT_F32=False, EVEN_K=True, BLOCK_N=block_n)
+    const.update(extra or {})
+    sig.update({c: "constexpr" for c in const})
+    div16 = [n for n in k.arg_names if n.endswith("_ptr") or n.startswith("stride") or n in ("N", "K")]
+    src = ASTSource(fn=k, signature=sig, constexprs={(k.arg_names.index(c),): v for c, v in const.items()},
+                    attrs={(k.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
+
+
 def loop_census(ptx: str) -> tuple[str, collections.Counter]:
     import triton
 
