@@ -109,6 +109,27 @@ def _driver() -> str | None:
         return None
 
 
+def _max_clock() -> int | None:
+    from .timing import max_sm_clock_MHz
+
+    return max_sm_clock_MHz(0)
+
+
+def low_clock_samples(profile: Profile, frac: float = 0.95) -> list[str]:
+    """The samples timed with the SM clock below frac x the profile's maximum, as
+    "bench shape-dict MHz" lines (none where the profile has no clock readings)."""
+    peak = profile.provenance.sm_clock_max_MHz
+    if not peak:
+        return []
+    out = []
+    for name, b in profile.benches.items():
+        for smp in b.samples:
+            mhz = getattr(smp, "sm_clock_MHz", None)
+            if mhz is not None and mhz < frac * peak:
+                out.append(f"{name} {dict(smp.shape)} {mhz} MHz")
+    return out
+
+
 def make_provenance(command: str | None = None) -> Provenance:
     gpu_name, n_gpus, cuda, torch_v, triton_v, spec = "unknown", 0, None, None, None, None
     try:
@@ -138,6 +159,7 @@ def make_provenance(command: str | None = None) -> Provenance:
         gpu_spec=spec,
         n_gpus=max(n_gpus, 1),
         driver=_driver() if n_gpus else None,
+        sm_clock_max_MHz=_max_clock() if n_gpus else None,
         cuda=cuda,
         torch=torch_v,
         triton=triton_v,
@@ -401,6 +423,10 @@ def _run(out, names, registry, quick, resume, progress, log, command, force=Fals
             bar.advance(task, budget)
             _empty_cache()
     summary_table(profile, log)
+    low = low_clock_samples(profile)
+    if low:
+        log(f"[yellow]{len(low)} samples timed with the SM clock below 95% of its "
+            f"{profile.provenance.sm_clock_max_MHz} MHz maximum[/] (throttled: their times are high), first: {low[0]}")
     log(f"profile written to {out}")
     return rc
 

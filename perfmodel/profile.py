@@ -90,6 +90,8 @@ class Provenance(_M):
     gpu_spec: str | None = Field(None, description="hwspecs GPU name this profile was taken on")
     n_gpus: int = Field(1, ge=1)
     driver: str | None = None
+    sm_clock_max_MHz: int | None = Field(None, gt=0, description="the SM clock's maximum (NVML), beside each "
+                                         "sample's sm_clock_MHz: a sample well below it was timed throttled")
     cuda: str | None = None
     torch: str | None = None
     triton: str | None = None

@@ -146,3 +146,21 @@ def test_sample_carries_the_sm_clock_time_fn_read():
     assert "sm_clock_MHz" not in make_sample({"T": 1}, t).model_dump()
     t.extra["sm_clock_MHz"] = 1980
     assert make_sample({"T": 1}, t).model_dump()["sm_clock_MHz"] == 1980
+
+
+def test_low_clock_samples_names_the_throttled_points(tmp_path):
+    """A profile that records the SM clock's maximum and each sample's clock names the samples
+    timed below 95% of it, also after a save and load; without a maximum it names none."""
+    from perfmodel.measure.runner import low_clock_samples
+    from perfmodel.profile import Profile, Provenance, save_profile
+
+    t = summarize([0.02], "graph", 8, "rotate")
+    hot, cool = (make_sample({"shape": "kimi", "T": T}, t, sm_clock_MHz=mhz) for T, mhz in ((1, 1725), (2, 1980)))
+    prov = Provenance(kind="measured", gpu_name="NVIDIA H200", timestamp="2026-12-01T00:00:00+00:00",
+                      sm_clock_max_MHz=1980)
+    prof = Profile(provenance=prov, benches={"moe": BenchResult(status="ok", samples=[hot, cool])})
+    assert low_clock_samples(prof) == ["moe {'shape': 'kimi', 'T': 1} 1725 MHz"]
+    save_profile(prof, tmp_path / "p.json")
+    assert low_clock_samples(load_profile(tmp_path / "p.json")) == low_clock_samples(prof)
+    prof.provenance.sm_clock_max_MHz = None
+    assert low_clock_samples(prof) == []
