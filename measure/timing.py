@@ -149,9 +149,12 @@ def clock_under_load(device: int = 0, wait_ms: float = 10.0) -> int | None:
         return None
     import torch
 
-    a = torch.ones((4096, 4096), device=f"cuda:{device}", dtype=torch.bfloat16)
-    for _ in range(64):
-        a @ a
+    try:
+        a = torch.ones((4096, 4096), device=f"cuda:{device}", dtype=torch.bfloat16)
+        for _ in range(64):
+            a @ a
+    except RuntimeError:  # e.g. out of memory: an idle reading is all there is
+        return sm_clock_MHz(device)
     time.sleep(wait_ms / 1e3)
     mhz = sm_clock_MHz(device)
     torch.cuda.synchronize(device)
