@@ -553,14 +553,16 @@ if triton is not None:
         q_ptrs = q_ptr + e[:, None] * stride_qe + q_col[:, None] + offs_j[None, :]
         s_ptrs = s_ptr + e[:, None] * stride_se + s_col[:, None] + tl.arange(0, 8)[None, :]
         rows = tl.arange(0, PB)
+        e_row = tl.load(ids_ptr + rows, mask=rows < P, other=-1)
+        # a foreign pair's intermediate row is never written (gate_up skips it): not loaded
+        row_ok = (rows < P) & (e_row >= 0) & (e_row < n_experts)
         a_base = h_ptr + rows[:, None] * stride_hm + offs_j[None, :]
         acc = tl.zeros((MB, PB), dtype=tl.float32)
         for kb in range(num_kb):
-            acc, _ = _k_block(acc, a_base + kb * 256, rows < P, kb * 256, K, q_ptrs + kb * 4096, s_ptrs + kb * 512,
+            acc, _ = _k_block(acc, a_base + kb * 256, row_ok, kb * 256, K, q_ptrs + kb * 4096, s_ptrs + kb * 512,
                               DEQUANT, DOT_F32, EVEN_K, acc, q_ptrs, s_ptrs, False, True)
         tw = tl.load(tw_ptr + rows, mask=rows < P, other=0.0).to(tl.float32)
-        # row r keeps column jr (its own pair), times that pair's routed weight; a select, not a
-        # product: another pair's column may hold NaN (a foreign pair's intermediate row is unwritten)
+        # row r keeps column jr (its own pair), times that pair's routed weight
         mine = (rows[None, :] == jr[:, None]) & ok[:, None]
         per_pair = tl.reshape(tl.sum(tl.where(mine, acc * tw[None, :], 0.0), axis=1), (PB, BLOCK_N))  # [pair, column]
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
