@@ -20,6 +20,7 @@ from pathlib import Path
 from perfmodel.profile import BenchResult, Profile, Provenance, load_profile, save_profile, stale_temp_files
 
 from .common import BenchContext, BenchOutput, pct
+from .timing import max_sm_clock_MHz
 
 BENCH_ORDER = ("ceilings", "dispatch", "elementwise", "gemm", "moe", "attention", "treebuild", "collectives", "e2e",
                "pcie", "foreign")
@@ -109,12 +110,6 @@ def _driver() -> str | None:
         return None
 
 
-def _max_clock() -> int | None:
-    from .timing import max_sm_clock_MHz
-
-    return max_sm_clock_MHz(0)
-
-
 def low_clock_samples(profile: Profile, frac: float = 0.95) -> list[str]:
     """The samples timed with the SM clock below frac x the profile's maximum, as
     "bench shape-dict MHz" lines (none where the profile has no clock readings)."""
@@ -159,7 +154,7 @@ def make_provenance(command: str | None = None) -> Provenance:
         gpu_spec=spec,
         n_gpus=max(n_gpus, 1),
         driver=_driver() if n_gpus else None,
-        sm_clock_max_MHz=_max_clock() if n_gpus else None,
+        sm_clock_max_MHz=max_sm_clock_MHz(0) if n_gpus else None,
         cuda=cuda,
         torch=torch_v,
         triton=triton_v,

@@ -117,28 +117,26 @@ def _nvml_handle(device: int):
     return _NVML[device]
 
 
-def sm_clock_MHz(device: int = 0) -> int | None:
-    """The SM clock now (NVML), or None where it cannot be read."""
+def _nvml_clock(device: int, query: str) -> int | None:
+    """The SM clock by NVML's `query` (nvmlDeviceGetClockInfo, nvmlDeviceGetMaxClockInfo), or None."""
     h = _nvml_handle(device)
     if h is None:
         return None
     nv, handle = h
     try:
-        return int(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM))
+        return int(getattr(nv, query)(handle, nv.NVML_CLOCK_SM))
     except Exception:  # noqa: BLE001
         return None
+
+
+def sm_clock_MHz(device: int = 0) -> int | None:
+    """The SM clock now (NVML), or None where it cannot be read."""
+    return _nvml_clock(device, "nvmlDeviceGetClockInfo")
 
 
 def max_sm_clock_MHz(device: int = 0) -> int | None:
     """The SM clock's maximum (NVML), or None where it cannot be read."""
-    h = _nvml_handle(device)
-    if h is None:
-        return None
-    nv, handle = h
-    try:
-        return int(nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_SM))
-    except Exception:  # noqa: BLE001
-        return None
+    return _nvml_clock(device, "nvmlDeviceGetMaxClockInfo")
 
 
 def clock_under_load(device: int = 0, wait_ms: float = 10.0) -> int | None:
