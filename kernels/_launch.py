@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["FastLauncher", "DeviceFacts", "cdiv", "device_facts", "interpreting", "next_pow2"]
+__all__ = ["FastLauncher", "DeviceFacts", "cdiv", "device_facts", "facts_of", "interpreting", "next_pow2"]
 
 _Tensor = torch.Tensor
 _I32 = 2**31
@@ -60,6 +60,13 @@ def device_facts(index: int) -> DeviceFacts:
     """What the launch wrappers ask of a CUDA device, looked up once per device."""
     p = torch.cuda.get_device_properties(index)
     return DeviceFacts(p.major, int(p.multi_processor_count), int(p.L2_cache_size))
+
+
+def facts_of(device: torch.device) -> DeviceFacts | None:
+    """`device_facts` of a tensor's device (an index-less CUDA device: the current one), None off CUDA."""
+    if device.type != "cuda":
+        return None
+    return device_facts(device.index if device.index is not None else torch.cuda.current_device())
 
 
 def _spec(a):

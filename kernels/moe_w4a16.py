@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import torch
 
-from ._launch import FastLauncher, cdiv, device_facts, next_pow2
+from ._launch import FastLauncher, cdiv, facts_of, next_pow2
 from ._moe_common import (
     AlignedRouting,
     MoEGemmConfig,
@@ -903,12 +903,14 @@ ATOMIC_READ = True
 
 
 def _sms(device: torch.device) -> int:
-    return device_facts(device.index).num_sms if device.type == "cuda" else 132
+    facts = facts_of(device)
+    return facts.num_sms if facts else 132
 
 
 def pdl_supported(device: torch.device) -> bool:
     """MOE_PDL, on a CUDA device of compute capability 9 or more, outside the interpreter."""
-    return MOE_PDL and device.type == "cuda" and not interpreting() and device_facts(device.index).cc_major >= 9
+    facts = facts_of(device)
+    return MOE_PDL and facts is not None and not interpreting() and facts.cc_major >= 9
 
 
 def pdl_default(device: torch.device, T: int, k: int, H: int, I: int) -> bool:
@@ -917,7 +919,7 @@ def pdl_default(device: torch.device, T: int, k: int, H: int, I: int) -> bool:
     (they are prefetched into it)."""
     if T > MOE_PDL_MAX_T or not pdl_supported(device):
         return False
-    return T * k * expert_bytes(H, I) / 3 <= MOE_PDL_MAX_L2_SHARE * device_facts(device.index).l2_bytes
+    return T * k * expert_bytes(H, I) / 3 <= MOE_PDL_MAX_L2_SHARE * facts_of(device).l2_bytes
 
 
 # Fused epilogues (`_fused_layer`) by token count. The activation: a split-K gate_up's last split

@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from ._launch import FastLauncher, cdiv, device_facts, interpreting, next_pow2
+from ._launch import FastLauncher, cdiv, device_facts, facts_of, interpreting, next_pow2
 
 __all__ = [
     "tree_attention_gqa",
@@ -358,8 +358,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     L = S - Q
     R = Q * G
     interpret = interpreting()
-    facts = device_facts(q.device.index if q.device.index is not None else torch.cuda.current_device()) \
-        if q.is_cuda else None
+    facts = facts_of(q.device)
     num_sms = facts.num_sms if facts else 132
     cfg = dict(cfg or {})
     pdl = cfg.pop("pdl", None)

@@ -555,17 +555,18 @@ def test_pdl_default_takes_one_token_and_a_down_small_against_the_l2(monkeypatch
     experts' down weights (prefetched into L2) stay within MOE_PDL_MAX_L2_SHARE of it: on an
     H200 (sm_90, 50 MB of L2: hwspecs/SOURCES.md) the Kimi TP8 slice (8.3 MB) and Qwen3-30B-A3B (7.1 MB) take it,
     Kimi I=2048 (66 MB) and two tokens do not; nor does a pre-Hopper GPU or the interpreter."""
+    from perfmodel.kernels import _launch
     from perfmodel.kernels._launch import DeviceFacts
 
     monkeypatch.setattr(m, "interpreting", lambda: False)
-    monkeypatch.setattr(m, "device_facts", lambda index: DeviceFacts(9, 132, 50 * 2**20))
+    monkeypatch.setattr(_launch, "device_facts", lambda index: DeviceFacts(9, 132, 50 * 2**20))
     cuda = torch.device("cuda", 0)
     assert m.pdl_default(cuda, 1, 8, 7168, 256) and m.pdl_default(cuda, 1, 8, 2048, 768)
     assert not m.pdl_default(cuda, 1, 8, 7168, 2048)
     assert not m.pdl_default(cuda, 2, 8, 7168, 256)
     assert not m.pdl_default(torch.device("cpu"), 1, 8, 7168, 256)
-    monkeypatch.setattr(m, "device_facts", lambda index: DeviceFacts(8, 132, 50 * 2**20))
+    monkeypatch.setattr(_launch, "device_facts", lambda index: DeviceFacts(8, 132, 50 * 2**20))
     assert not m.pdl_default(cuda, 1, 8, 7168, 256)
-    monkeypatch.setattr(m, "device_facts", lambda index: DeviceFacts(9, 132, 50 * 2**20))
+    monkeypatch.setattr(_launch, "device_facts", lambda index: DeviceFacts(9, 132, 50 * 2**20))
     monkeypatch.setattr(m, "interpreting", lambda: True)
     assert not m.pdl_default(cuda, 1, 8, 7168, 256)
