@@ -696,6 +696,11 @@ if triton is not None:
     _DOWN_PAIRS = FastLauncher(_w4a16_down_pairs_kernel)
 
 
+def _check_block_n(cfg: MoEGemmConfig, what: str = "") -> None:
+    if cfg.block_n < 16 or cfg.block_n & (cfg.block_n - 1):
+        raise ValueError(f"{what}block_n={cfg.block_n}: the INT4 kernel takes a power of two >= 16")
+
+
 def _k_splits(num_kb: int, split_k: int) -> tuple[int, int]:
     """(K-blocks per split, splits) of a launch asked for split_k splits of num_kb K-blocks:
     every split but the last gets the same whole number of K-blocks, so fewer splits may run."""
@@ -718,8 +723,7 @@ def _launch(
     c (FINAL_CAST). pdl_trigger / pdl_wait: programmatic dependent launch, see `MOE_PDL`
     (ignored under the interpreter)."""
     assert a.stride(1) == 1 and qweight.is_contiguous() and scales.is_contiguous() and c.stride(1) == 1
-    if cfg.block_n < 16 or cfg.block_n & (cfg.block_n - 1):
-        raise ValueError(f"block_n={cfg.block_n}: the INT4 kernel takes a power of two >= 16")
+    _check_block_n(cfg)
     if cfg.dequant not in (DEQUANT_CVT, DEQUANT_BF16X2):
         raise ValueError(f"dequant={cfg.dequant}: expected {DEQUANT_CVT} (convert) or {DEQUANT_BF16X2} (bf16x2 PTX)")
     num_kb = qweight.shape[2]
@@ -843,12 +847,11 @@ def fused_moe_w4a16(
         if T * k > PAIR_BLOCKS_MAX_PAIRS:
             raise ValueError(f"pair_blocks=True takes at most {PAIR_BLOCKS_MAX_PAIRS} (token, slot) pairs, got {T * k}")
         _, gu, dn = default_configs(T, k, E, H, I)
-        dnp = as_config(down_config, down_pairs_config(H, I, num_sms=_sms(x.device)))
         gu, dn = as_config(gate_up_config, gu), as_config(down_config, dn)
         ws = _persistent_workspace(x.device, sum(_pair_workspace(T, k, H, I, gu, dn)))
         if ws is not None:
             return _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, E=E, I=I, gu=gu, dn=dn,
-                               pdl=pdl, down_pairs=down_pairs, dn_pairs=dnp)
+                               pdl=pdl, down_pairs=down_pairs, down_config=down_config)
     if direct if direct is not None else (T <= DIRECT_MAX_T and block_m is None):
         if T > 8:
             raise ValueError(f"direct=True takes at most 8 tokens, got T={T}")
@@ -999,8 +1002,7 @@ def _direct_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, *, E, I, 
     k = topk_ids.shape[1]
     P = T * k
     for name, cfg in (("gate_up", gu), ("down", dn)):
-        if cfg.block_n < 16 or cfg.block_n & (cfg.block_n - 1):
-            raise ValueError(f"{name} block_n={cfg.block_n}: the INT4 kernel takes a power of two >= 16")
+        _check_block_n(cfg, f"{name} ")
     if topk_ids.stride(1) != 1:
         topk_ids = topk_ids.contiguous()
     if topk_weights.stride(1) != 1 or topk_weights.stride(0) != topk_weights.shape[1]:
@@ -1100,7 +1102,9 @@ def _pair_routing(topk_ids: torch.Tensor, E: int) -> AlignedRouting:
 
 
 def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I, gu, dn, pdl=None, down_pairs=None,
-                dn_pairs=None):
+                down_config=None):
+    """The pair path; `down_config` (the caller's, as given) overrides `down_pairs_config` where
+    down sums the pairs in registers, `dn` is the atomic down's."""
     T, H = x.shape
     k = topk_ids.shape[1]
     P = T * k
@@ -1121,8 +1125,8 @@ def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I
             cfg=gu, ws=g if split_act else None, counters=counters[:cnt_gu] if split_act else None, n_experts=E,
             self_clean=True, pdl_trigger=pdl)
     if down_pairs if down_pairs is not None else P <= DOWN_PAIRS_MAX_P:
-        _down_pairs(h, w2_q, w2_s, out, routing.block_expert_ids, tw, E=E, k=k, cfg=dn_pairs or down_pairs_config(H, I),
-                    pdl_wait=pdl)
+        cfg = as_config(down_config, down_pairs_config(H, I, num_sms=_sms(x.device)))
+        _down_pairs(h, w2_q, w2_s, out, routing.block_expert_ids, tw, E=E, k=k, cfg=cfg, pdl_wait=pdl)
         return out
     _launch(h, w2_q, w2_s, out, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True,
             cfg=dn, ws=acc, counters=counters[cnt_gu:], out_rows=T, n_experts=E, self_clean=True, pdl_wait=pdl)
@@ -1166,8 +1170,7 @@ def _down_pairs(h, w2_q, w2_s, out, ids, tw, *, E, k, cfg, pdl_wait=False):
     <= DOWN_PAIRS_MAX_PB), in one launch of one program per column tile."""
     P, I = h.shape
     T, H = out.shape
-    if cfg.block_n < 16 or cfg.block_n & (cfg.block_n - 1):
-        raise ValueError(f"block_n={cfg.block_n}: the INT4 kernel takes a power of two >= 16")
+    _check_block_n(cfg)
     pb = max(8, next_pow2(P))
     if pb > DOWN_PAIRS_MAX_PB:
         raise ValueError(f"the pair-summing down takes at most {DOWN_PAIRS_MAX_PB} pairs, got {P}")
