@@ -13,12 +13,10 @@ eagerly and under graph replay with changing routings.
 
 from __future__ import annotations
 
-import argparse
-import time
-
+from . import _ab
+from ._ab import READ_GBPS
 from ._ab import p as _p
-from ._ab import start
-from .ab_session8 import READ_GBPS, _kernel_times, graph_replay_diff, moe_cases
+from .ab_session8 import _kernel_times, graph_replay_diff, layer_us, moe_cases
 
 # name -> fused_moe_w4a16 keywords (pair path); "atomic" is the down before this session
 VARIANTS = {
@@ -43,8 +41,6 @@ def moe(rounds: int, warm: bool, plan, names=tuple(VARIANTS)) -> None:
     from perfmodel.kernels import moe_w4a16 as m
     from perfmodel.kernels._testing import calc_diff
 
-    from ..timing import time_fn
-
     _p("\n## W4A16 MoE layer (pair path), us per call (CUDA graph of 8 calls, 8 routings, cold weights), per round")
     for name, T, H, I, E, k, w, x, routes in moe_cases(plan):
         base = [m.fused_moe_w4a16(x, *w, *r, pair_blocks=False, pdl=False) for r in routes]
@@ -60,15 +56,10 @@ def moe(rounds: int, warm: bool, plan, names=tuple(VARIANTS)) -> None:
         if warm:
             continue
 
-        def t_of(kv):
-            f = lambda i, wt: m.fused_moe_w4a16(x, *w, i, wt, pair_blocks=True, **kv)  # noqa: E731
-            return time_fn(f, args_list=routes, calls_per_graph=8, graph=True, cold_l2="rotate",
-                           max_samples=12, max_seconds=0.08).median_ms * 1e3
-
         res = {v: [] for v in variants}
         for _ in range(rounds):
             for vname, kv in variants.items():
-                res[vname].append(t_of(kv))
+                res[vname].append(layer_us(x, w, routes, pair_blocks=True, **kv))
         nb = m.bytes_moved(routes[0][0], E, H, I)
         best = {v: min(t) for v, t in res.items()}
         win = min(best, key=best.get)
@@ -86,19 +77,16 @@ def moe(rounds: int, warm: bool, plan, names=tuple(VARIANTS)) -> None:
 PLAN = [("kimi_tp8", 1), ("kimi_tp8", 2), ("qwen3", 1), ("qwen3", 2), ("kimi_I2048", 1)]
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--warm", action="store_true", help="compile and check only")
-    ap.add_argument("--final", action="store_true", help="the defaults against the atomic down, one token")
-    a = ap.parse_args(argv)
-    t0 = start("ab_session10")
+def _run(a) -> None:
     if a.final:
         moe(a.rounds, a.warm, [(n, T) for n, T in PLAN if T == 1], FINAL)
     else:
         moe(a.rounds, a.warm, PLAN)
-    _p(f"# done at {time.time() - t0:.0f} s")
 
+
+def main(argv=None) -> None:
+    _ab.main("ab_session10", __doc__, _run, argv,
+             flags=(("--final", "the defaults against the atomic down, one token"),))
 
 if __name__ == "__main__":
     main()

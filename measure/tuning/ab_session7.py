@@ -29,10 +29,9 @@ import io
 import pstats
 import time
 
+from ._ab import READ_GBPS, start
 from ._ab import p as _p
-from ._ab import start
-
-READ_GBPS = 4281.0  # the embedded profile's streaming read ceiling (H200), for the roofs
+from .ab_session8 import layer_us, moe_cases
 
 
 # ------------------------------------------------------------------------------------ eager
@@ -130,9 +129,7 @@ def moe(before, rounds: int, warm: bool) -> None:
     from perfmodel.kernels import moe_w4a16 as new
     from perfmodel.kernels._testing import calc_diff
 
-    from ..common import uniform_topk
-    from ..shapes import KIMI, QWEN3_30B
-    from ..timing import time_fn
+    from ..shapes import KIMI
 
     old = importlib.import_module(before + ".moe_w4a16")
     H, E, k = KIMI["hidden"], KIMI["n_experts"], KIMI["top_k"]
@@ -144,8 +141,6 @@ def moe(before, rounds: int, warm: bool) -> None:
         nb = d * eb + 4.0 * T * H
         _p(f"T={T}: expected distinct experts {d:5.2f}, bytes {nb / 1e6:6.1f} MB, roof {nb / READ_GBPS / 1e3:5.1f} us")
 
-    shapes = {"kimi_tp8": (H, KIMI["moe_inter"] // 8, E, k), "kimi_I2048": (H, KIMI["moe_inter"], E, k),
-              "qwen3": (QWEN3_30B["hidden"], QWEN3_30B["moe_inter"], QWEN3_30B["n_experts"], QWEN3_30B["top_k"])}
     plan = [("kimi_tp8", T) for T in (1, 2, 4, 8)] + [("qwen3", 1), ("qwen3", 8), ("kimi_I2048", 1), ("kimi_I2048", 8),
                                                      ("kimi_I2048", 32)]
     variants = {("kimi_tp8", 1): [dict(gate_up_config=dict(split_k=2)), dict(gate_up_config=dict(split_k=7)),
@@ -153,17 +148,8 @@ def moe(before, rounds: int, warm: bool) -> None:
                 ("kimi_tp8", 2): [dict(gate_up_config=dict(split_k=4)), dict(direct=False)],
                 ("kimi_tp8", 4): [dict(gate_up_config=dict(split_k=2)), dict(direct=False)],
                 ("kimi_tp8", 8): [dict(direct=False)]}
-    weights = {}
     _p("\n## W4A16 MoE layer: us per call (CUDA graph of 8 calls, 8 routings, cold weights): before | new, per round")
-    for name, T in plan:
-        Hs, I, Es, ks = shapes[name]
-        if name not in weights:
-            weights.clear()
-            torch.cuda.empty_cache()
-            weights[name] = (*new.random_kernel_weights(Es, 2 * I, Hs), *new.random_kernel_weights(Es, Hs, I))
-        w = weights[name]
-        x = torch.randn(T, Hs, device="cuda", dtype=torch.bfloat16)
-        routes = [uniform_topk(T, Es, ks) for _ in range(8)]
+    for name, T, Hs, I, Es, ks, w, x, routes in moe_cases(plan):
         a = old.fused_moe_w4a16(x, *w, *routes[0])
         b = new.fused_moe_w4a16(x, *w, *routes[0])
         c = new.fused_moe_w4a16(x, *w, *routes[0], direct=False)
@@ -179,9 +165,7 @@ def moe(before, rounds: int, warm: bool) -> None:
             continue
 
         def t_of(mod, **kv):
-            f = lambda i, wt: mod.fused_moe_w4a16(x, *w, i, wt, **kv)  # noqa: E731
-            return time_fn(f, args_list=routes, calls_per_graph=8, graph=True, cold_l2="rotate",
-                           max_samples=12, max_seconds=0.08).median_ms * 1e3
+            return layer_us(x, w, routes, mod, **kv)
 
         tb, tn = [], []
         for _ in range(rounds):

@@ -12,13 +12,9 @@ workspace is checked to be zero afterwards.
 
 from __future__ import annotations
 
-import argparse
-import time
-
+from . import _ab
+from ._ab import READ_GBPS
 from ._ab import p as _p
-from ._ab import start
-
-READ_GBPS = 4281.0  # the embedded profile's streaming read ceiling (H200), for the roofs
 
 
 def _kernel_times(fn, args_list, reps: int = 20) -> str:
@@ -70,6 +66,19 @@ def moe_cases(plan):
         yield name, T, H, I, E, k, weights[name], x, [uniform_topk(T, E, k) for _ in range(8)]
 
 
+def layer_us(x, w, routes, mod=None, **kv) -> float:
+    """The W4A16 layer (`fused_moe_w4a16` keywords kv; of module `mod`, default this tree's
+    kernels.moe_w4a16) as the moe bench times it: a CUDA graph of one call per routing, cold
+    weights; us per call."""
+    from ..timing import time_fn
+
+    if mod is None:
+        from perfmodel.kernels import moe_w4a16 as mod
+    f = lambda i, wt: mod.fused_moe_w4a16(x, *w, i, wt, **kv)  # noqa: E731
+    return time_fn(f, args_list=routes, calls_per_graph=len(routes), graph=True, cold_l2="rotate", max_samples=12,
+                   max_seconds=0.08).median_ms * 1e3
+
+
 def graph_replay_diff(x, w, routes, base, **kv) -> float:
     """The layer captured once in a CUDA graph, replayed with each routing copied into its
     buffers: the largest calc_diff against base (one output per routing)."""
@@ -97,8 +106,6 @@ def moe(rounds: int, warm: bool) -> None:
 
     from perfmodel.kernels import moe_w4a16 as m
     from perfmodel.kernels._testing import calc_diff
-
-    from ..timing import time_fn
 
     paths = {"pair": dict(pair_blocks=True), "aligned": dict(pair_blocks=False), "direct": dict(direct=True)}
     variants = {("kimi_tp8", 1): [dict(gate_up_config=dict(split_k=s)) for s in (2, 4, 14)]
@@ -135,15 +142,10 @@ def moe(rounds: int, warm: bool) -> None:
         if warm:
             continue
 
-        def t_of(**kv):
-            f = lambda i, wt: m.fused_moe_w4a16(x, *w, i, wt, **kv)  # noqa: E731
-            return time_fn(f, args_list=routes, calls_per_graph=8, graph=True, cold_l2="rotate",
-                           max_samples=12, max_seconds=0.08).median_ms * 1e3
-
         res = {p: [] for p in paths}
         for _ in range(rounds):
             for pname, kv in paths.items():
-                res[pname].append(t_of(**kv))
+                res[pname].append(layer_us(x, w, routes, **kv))
         nb = m.bytes_moved(routes[0][0], E, H, I)
         best = {p: min(v) for p, v in res.items()}
         _p(f"{name} T={T}: " + " | ".join(f"{p} {' '.join(f'{t:6.1f}' for t in v)}" for p, v in res.items())
@@ -153,18 +155,11 @@ def moe(rounds: int, warm: bool) -> None:
             f = lambda i, wt, kv=kv: m.fused_moe_w4a16(x, *w, i, wt, **kv)  # noqa: E731
             _p(f"    kernels {pname}: {_kernel_times(f, routes)}")
         for v in variants.get((name, T), []):
-            _p(f"    pair {v}: {min(t_of(pair_blocks=True, **v) for _ in range(2)):6.1f} us")
+            _p(f"    pair {v}: {min(layer_us(x, w, routes, pair_blocks=True, **v) for _ in range(2)):6.1f} us")
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--warm", action="store_true", help="compile and check only")
-    a = ap.parse_args(argv)
-    t0 = start("ab_session8")
-    moe(a.rounds, a.warm)
-    _p(f"# done at {time.time() - t0:.0f} s")
-
+    _ab.main("ab_session8", __doc__, lambda a: moe(a.rounds, a.warm), argv)
 
 if __name__ == "__main__":
     main()

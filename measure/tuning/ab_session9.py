@@ -13,12 +13,10 @@ version of this tool also had a race section: runs/tuning/session9/ab_session9_r
 
 from __future__ import annotations
 
-import argparse
-import time
-
+from . import _ab
+from ._ab import READ_GBPS
 from ._ab import p as _p
-from ._ab import start
-from .ab_session8 import READ_GBPS, _kernel_times, graph_replay_diff, moe_cases
+from .ab_session8 import _kernel_times, graph_replay_diff, layer_us, moe_cases
 
 # name -> (fused_moe_w4a16 keywords, moe_w4a16.ARRIVE_FENCE, .ATOMIC_READ)
 VARIANTS = {
@@ -41,7 +39,6 @@ def moe(rounds: int, warm: bool) -> None:
     from perfmodel.kernels import moe_w4a16 as m
     from perfmodel.kernels._testing import calc_diff
 
-    from ..timing import time_fn
 
     plan = [("kimi_tp8", T) for T in (1, 2, 3, 4)] + [("qwen3", 1), ("qwen3", 2), ("qwen3", 4), ("kimi_I2048", 1),
                                                       ("kimi_I2048", 2)]
@@ -68,10 +65,8 @@ def moe(rounds: int, warm: bool) -> None:
 
         def t_of(kv, *flags):
             _flags(m, *flags)
-            f = lambda i, wt: m.fused_moe_w4a16(x, *w, i, wt, **kv)  # noqa: E731
             try:
-                return time_fn(f, args_list=routes, calls_per_graph=8, graph=True, cold_l2="rotate",
-                               max_samples=12, max_seconds=0.08).median_ms * 1e3
+                return layer_us(x, w, routes, **kv)
             finally:
                 _flags(m, False, True)
 
@@ -91,14 +86,7 @@ def moe(rounds: int, warm: bool) -> None:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--warm", action="store_true", help="compile and check only")
-    a = ap.parse_args(argv)
-    t0 = start("ab_session9")
-    moe(a.rounds, a.warm)
-    _p(f"# done at {time.time() - t0:.0f} s")
-
+    _ab.main("ab_session9", __doc__, lambda a: moe(a.rounds, a.warm), argv)
 
 if __name__ == "__main__":
     main()

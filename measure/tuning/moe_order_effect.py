@@ -26,20 +26,17 @@ def main(argv=None) -> None:
 
     from ..common import log_spaced, randn, uniform_topk
     from ..shapes import KIMI
-    from ..timing import time_fn
+    from ..timing import sm_clock_MHz
+    from .ab_session8 import layer_us
 
     def clock() -> str:
-        try:
-            return f"{torch.cuda.clock_rate()} MHz"
-        except Exception as e:  # pynvml missing or no permission
-            return f"clock n/a ({type(e).__name__})"
+        mhz = sm_clock_MHz(torch.cuda.current_device())
+        return f"{mhz} MHz" if mhz is not None else "clock n/a"
 
     def layer(w, T, E, k, rounds=3):
         x = randn(T, H)
         routes = [uniform_topk(T, E, k) for _ in range(8)]
-        f = lambda i, wt: m.fused_moe_w4a16(x, *w, i, wt)  # noqa: E731
-        return [time_fn(f, args_list=routes, calls_per_graph=8, graph=True, cold_l2="rotate", max_samples=12,
-                        max_seconds=0.08).median_ms * 1e3 for _ in range(rounds)]
+        return [layer_us(x, w, routes) for _ in range(rounds)]
 
     H, E, k = KIMI["hidden"], KIMI["n_experts"], KIMI["top_k"]
     tp8 = (*m.random_kernel_weights(E, 2 * (KIMI["moe_inter"] // 8), H), *m.random_kernel_weights(E, H, KIMI["moe_inter"] // 8))
