@@ -393,10 +393,14 @@ DOWN_PAIRS = [
 ]
 
 
+@pytest.mark.parametrize("preload", [False, True])
 @pytest.mark.parametrize("T,E,H,I,k,block_n", DOWN_PAIRS)
-def test_pair_summing_down_matches_reference_and_the_atomic_down(T, E, H, I, k, block_n):
+def test_pair_summing_down_matches_reference_and_the_atomic_down(T, E, H, I, k, block_n, preload, monkeypatch):
     """down as one program per column tile that sums every pair in registers (pairs as K-blocks,
-    pair j in MMA column j) against the reference and against the pair path's atomic down."""
+    pair j in MMA column j) against the reference and against the pair path's atomic down;
+    `preload`: its first K-block dequantised ahead of the rest (as before its PDL wait on the GPU)."""
+    real = m._down_pairs
+    monkeypatch.setattr(m, "_down_pairs", lambda *a, **kw: real(*a, **{**kw, "preload": preload}))
     wts, ids, tw, x, ref = _case(T, E, H, I, k, 100 + T * H + I)
     kl = _kernel_layout(wts)
     cfg = dict(gate_up_config=dict(dequant=0), down_config=dict(block_n=block_n, dequant=0))
@@ -505,8 +509,12 @@ def test_sm90_last_arrival_reads_the_sums_with_atomics():
 
 _DOWN_PAIRS_PTX = """
 import json
-from perfmodel.measure.tuning.sass_census import compile_down_pairs
-print(json.dumps(compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True)).asm["ptx"]))
+from perfmodel.measure.tuning.sass_census import compile_down_pairs, compile_w4a16
+print(json.dumps({"down": compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True)).asm["ptx"],
+                  "chain": compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True, PDL_TRIGGER=True,
+                                                                    PRELOAD=True)).asm["ptx"],
+                  "gate_up": compile_w4a16(8, 64, True, 4, 3, extra=dict(SPLIT_ACT=True, SELF_CLEAN=True,
+                                           PDL_TRIGGER=True, PDL_WAIT_FIRST=True)).asm["ptx"]}))
 """
 
 
@@ -523,12 +531,21 @@ def test_sm90_pair_summing_down_has_no_atomics_and_prefetches_before_its_wait():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     r = subprocess.run([sys.executable, "-c", _DOWN_PAIRS_PTX], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    ptx = json.loads(r.stdout)
+    got = json.loads(r.stdout)
+    ptx = got["down"]
     import re
 
     assert not re.findall(r"^\s*(?:@%p\d+\s+)?(?:atom|red)\.", ptx, flags=re.M)  # an atomic instruction
     assert ptx.index("prefetch.global.L2") < ptx.index("griddepcontrol.wait")
     assert "mma.sync" in ptx
+    # a link of a chain of dependent launches (MOE_PDL_CHAIN, DOWN_PAIRS_PRELOAD): down lets the next
+    # launch start before it waits, and loads and dequantises its first K-block before the wait
+    # (its MMAs after it); gate_up waits before its first global load
+    chain, wait = got["chain"], got["chain"].index("griddepcontrol.wait")
+    assert chain.index("griddepcontrol.launch_dependents") < wait
+    assert "ld.global" in chain[:wait] and "fma.rn.bf16x2" in chain[:wait] and "mma.sync" not in chain[:wait]
+    gate_up = got["gate_up"]
+    assert gate_up.index("griddepcontrol.wait") < gate_up.index("ld.global")
 
 
 @pytest.mark.gpu
