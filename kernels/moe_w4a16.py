@@ -470,15 +470,9 @@ if triton is not None:
         PDL_WAIT: tl.constexpr = False,
         ARRIVE_FENCE: tl.constexpr = False,  # see _arrive
         ATOMIC_READ: tl.constexpr = False,  # see _read_sums
-        # launched with launch_pdl and waiting (griddepcontrol.wait) before anything else: the
-        # program is resident while the launch before it drains, and reads nothing of it early
-        # (`MOE_PDL_CHAIN`)
-        PDL_WAIT_FIRST: tl.constexpr = False,
     ):
         if PDL_TRIGGER:
             tl.extra.cuda.gdc_launch_dependents()
-        if PDL_WAIT_FIRST:
-            tl.extra.cuda.gdc_wait()
         pid_n = tl.program_id(0)  # column tiles fastest: neighbouring programs share the expert
         pid_m = tl.program_id(1)
         pid_k = tl.program_id(2)
@@ -564,8 +558,7 @@ if triton is not None:
         PB: tl.constexpr,  # pairs as the MMA's N: a power of two >= P and >= 8
         DEQUANT: tl.constexpr, DOT_F32: tl.constexpr, EVEN_K: tl.constexpr,
         BLOCK_N: tl.constexpr, PDL_WAIT: tl.constexpr = False,
-        PDL_TRIGGER: tl.constexpr = False,  # let the next launch start now (`MOE_PDL_CHAIN`)
-        PRELOAD: tl.constexpr = False,  # with PDL_WAIT: the first K-block in registers, dequantised, before the wait
+        PRELOAD: tl.constexpr = False,  # the first K-block in registers, dequantised, before the wait (`DOWN_PAIRS_PRELOAD_MAX_KB`)
     ):
         """down of the pair path at a few pairs (`DOWN_PAIRS_MAX_P`), one program per column tile
         summing every pair: the weights of all pairs' experts for the tile's columns are stacked
@@ -575,8 +568,6 @@ if triton is not None:
         then happen in registers: no fp32 atomics, no arrival counter, no workspace. PDL_WAIT:
         the weight tiles are pulled into L2 before griddepcontrol.wait (the topk ids are read
         before it: the routing precedes gate_up)."""
-        if PDL_TRIGGER:
-            tl.extra.cuda.gdc_launch_dependents()
         pid_n = tl.program_id(0)
         MB: tl.constexpr = PB * BLOCK_N
         r = tl.arange(0, MB)
@@ -589,7 +580,7 @@ if triton is not None:
         offs_j = tl.arange(0, 32)
         q_ptrs = q_ptr + e[:, None] * stride_qe + q_col[:, None] + offs_j[None, :]
         s_ptrs = s_ptr + e[:, None] * stride_se + s_col[:, None] + tl.arange(0, 8)[None, :]
-        if PRELOAD:  # K-block 0 loaded and dequantised while the launch before still runs
+        if PRELOAD:  # K-block 0 loaded and dequantised while gate_up still runs (under PDL_WAIT)
             w_first = _dequant_kblock(q_ptrs, s_ptrs, DEQUANT, DOT_F32)
         if PDL_WAIT:
             _prefetch_weights(q_ptr, s_ptr, e, cols, stride_qe, stride_se, num_kb, 1 if PRELOAD else 0, num_kb)
@@ -760,16 +751,14 @@ def _launch(
     a_row_div: int, c_row_div: int, gate_up: bool, atomic: bool, cfg: MoEGemmConfig,
     ws: torch.Tensor | None = None, counters: torch.Tensor | None = None, out_rows: int = 0,
     n_experts: int | None = None, self_clean: bool = False, pdl_trigger: bool = False, pdl_wait: bool = False,
-    pdl_wait_first: bool = False,
 ) -> None:
     """c[pair // c_row_div, :n] (+)= a[pair // a_row_div, :k_dim] @ W[expert] over aligned
     blocks; with gate_up, columns n.. of W are the up half and c gets silu(gate)*up.
     With `ws` (zeroed fp32) and `counters` (zeroed int32): gate_up with split-K sums into ws
     [pairs, 2n] and its last split applies the activation into c (SPLIT_ACT); otherwise the
     atomic sum goes to ws [out_rows, n] and the last program of each column tile casts it into
-    c (FINAL_CAST). pdl_trigger / pdl_wait: programmatic dependent launch, see `MOE_PDL`;
-    pdl_wait_first: a dependent launch that waits before it reads anything, see `MOE_PDL_CHAIN`
-    (all ignored under the interpreter)."""
+    c (FINAL_CAST). pdl_trigger / pdl_wait: programmatic dependent launch, see `MOE_PDL`
+    (ignored under the interpreter)."""
     assert a.stride(1) == 1 and qweight.is_contiguous() and scales.is_contiguous() and c.stride(1) == 1
     _check_block_n(cfg)
     if cfg.dequant not in (DEQUANT_CVT, DEQUANT_BF16X2):
@@ -800,9 +789,8 @@ def _launch(
         SELF_CLEAN=self_clean and (split_act or final_cast),
         PDL_TRIGGER=pdl_trigger and not interp, PDL_WAIT=pdl_wait and not interp,
         ARRIVE_FENCE=ARRIVE_FENCE and not interp, ATOMIC_READ=ATOMIC_READ and not interp,
-        PDL_WAIT_FIRST=pdl_wait_first and not interp,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-        **({"launch_pdl": True} if (pdl_wait or pdl_wait_first) and not interp else {}),
+        **({"launch_pdl": True} if pdl_wait and not interp else {}),
         **({} if cfg.max_regs is None or interp else dict(maxnreg=cfg.max_regs)),
     )
 
@@ -936,15 +924,12 @@ def fused_moe_w4a16(
 # "Kernel defaults").
 MOE_PDL = True
 MOE_PDL_MAX_T = 1
-# where down is a dependent launch (`pdl_default`), the layer is also one link of a chain of
-# dependent launches: gate_up is launched with launch_pdl and waits (griddepcontrol.wait) before
-# it reads anything, so its programs are resident while the launch before it drains, and down lets
-# the next launch start at once. A launch before gate_up that does not trigger its dependents early
-# costs nothing: gate_up then starts when it ends, as without. Measured: runs/README.md
-MOE_PDL_CHAIN = True
-# where down is a dependent launch, its programs load and dequantise their first K-block of weights
-# before they wait for gate_up (the rest is pulled into L2), instead of prefetching it all into L2
-DOWN_PAIRS_PRELOAD = True
+# where down is a dependent launch (`pdl_default`) and K (the expert width) is at most this many
+# 256-blocks, down's programs load and dequantise their first K-block of weights into registers
+# before they wait for gate_up, instead of only prefetching it into L2 (`PRELOAD`). On the H200 at
+# one token (runs/README.md, "Kernel defaults"): Kimi TP8 slice (1 block) 16.1 against 17.5 us;
+# Qwen3-30B-A3B (3 blocks, 4 warps) slower, 17.0 against 16.2
+DOWN_PAIRS_PRELOAD_MAX_KB = 1
 # ... and only while down's weights (prefetched into L2) are a small share of it: faster at 7 and
 # 8.3 MB (Qwen3-30B-A3B, Kimi TP8 slice: a seventh or a sixth of the H200's 50 MB of L2,
 # hwspecs/SOURCES.md), 10 us slower at 66 MB (Kimi I=2048, T = 1), where the prefetch overflows
@@ -1181,11 +1166,11 @@ def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I
     pdl = pdl_default(x.device, T, k, H, I) if pdl is None else pdl
     _launch(x, w13_q, w13_s, h, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=True, atomic=False,
             cfg=gu, ws=g if split_act else None, counters=counters[:cnt_gu] if split_act else None, n_experts=E,
-            self_clean=True, pdl_trigger=pdl, pdl_wait_first=pdl and MOE_PDL_CHAIN)
+            self_clean=True, pdl_trigger=pdl)
     if down_pairs if down_pairs is not None else P <= DOWN_PAIRS_MAX_P:
         cfg = as_config(down_config, down_pairs_config(H, I, num_sms=_sms(x.device)))
         _down_pairs(h, w2_q, w2_s, out, routing.block_expert_ids, tw, E=E, k=k, cfg=cfg, pdl_wait=pdl,
-                    pdl_trigger=pdl and MOE_PDL_CHAIN, preload=pdl and DOWN_PAIRS_PRELOAD)
+                    preload=pdl and padded_k(I) // KBLOCK <= DOWN_PAIRS_PRELOAD_MAX_KB)
         return out
     _launch(h, w2_q, w2_s, out, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True,
             cfg=dn, ws=acc, counters=counters[cnt_gu:], out_rows=T, n_experts=E, self_clean=True, pdl_wait=pdl)
@@ -1224,7 +1209,7 @@ def down_pairs_config(H: int, I: int, num_sms: int = 132) -> MoEGemmConfig:
                          num_stages=2 if num_kb > 4 else 3)
 
 
-def _down_pairs(h, w2_q, w2_s, out, ids, tw, *, E, k, cfg, pdl_wait=False, pdl_trigger=False, preload=False):
+def _down_pairs(h, w2_q, w2_s, out, ids, tw, *, E, k, cfg, pdl_wait=False, preload=False):
     """out [T, H] = sum over the pairs j of tw[j] * W2[ids[j]] @ h[j] (h [P, I], P = T * k
     <= DOWN_PAIRS_MAX_PB), in one launch of one program per column tile."""
     P, I = h.shape
@@ -1242,7 +1227,7 @@ def _down_pairs(h, w2_q, w2_s, out, ids, tw, *, E, k, cfg, pdl_wait=False, pdl_t
         h.stride(0), w2_q.stride(0), w2_s.stride(0), out.stride(0),
         K_TOP=k, T_OUT=T, PB=pb, DEQUANT=DEQUANT_CVT if interp else cfg.dequant, DOT_F32=interp,
         EVEN_K=I % KBLOCK == 0, BLOCK_N=cfg.block_n, PDL_WAIT=pdl_wait and not interp,
-        PDL_TRIGGER=pdl_trigger and not interp, PRELOAD=preload,
+        PRELOAD=preload,
         num_warps=warps, num_stages=cfg.num_stages,
         **({"launch_pdl": True} if pdl_wait and not interp else {}),
     )

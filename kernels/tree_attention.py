@@ -90,12 +90,10 @@ def _get_kernel():
         DK: tl.constexpr, DPE: tl.constexpr, DV: tl.constexpr, V_IS_K: tl.constexpr,
         BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, DOT_F32: tl.constexpr,
         BLOCK_DV: tl.constexpr, RESCALE_LOG2: tl.constexpr = 8.0, PDL: tl.constexpr = False,
-        Q_IN_LOOP: tl.constexpr = False, PDL_WAIT_FIRST: tl.constexpr = False,
+        Q_IN_LOOP: tl.constexpr = False,
     ):
         if PDL:  # let the combine grid launch now; it waits (griddepcontrol.wait) for this grid's writes
             tl.extra.cuda.gdc_launch_dependents()
-        if PDL_WAIT_FIRST:  # a dependent launch of whatever ran before (`PDL_CHAIN`): wait before any read
-            tl.extra.cuda.gdc_wait()
         pid_ch = tl.program_id(0)
         pid_s = tl.program_id(2)
         c = (pid_ch // HKV).to(tl.int64)  # pid_ch = c * HKV + hkv
@@ -287,10 +285,7 @@ def _get_combine():
                         so_c, so_h, so_p, so_r, sl_c, sl_h, sl_p,
                         sout_c, sout_i, sout_h,
                         G: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_P: tl.constexpr,
-                        PDL: tl.constexpr = False, ONE_PASS: tl.constexpr = False,
-                        PDL_TRIGGER: tl.constexpr = False):
-        if PDL_TRIGGER:  # let the next launch start now (`PDL_CHAIN`)
-            tl.extra.cuda.gdc_launch_dependents()
+                        PDL: tl.constexpr = False, ONE_PASS: tl.constexpr = False):
         if PDL:  # launched early (programmatic dependent launch): wait for the partials
             tl.extra.cuda.gdc_wait()
         pid_ch = tl.program_id(0)
@@ -340,12 +335,6 @@ def _get_combine():
 # grid starts while the split kernel drains and waits in griddepcontrol.wait for its writes
 # (runs/README.md, "Kernel defaults")
 PDL_DEFAULT = True
-# where the combine is a dependent launch, the attention is also one link of a chain of dependent
-# launches: the split kernel is launched with launch_pdl and waits (griddepcontrol.wait) before it
-# reads anything, so its programs are resident while the launch before it drains, and the combine
-# lets the next launch start at once. A launch before it that does not trigger its dependents early
-# costs nothing: the split kernel then starts when it ends, as without. Measured: runs/README.md
-PDL_CHAIN = True
 # the combine loads every split's (lse, o) in one tile when they fit (<= 8192 fp32), instead of a
 # max pass over the lse then a weighted pass: GQA, and MLA up to 64 splits (MLA with 64 heads
 # and 65-66 splits was 0.3 us faster in two passes; runs/README.md, "Kernel defaults")
@@ -376,7 +365,6 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     q_in_loop = cfg.pop("q_in_loop", None)
     partials = cfg.pop("partials", None)
     pdl = (PDL_DEFAULT if pdl is None else pdl) and facts is not None and not interpret and facts.cc_major >= 9
-    chain = pdl and PDL_CHAIN and not SPLIT_ONLY
     d = default_config(C, Hkv, R, S, dv, num_sms=num_sms, block_r=cfg.get("block_r"))
     if q.dtype == torch.float32 and dv > 128 and not interpret:
         d["block_s"] = 32  # fp32 MLA tiles: 2 stages of 64 x 576 x 4 B exceed the shared memory
@@ -414,8 +402,8 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
         G=G, DK=q.shape[-1], DPE=dpe, DV=dv, V_IS_K=v_is_k,
         BLOCK_R=d["block_r"], BLOCK_S=d["block_s"],
-        DOT_F32=interpret, PDL=pdl, BLOCK_DV=block_dv, Q_IN_LOOP=q_in_loop, PDL_WAIT_FIRST=chain,
-        num_warps=d["num_warps"], num_stages=d["num_stages"], **({"launch_pdl": True} if chain else {}),
+        DOT_F32=interpret, PDL=pdl, BLOCK_DV=block_dv, Q_IN_LOOP=q_in_loop,
+        num_warps=d["num_warps"], num_stages=d["num_stages"],
     )
     if SPLIT_ONLY:  # tuning (measure/tuning/sweep_decode.py): the split kernel alone
         return o
@@ -432,7 +420,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         o, lse, out, nsplit, R, Hkv,
         o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
         out.stride(0), out.stride(1), out.stride(2),
-        G=G, BLOCK_D=block_d, BLOCK_P=max(2, block_p), PDL=pdl, PDL_TRIGGER=chain, ONE_PASS=COMBINE_ONE_PASS and nsplit <= block_p and (dv <= 128 or block_p <= 64),
+        G=G, BLOCK_D=block_d, BLOCK_P=max(2, block_p), PDL=pdl, ONE_PASS=COMBINE_ONE_PASS and nsplit <= block_p and (dv <= 128 or block_p <= 64),
         num_warps=8 if tile >= 8192 else 4 if tile >= 2048 else 2, launch_pdl=pdl,
     )
     return out

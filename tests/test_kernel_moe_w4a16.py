@@ -509,12 +509,9 @@ def test_sm90_last_arrival_reads_the_sums_with_atomics():
 
 _DOWN_PAIRS_PTX = """
 import json
-from perfmodel.measure.tuning.sass_census import compile_down_pairs, compile_w4a16
+from perfmodel.measure.tuning.sass_census import compile_down_pairs
 print(json.dumps({"down": compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True)).asm["ptx"],
-                  "chain": compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True, PDL_TRIGGER=True,
-                                                                    PRELOAD=True)).asm["ptx"],
-                  "gate_up": compile_w4a16(8, 64, True, 4, 3, extra=dict(SPLIT_ACT=True, SELF_CLEAN=True,
-                                           PDL_TRIGGER=True, PDL_WAIT_FIRST=True)).asm["ptx"]}))
+                  "preload": compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True, PRELOAD=True)).asm["ptx"]}))
 """
 
 
@@ -538,14 +535,11 @@ def test_sm90_pair_summing_down_has_no_atomics_and_prefetches_before_its_wait():
     assert not re.findall(r"^\s*(?:@%p\d+\s+)?(?:atom|red)\.", ptx, flags=re.M)  # an atomic instruction
     assert ptx.index("prefetch.global.L2") < ptx.index("griddepcontrol.wait")
     assert "mma.sync" in ptx
-    # a link of a chain of dependent launches (MOE_PDL_CHAIN, DOWN_PAIRS_PRELOAD): down lets the next
-    # launch start before it waits, and loads and dequantises its first K-block before the wait
-    # (its MMAs after it); gate_up waits before its first global load
-    chain, wait = got["chain"], got["chain"].index("griddepcontrol.wait")
-    assert chain.index("griddepcontrol.launch_dependents") < wait
-    assert "ld.global" in chain[:wait] and "fma.rn.bf16x2" in chain[:wait] and "mma.sync" not in chain[:wait]
-    gate_up = got["gate_up"]
-    assert gate_up.index("griddepcontrol.wait") < gate_up.index("ld.global")
+    # PRELOAD (DOWN_PAIRS_PRELOAD_MAX_KB): the first K-block is loaded and dequantised before the
+    # wait for gate_up, its MMAs (which read gate_up's intermediate) after it
+    pre = got["preload"]
+    wait = pre.index("griddepcontrol.wait")
+    assert "ld.global" in pre[:wait] and "fma.rn.bf16x2" in pre[:wait] and "mma.sync" not in pre[:wait]
 
 
 @pytest.mark.gpu
