@@ -470,7 +470,6 @@ if triton is not None:
         PDL_WAIT: tl.constexpr = False,
         ARRIVE_FENCE: tl.constexpr = False,  # see _arrive
         ATOMIC_READ: tl.constexpr = False,  # see _read_sums
-        PREFETCH_L2: tl.constexpr = False,  # all of the program's weight tiles pulled into L2 at its start
     ):
         if PDL_TRIGGER:
             tl.extra.cuda.gdc_launch_dependents()
@@ -490,13 +489,6 @@ if triton is not None:
                     _prefetch_weights(q_ptr, s_ptr, expert, tl.minimum(offs_n + up_offset, n_last), stride_qe,
                                       stride_se, num_kb, kb_begin, kb_end)
             tl.extra.cuda.gdc_wait()
-        elif PREFETCH_L2:
-            if (expert >= 0) & (expert < n_experts):
-                _prefetch_weights(q_ptr, s_ptr, expert, tl.minimum(offs_n, n_last), stride_qe, stride_se, num_kb,
-                                  kb_begin, kb_end)
-                if GATE_UP:
-                    _prefetch_weights(q_ptr, s_ptr, expert, tl.minimum(offs_n + up_offset, n_last), stride_qe,
-                                      stride_se, num_kb, kb_begin, kb_end)
         if (expert < 0) | (expert >= n_experts):
             if FINAL_CAST:  # unused blocks arrive too: the count is known at launch
                 if _arrive(cnt_ptr + pid_n, tl.num_programs(1) * tl.num_programs(2), ARRIVE_FENCE):
@@ -759,7 +751,6 @@ def _launch(
     a_row_div: int, c_row_div: int, gate_up: bool, atomic: bool, cfg: MoEGemmConfig,
     ws: torch.Tensor | None = None, counters: torch.Tensor | None = None, out_rows: int = 0,
     n_experts: int | None = None, self_clean: bool = False, pdl_trigger: bool = False, pdl_wait: bool = False,
-    prefetch: bool = False,
 ) -> None:
     """c[pair // c_row_div, :n] (+)= a[pair // a_row_div, :k_dim] @ W[expert] over aligned
     blocks; with gate_up, columns n.. of W are the up half and c gets silu(gate)*up.
@@ -798,7 +789,6 @@ def _launch(
         SELF_CLEAN=self_clean and (split_act or final_cast),
         PDL_TRIGGER=pdl_trigger and not interp, PDL_WAIT=pdl_wait and not interp,
         ARRIVE_FENCE=ARRIVE_FENCE and not interp, ATOMIC_READ=ATOMIC_READ and not interp,
-        PREFETCH_L2=prefetch and not interp,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **({"launch_pdl": True} if pdl_wait and not interp else {}),
         **({} if cfg.max_regs is None or interp else dict(maxnreg=cfg.max_regs)),
@@ -940,9 +930,6 @@ MOE_PDL_MAX_T = 1
 # one token (runs/README.md, "Kernel defaults"): Kimi TP8 slice (1 block) 16.1 against 17.5 us;
 # Qwen3-30B-A3B (3 blocks, 4 warps) slower, 17.0 against 16.2
 DOWN_PAIRS_PRELOAD_MAX_KB = 1
-# up to this many tokens the pair path's gate_up programs pull all their weight tiles into L2 at
-# their start (prefetch.global.L2), so that the later K-blocks' DRAM reads overlap the first's
-PAIR_GATE_UP_PREFETCH_MAX_T = 0
 # ... and only while down's weights (prefetched into L2) are a small share of it: faster at 7 and
 # 8.3 MB (Qwen3-30B-A3B, Kimi TP8 slice: a seventh or a sixth of the H200's 50 MB of L2,
 # hwspecs/SOURCES.md), 10 us slower at 66 MB (Kimi I=2048, T = 1), where the prefetch overflows
@@ -1179,7 +1166,7 @@ def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I
     pdl = pdl_default(x.device, T, k, H, I) if pdl is None else pdl
     _launch(x, w13_q, w13_s, h, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=True, atomic=False,
             cfg=gu, ws=g if split_act else None, counters=counters[:cnt_gu] if split_act else None, n_experts=E,
-            self_clean=True, pdl_trigger=pdl, prefetch=T <= PAIR_GATE_UP_PREFETCH_MAX_T)
+            self_clean=True, pdl_trigger=pdl)
     if down_pairs if down_pairs is not None else P <= DOWN_PAIRS_MAX_P:
         cfg = as_config(down_config, down_pairs_config(H, I, num_sms=_sms(x.device)))
         _down_pairs(h, w2_q, w2_s, out, routing.block_expert_ids, tw, E=E, k=k, cfg=cfg, pdl_wait=pdl,

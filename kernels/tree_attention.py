@@ -79,17 +79,6 @@ def _get_kernel():
     import triton.language as tl
 
     @triton.jit
-    def _prefetch_rows(base, stride, s_begin, s_stop, D: tl.constexpr, BLOCK_S: tl.constexpr):
-        """prefetch.global.L2 of rows s_begin..s_stop-1 (D bf16 each, 64 per 128 B line) at base."""
-        NL: tl.constexpr = (D + 63) // 64
-        lines = tl.arange(0, NL) * 64
-        for s0 in range(s_begin, s_stop, BLOCK_S):
-            offs = tl.minimum(s0 + tl.arange(0, BLOCK_S), s_stop - 1)
-            ptrs = base + offs[:, None] * stride + lines[None, :]
-            tl.inline_asm_elementwise("prefetch.global.L2 [$1]; // dummy $0", "=r,l", [ptrs], dtype=tl.int32,
-                                      is_pure=False, pack=1)
-
-    @triton.jit
     def _tree_attn_kernel(
         q_ptr, qpe_ptr, k_ptr, kpe_ptr, v_ptr, mask_ptr, o_ptr, lse_ptr,
         L, S, R, HKV, split_len, sm_scale,
@@ -101,7 +90,7 @@ def _get_kernel():
         DK: tl.constexpr, DPE: tl.constexpr, DV: tl.constexpr, V_IS_K: tl.constexpr,
         BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, DOT_F32: tl.constexpr,
         BLOCK_DV: tl.constexpr, RESCALE_LOG2: tl.constexpr = 8.0, PDL: tl.constexpr = False,
-        Q_IN_LOOP: tl.constexpr = False, PREFETCH: tl.constexpr = False,
+        Q_IN_LOOP: tl.constexpr = False,
     ):
         if PDL:  # let the combine grid launch now; it waits (griddepcontrol.wait) for this grid's writes
             tl.extra.cuda.gdc_launch_dependents()
@@ -141,13 +130,6 @@ def _get_kernel():
         acc = tl.zeros((BLOCK_R, BLOCK_DV), dtype=tl.float32)
         s_begin = pid_s * split_len
         s_stop = tl.minimum(s_begin + split_len, S)
-        if PREFETCH:  # the split's KV lines pulled into L2 at once by the first row / column block's program
-            if tl.program_id(1) == 0:
-                _prefetch_rows(k_ptr + c * sk_c + hkv * sk_h, sk_s, s_begin, s_stop, DK, BLOCK_S)
-                if DPE > 0:
-                    _prefetch_rows(kpe_ptr + c * skp_c, skp_s, s_begin, s_stop, DPE, BLOCK_S)
-                if not V_IS_K:
-                    _prefetch_rows(v_ptr + c * sv_c + hkv * sv_h, sv_s, s_begin, s_stop, DV, BLOCK_S)
         for s0 in range(s_begin, s_begin + split_len, BLOCK_S):
             offs = s0 + tl.arange(0, BLOCK_S)
             s_ok = offs < s_stop
@@ -353,9 +335,6 @@ def _get_combine():
 # grid starts while the split kernel drains and waits in griddepcontrol.wait for its writes
 # (runs/README.md, "Kernel defaults")
 PDL_DEFAULT = True
-# the split kernel pulls each split's KV rows into L2 at its start (prefetch.global.L2, by the
-# split's first row block), so that its later tiles' DRAM reads overlap the first's (knob `prefetch`)
-PREFETCH_L2 = False
 # the combine loads every split's (lse, o) in one tile when they fit (<= 8192 fp32), instead of a
 # max pass over the lse then a weighted pass: GQA, and MLA up to 64 splits (MLA with 64 heads
 # and 65-66 splits was 0.3 us faster in two passes; runs/README.md, "Kernel defaults")
@@ -384,8 +363,6 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     cfg = dict(cfg or {})
     pdl = cfg.pop("pdl", None)
     q_in_loop = cfg.pop("q_in_loop", None)
-    prefetch = cfg.pop("prefetch", None)
-    prefetch = (PREFETCH_L2 if prefetch is None else bool(prefetch)) and not interpret
     partials = cfg.pop("partials", None)
     pdl = (PDL_DEFAULT if pdl is None else pdl) and facts is not None and not interpret and facts.cc_major >= 9
     d = default_config(C, Hkv, R, S, dv, num_sms=num_sms, block_r=cfg.get("block_r"))
@@ -425,7 +402,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
         G=G, DK=q.shape[-1], DPE=dpe, DV=dv, V_IS_K=v_is_k,
         BLOCK_R=d["block_r"], BLOCK_S=d["block_s"],
-        DOT_F32=interpret, PDL=pdl, BLOCK_DV=block_dv, Q_IN_LOOP=q_in_loop, PREFETCH=prefetch,
+        DOT_F32=interpret, PDL=pdl, BLOCK_DV=block_dv, Q_IN_LOOP=q_in_loop,
         num_warps=d["num_warps"], num_stages=d["num_stages"],
     )
     if SPLIT_ONLY:  # tuning (measure/tuning/sweep_decode.py): the split kernel alone
@@ -451,7 +428,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
 
 def tree_attention_gqa(q, k, v, tree_mask, sm_scale=None, *, block_r=None, block_s=None,
                        num_splits=None, num_warps=None, num_stages=None, pdl=None, partials=None,
-                       block_dv=None, q_in_loop=None, prefetch=None) -> torch.Tensor:
+                       block_dv=None, q_in_loop=None) -> torch.Tensor:
     """q [C,Q,Hq,D], k/v [C,S,Hkv,D] (S = L + Q), tree_mask bool [C,Q,Q] -> [C,Q,Hq,D]."""
     C, Q, Hq, D = q.shape
     Hkv = k.shape[2]
@@ -459,21 +436,21 @@ def tree_attention_gqa(q, k, v, tree_mask, sm_scale=None, *, block_r=None, block
     scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)
     cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
                num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials, block_dv=block_dv,
-               q_in_loop=q_in_loop, prefetch=prefetch)
+               q_in_loop=q_in_loop)
     return _run(q, None, k, None, v, tree_mask, scale, G=Hq // Hkv, Hkv=Hkv, dv=D,
                 v_is_k=False, cfg=cfg)
 
 
 def tree_attention_mla(q_latent, q_rope, ckv, kpe, tree_mask, sm_scale, *, block_r=None,
                        block_s=None, num_splits=None, num_warps=None, num_stages=None, pdl=None, partials=None,
-                       block_dv=None, q_in_loop=None, prefetch=None) -> torch.Tensor:
+                       block_dv=None, q_in_loop=None) -> torch.Tensor:
     """Absorbed MLA: q_latent [C,Q,H,512], q_rope [C,Q,H,64], ckv [C,S,512], kpe [C,S,64]
     -> [C,Q,H,512]; score = q_latent.ckv + q_rope.kpe, value = ckv (one latent head).
     block_dv < 512 splits the output columns over programs (each recomputes the scores)."""
     C, Q, H, DL = q_latent.shape
     cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
                num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials, block_dv=block_dv,
-               q_in_loop=q_in_loop, prefetch=prefetch)
+               q_in_loop=q_in_loop)
     return _run(q_latent, q_rope, ckv, kpe, ckv, tree_mask, sm_scale, G=H, Hkv=1, dv=DL,
                 v_is_k=True, cfg=cfg)
 
