@@ -11,7 +11,7 @@ timed two ideas that lost and whose code is gone: at c1da92a the decode kernels 
 chain of dependent launches, at 24b950a L2 prefetches at the start of gate_up's programs and of
 decode attention's split programs.
 
-    python -m perfmodel.measure.tuning.ab_session11 [--rounds 3] [--warm]
+    python -m perfmodel.measure.tuning.ab_session11 [--rounds 3] [--warm] [--gate-up]
 """
 
 from __future__ import annotations
@@ -31,6 +31,18 @@ VARIANTS = {
     "preload_bn32": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=8), dict(down_config=dict(block_n=32))),
     "preload_st2": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=8), dict(down_config=dict(num_stages=2))),
 }
+# --gate-up: gate_up's tiles, warps, splits and stages at one token, with the preload (the default)
+GATE_UP = {"default": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=1), {})} | {
+    n: (dict(DOWN_PAIRS_PRELOAD_MAX_KB=1), dict(gate_up_config=c)) for n, c in {
+        "gu_bn128_w8": dict(block_n=128, num_warps=8),
+        "gu_bn128_w8_s14": dict(block_n=128, num_warps=8, split_k=14),
+        "gu_bn128_s14": dict(block_n=128, split_k=14),
+        "gu_s14": dict(split_k=14),
+        "gu_bn32_s14": dict(block_n=32, split_k=14),
+        "gu_w8_s14": dict(num_warps=8, split_k=14),
+        "gu_st2": dict(num_stages=2),
+        "gu_st4": dict(num_stages=4),
+    }.items()}
 PLAN = [("kimi_tp8", 1), ("qwen3", 1)]
 
 
@@ -47,7 +59,7 @@ def flags(mod, values: dict):
             setattr(mod, k, v)
 
 
-def moe(rounds: int, warm: bool) -> None:
+def moe(rounds: int, warm: bool, variants: dict = VARIANTS, kernels=("s10", "preload")) -> None:
     import torch
 
     from perfmodel.kernels import moe_w4a16 as m
@@ -56,7 +68,7 @@ def moe(rounds: int, warm: bool) -> None:
     _p("\n## W4A16 MoE layer (pair path, PDL), us per call (CUDA graph of 8 calls, 8 routings, cold weights), per round")
     for name, T, H, I, E, k, w, x, routes in moe_cases(PLAN):
         base = [m.fused_moe_w4a16(x, *w, *r, pair_blocks=False, pdl=False) for r in routes]
-        for vname, (fl, kv) in VARIANTS.items():
+        for vname, (fl, kv) in variants.items():
             with flags(m, fl):
                 outs = [m.fused_moe_w4a16(x, *w, *r, pair_blocks=True, **kv) for r in routes]
                 torch.cuda.synchronize()
@@ -67,9 +79,9 @@ def moe(rounds: int, warm: bool) -> None:
                f"graph replay {dg:.1e} ({'ok' if ok else 'FAIL'})")
         if warm:
             continue
-        res = {v: [] for v in VARIANTS}
+        res = {v: [] for v in variants}
         for _ in range(rounds):
-            for vname, (fl, kv) in VARIANTS.items():
+            for vname, (fl, kv) in variants.items():
                 with flags(m, fl):
                     res[vname].append(layer_us(x, w, routes, pair_blocks=True, **kv))
         nb = m.bytes_moved(routes[0][0], E, H, I)
@@ -77,15 +89,23 @@ def moe(rounds: int, warm: bool) -> None:
         for vname, ts in res.items():
             _p(f"    {vname:16s} {' '.join(f'{t:6.1f}' for t in ts)}   best {min(ts):6.1f} us, "
                f"{100 * nb / min(ts) / 1e3 / READ_GBPS:3.0f}% of read")
-        for vname in ("s10", "preload"):
-            fl, kv = VARIANTS[vname]
+        for vname in kernels:
+            fl, kv = variants[vname]
             with flags(m, fl):
                 f = lambda i, wt, kv=kv: m.fused_moe_w4a16(x, *w, i, wt, pair_blocks=True, **kv)  # noqa: E731
                 _p(f"    kernels {vname}: {_kernel_times(f, routes)}")
 
 
+def _run(a) -> None:
+    if a.gate_up:
+        moe(a.rounds, a.warm, GATE_UP, ("default",))
+    else:
+        moe(a.rounds, a.warm)
+
+
 def main(argv=None) -> None:
-    _ab.main("ab_session11", __doc__, lambda a: moe(a.rounds, a.warm), argv)
+    _ab.main("ab_session11", __doc__, _run, argv,
+             flags=(("--gate-up", "gate_up's tiles, warps, splits and stages at one token (GATE_UP)"),))
 
 
 if __name__ == "__main__":
