@@ -1,7 +1,8 @@
-"""A/B of session 11's decode-size MoE change (issue 19), on one GPU, in one call: the
+"""A/B of session 11's decode-size MoE changes (issue 19), on one GPU, in one call: the
 pair-summing down's first K-block loaded and dequantised into registers before its wait for
 gate_up (`moe_w4a16.DOWN_PAIRS_PRELOAD_MAX_KB`, kernel knob PRELOAD) against only prefetching it
-into L2 (session 10), at down's tiles and stages; interleaved, timed as the moe bench times (CUDA
+into L2 (session 10); down waiting for gate_up on a done counter that each gate_up program adds
+itself to (`DOWN_PAIRS_SPIN`) against griddepcontrol.wait; at down's tiles and warps; interleaved, timed as the moe bench times (CUDA
 graph of one call per routing, 8 routings, cold weights), with per-kernel durations. Every
 variant is checked first against the aligned path without PDL, eagerly and under graph replay
 with changing routings.
@@ -25,15 +26,16 @@ from .ab_session8 import _kernel_times, graph_replay_diff, layer_us, moe_cases
 
 # name -> (moe_w4a16 module constants, fused_moe_w4a16 keywords)
 VARIANTS = {
-    "s10": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=0), {}),
-    "preload": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=8), {}),
-    "preload_w4": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=8), dict(down_config=dict(num_warps=4))),
-    "preload_bn32": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=8), dict(down_config=dict(block_n=32))),
-    "preload_st2": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=8), dict(down_config=dict(num_stages=2))),
+    "s10": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=0, DOWN_PAIRS_SPIN=False), {}),
+    "preload": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=1, DOWN_PAIRS_SPIN=False), {}),
+    "spin": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=0, DOWN_PAIRS_SPIN=True), {}),
+    "preload_spin": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=1, DOWN_PAIRS_SPIN=True), {}),
+    "preload_spin_bn32": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=1, DOWN_PAIRS_SPIN=True), dict(down_config=dict(block_n=32))),
+    "preload_spin_w4": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=1, DOWN_PAIRS_SPIN=True), dict(down_config=dict(num_warps=4))),
 }
-# --gate-up: gate_up's tiles, warps, splits and stages at one token, with the preload (the default)
-GATE_UP = {"default": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=1), {})} | {
-    n: (dict(DOWN_PAIRS_PRELOAD_MAX_KB=1), dict(gate_up_config=c)) for n, c in {
+# --gate-up: gate_up's tiles, warps, splits and stages at one token, with the defaults of the commit it runs at
+GATE_UP = {"default": ({}, {})} | {
+    n: ({}, dict(gate_up_config=c)) for n, c in {
         "gu_bn128_w8": dict(block_n=128, num_warps=8),
         "gu_bn128_w8_s14": dict(block_n=128, num_warps=8, split_k=14),
         "gu_bn128_s14": dict(block_n=128, split_k=14),
@@ -59,7 +61,7 @@ def flags(mod, values: dict):
             setattr(mod, k, v)
 
 
-def moe(rounds: int, warm: bool, variants: dict = VARIANTS, kernels=("s10", "preload")) -> None:
+def moe(rounds: int, warm: bool, variants: dict = VARIANTS, kernels=("s10", "preload", "preload_spin")) -> None:
     import torch
 
     from perfmodel.kernels import moe_w4a16 as m
