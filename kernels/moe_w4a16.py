@@ -350,24 +350,6 @@ if triton is not None:
         return tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu") == expected - 1
 
     @triton.jit
-    def _signal_done(done_ptr):
-        """Count this program out at done_ptr once all its threads' stores are issued (the barrier,
-        then one gpu-scope release add: CUTLASS's semaphore release)."""
-        tl.debug_barrier()
-        tl.atomic_add(done_ptr, 1, sem="release", scope="gpu")
-
-    @triton.jit
-    def _wait_done(sync_ptr, total):
-        """Spin until the count at sync_ptr reaches `total` (gpu-scope acquire reads; the barrier
-        then orders every thread's later loads after them: CUTLASS's semaphore wait); returns this
-        program's place among the programs past the wait (an add at sync_ptr + 1)."""
-        n = tl.atomic_add(sync_ptr, 0, sem="acquire", scope="gpu")
-        while n < total:
-            n = tl.atomic_add(sync_ptr, 0, sem="acquire", scope="gpu")
-        tl.debug_barrier()
-        return tl.atomic_add(sync_ptr + 1, 1, sem="relaxed", scope="gpu")
-
-    @triton.jit
     def _prefetch_l2(ptrs):
         """prefetch.global.L2 of the line at each pointer (no register result, no wait)."""
         tl.inline_asm_elementwise("prefetch.global.L2 [$1]; // dummy $0", "=r,l", [ptrs], dtype=tl.int32,
@@ -488,9 +470,6 @@ if triton is not None:
         PDL_WAIT: tl.constexpr = False,
         ARRIVE_FENCE: tl.constexpr = False,  # see _arrive
         ATOMIC_READ: tl.constexpr = False,  # see _read_sums
-        # SPLIT_ACT: every program counts itself out at the counter after the arrival counters
-        # (cnt_ptr + grid x * grid y) when it is done, its stores first (`DOWN_PAIRS_SPIN`)
-        SIGNAL_DONE: tl.constexpr = False,
     ):
         if PDL_TRIGGER:
             tl.extra.cuda.gdc_launch_dependents()
@@ -516,8 +495,6 @@ if triton is not None:
                     _cast_columns(ws_ptr, c_ptr, out_rows, stride_wm, stride_cm, offs_n, n_ok, 8, SELF_CLEAN, ATOMIC_READ)
                     if SELF_CLEAN:
                         tl.store(cnt_ptr + pid_n, 0)
-            if SIGNAL_DONE:
-                _signal_done(cnt_ptr + tl.num_programs(0) * tl.num_programs(1))
             return
         pair, row_ok, a_row = moe_block_rows(sorted_ids_ptr, pid_m, num_pairs, A_ROW_DIV, BLOCK_M)
 
@@ -555,8 +532,6 @@ if triton is not None:
                     tl.store(cnt_ptr + pid_m * tl.num_programs(0) + pid_n, 0)
                 moe_store_rows(g / (1.0 + tl.exp(-g)) * u, c_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_cm, 1,
                                C_ROW_DIV, False, False)
-            if SIGNAL_DONE:
-                _signal_done(cnt_ptr + tl.num_programs(0) * tl.num_programs(1))
         else:
             if GATE_UP:
                 acc = acc / (1.0 + tl.exp(-acc)) * acc_up
@@ -575,8 +550,8 @@ if triton is not None:
 
     @triton.jit
     def _w4a16_down_pairs_kernel(
-        h_ptr, q_ptr, s_ptr, out_ptr, ids_ptr, tw_ptr, sync_ptr,
-        N, K, P, n_experts, num_kb, n_last, sync_total,
+        h_ptr, q_ptr, s_ptr, out_ptr, ids_ptr, tw_ptr,
+        N, K, P, n_experts, num_kb, n_last,
         stride_hm, stride_qe, stride_se, stride_om,
         K_TOP: tl.constexpr,  # pair j is token j // K_TOP's
         T_OUT: tl.constexpr,  # tokens (output rows)
@@ -584,10 +559,6 @@ if triton is not None:
         DEQUANT: tl.constexpr, DOT_F32: tl.constexpr, EVEN_K: tl.constexpr,
         BLOCK_N: tl.constexpr, PDL_WAIT: tl.constexpr = False,
         PRELOAD: tl.constexpr = False,  # the first K-block in registers, dequantised, before the wait (`DOWN_PAIRS_PRELOAD_MAX_KB`)
-        # wait for gate_up by spinning until its sync_total programs have counted themselves out at
-        # sync_ptr (SIGNAL_DONE) instead of griddepcontrol.wait; the last program past the wait
-        # zeroes sync_ptr[0:2] again (`DOWN_PAIRS_SPIN`)
-        SPIN: tl.constexpr = False,
     ):
         """down of the pair path at a few pairs (`DOWN_PAIRS_MAX_P`), one program per column tile
         summing every pair: the weights of all pairs' experts for the tile's columns are stacked
@@ -613,11 +584,6 @@ if triton is not None:
             w_first = _dequant_kblock(q_ptrs, s_ptrs, DEQUANT, DOT_F32)
         if PDL_WAIT:
             _prefetch_weights(q_ptr, s_ptr, e, cols, stride_qe, stride_se, num_kb, 1 if PRELOAD else 0, num_kb)
-        if SPIN:
-            place = _wait_done(sync_ptr, sync_total)
-            if place == tl.num_programs(0) - 1:  # every program is past the wait: clean for the next call
-                tl.store(sync_ptr + tl.arange(0, 2), tl.zeros((2,), tl.int32))
-        elif PDL_WAIT:
             tl.extra.cuda.gdc_wait()
         rows = tl.arange(0, PB)
         e_row = tl.load(ids_ptr + rows, mask=rows < P, other=-1)
@@ -785,7 +751,6 @@ def _launch(
     a_row_div: int, c_row_div: int, gate_up: bool, atomic: bool, cfg: MoEGemmConfig,
     ws: torch.Tensor | None = None, counters: torch.Tensor | None = None, out_rows: int = 0,
     n_experts: int | None = None, self_clean: bool = False, pdl_trigger: bool = False, pdl_wait: bool = False,
-    signal_done: bool = False,
 ) -> None:
     """c[pair // c_row_div, :n] (+)= a[pair // a_row_div, :k_dim] @ W[expert] over aligned
     blocks; with gate_up, columns n.. of W are the up half and c gets silu(gate)*up.
@@ -806,9 +771,8 @@ def _launch(
     interp = interpreting()
     split_act = ws is not None and gate_up and grid[2] > 1
     final_cast = ws is not None and not gate_up
-    assert not signal_done or split_act, "SIGNAL_DONE counts at the counter after SPLIT_ACT's"
     if split_act or final_cast:
-        assert counters is not None and counters.numel() >= (grid[0] * grid[1] + signal_done if split_act else grid[0])
+        assert counters is not None and counters.numel() >= (grid[0] * grid[1] if split_act else grid[0])
         assert atomic == final_cast, "SPLIT_ACT stores c, FINAL_CAST sums with atomics"
     _MOE_GEMM[grid](
         a, qweight, scales, c, tw, routing.sorted_pair_ids, routing.block_expert_ids,
@@ -824,7 +788,7 @@ def _launch(
         BLOCK_M=routing.block_m, BLOCK_N=cfg.block_n, SPLIT_ACT=split_act, FINAL_CAST=final_cast,
         SELF_CLEAN=self_clean and (split_act or final_cast),
         PDL_TRIGGER=pdl_trigger and not interp, PDL_WAIT=pdl_wait and not interp,
-        ARRIVE_FENCE=ARRIVE_FENCE and not interp, ATOMIC_READ=ATOMIC_READ and not interp, SIGNAL_DONE=signal_done,
+        ARRIVE_FENCE=ARRIVE_FENCE and not interp, ATOMIC_READ=ATOMIC_READ and not interp,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **({"launch_pdl": True} if pdl_wait and not interp else {}),
         **({} if cfg.max_regs is None or interp else dict(maxnreg=cfg.max_regs)),
@@ -966,18 +930,6 @@ MOE_PDL_MAX_T = 1
 # one token (runs/README.md, "Kernel defaults"): Kimi TP8 slice (1 block) 16.1 against 17.5 us;
 # Qwen3-30B-A3B (3 blocks, 4 warps) slower, 17.0 against 16.2
 DOWN_PAIRS_PRELOAD_MAX_KB = 1
-# where down is a dependent launch of a split-K gate_up (one token), down waits for gate_up by
-# spinning on a counter that each gate_up program adds itself to when done (CUTLASS's semaphore:
-# a barrier and a release add, acquire reads and a barrier) instead of in griddepcontrol.wait,
-# which waits for gate_up's whole grid to end and its memory to be flushed
-DOWN_PAIRS_SPIN = True
-
-
-def spin_default(pdl: bool) -> bool:
-    """Down spins on gate_up's done counter (`DOWN_PAIRS_SPIN`) where it is a dependent launch:
-    then all of gate_up's programs have started before any of down's does, so none waits on a
-    spinning one."""
-    return bool(pdl) and DOWN_PAIRS_SPIN
 # ... and only while down's weights (prefetched into L2) are a small share of it: faster at 7 and
 # 8.3 MB (Qwen3-30B-A3B, Kimi TP8 slice: a seventh or a sixth of the H200's 50 MB of L2,
 # hwspecs/SOURCES.md), 10 us slower at 66 MB (Kimi I=2048, T = 1), where the prefetch overflows
@@ -1155,12 +1107,11 @@ _PAIR_WS: dict = {}
 _PAIR_IDS: dict = {}
 
 
-def _pair_workspace(T, k, H, I, gu, dn) -> tuple[int, int, int, int, int]:
+def _pair_workspace(T, k, H, I, gu, dn) -> tuple[int, int, int, int]:
     """fp32 entries of each part of the pair layer's workspace, in order: gate_up sums [P, 2I],
-    down sum [T, H], the arrival counters of gate_up, the two counters of `DOWN_PAIRS_SPIN` (gate_up's
-    programs done, down's programs past the wait) and the arrival counters of down (int32, zero bits)."""
+    down sum [T, H], and the arrival counters of gate_up and of down (int32, zero bits)."""
     P = T * k
-    return P * 2 * I, T * H, P * -(-I // gu.block_n), 2, -(-H // dn.block_n)
+    return P * 2 * I, T * H, P * -(-I // gu.block_n), -(-H // dn.block_n)
 
 
 def _persistent_workspace(device: torch.device, n: int) -> torch.Tensor | None:
@@ -1206,28 +1157,23 @@ def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I
     x = x.contiguous()
     routing = _pair_routing(topk_ids.contiguous(), E)
     split_act = _k_splits(padded_k(H) // KBLOCK, gu.split_k)[1] > 1
-    g_n, acc_n, cnt_gu, n_sync, _ = _pair_workspace(T, k, H, I, gu, dn)
+    g_n, acc_n, cnt_gu, _ = _pair_workspace(T, k, H, I, gu, dn)
     g = ws[:g_n].view(P, 2 * I)
     acc = ws[g_n:g_n + acc_n].view(T, H)
     counters = ws[g_n + acc_n:].view(torch.int32)
     h = torch.empty((P, I), dtype=x.dtype, device=x.device)
     out = torch.empty((T, H), dtype=x.dtype, device=x.device)
     pdl = pdl_default(x.device, T, k, H, I) if pdl is None else pdl
-    pairs_down = down_pairs if down_pairs is not None else P <= DOWN_PAIRS_MAX_P
-    spin = pairs_down and split_act and spin_default(pdl)
     _launch(x, w13_q, w13_s, h, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=True, atomic=False,
-            cfg=gu, ws=g if split_act else None, counters=counters[:cnt_gu + n_sync] if split_act else None,
-            n_experts=E, self_clean=True, pdl_trigger=pdl, signal_done=spin)
-    if pairs_down:
+            cfg=gu, ws=g if split_act else None, counters=counters[:cnt_gu] if split_act else None, n_experts=E,
+            self_clean=True, pdl_trigger=pdl)
+    if down_pairs if down_pairs is not None else P <= DOWN_PAIRS_MAX_P:
         cfg = as_config(down_config, down_pairs_config(H, I, num_sms=_sms(x.device)))
-        gu_programs = cdiv(I, gu.block_n) * P * _k_splits(padded_k(H) // KBLOCK, gu.split_k)[1]
         _down_pairs(h, w2_q, w2_s, out, routing.block_expert_ids, tw, E=E, k=k, cfg=cfg, pdl_wait=pdl,
-                    preload=pdl and padded_k(I) // KBLOCK <= DOWN_PAIRS_PRELOAD_MAX_KB,
-                    sync=(counters[cnt_gu:cnt_gu + n_sync], gu_programs) if spin else None)
+                    preload=pdl and padded_k(I) // KBLOCK <= DOWN_PAIRS_PRELOAD_MAX_KB)
         return out
     _launch(h, w2_q, w2_s, out, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True,
-            cfg=dn, ws=acc, counters=counters[cnt_gu + n_sync:], out_rows=T, n_experts=E, self_clean=True,
-            pdl_wait=pdl)
+            cfg=dn, ws=acc, counters=counters[cnt_gu:], out_rows=T, n_experts=E, self_clean=True, pdl_wait=pdl)
     return out
 
 
@@ -1263,7 +1209,7 @@ def down_pairs_config(H: int, I: int, num_sms: int = 132) -> MoEGemmConfig:
                          num_stages=2 if num_kb > 4 else 3)
 
 
-def _down_pairs(h, w2_q, w2_s, out, ids, tw, *, E, k, cfg, pdl_wait=False, preload=False, sync=None):
+def _down_pairs(h, w2_q, w2_s, out, ids, tw, *, E, k, cfg, pdl_wait=False, preload=False):
     """out [T, H] = sum over the pairs j of tw[j] * W2[ids[j]] @ h[j] (h [P, I], P = T * k
     <= DOWN_PAIRS_MAX_PB), in one launch of one program per column tile."""
     P, I = h.shape
@@ -1275,14 +1221,13 @@ def _down_pairs(h, w2_q, w2_s, out, ids, tw, *, E, k, cfg, pdl_wait=False, prelo
     interp = interpreting()
     np_ = w2_q.shape[1] * TILE_N
     warps = cfg.num_warps if I % KBLOCK == 0 else min(cfg.num_warps, DOWN_PAIRS_MAX_WARPS_RAGGED_K)
-    sync_ptr, sync_total = sync if sync is not None else (ids, 0)
     _DOWN_PAIRS[(cdiv(H, cfg.block_n),)](
-        h, w2_q, w2_s, out, ids, tw, sync_ptr,
-        H, I, P, E, w2_q.shape[2], np_ - 1, sync_total,
+        h, w2_q, w2_s, out, ids, tw,
+        H, I, P, E, w2_q.shape[2], np_ - 1,
         h.stride(0), w2_q.stride(0), w2_s.stride(0), out.stride(0),
         K_TOP=k, T_OUT=T, PB=pb, DEQUANT=DEQUANT_CVT if interp else cfg.dequant, DOT_F32=interp,
         EVEN_K=I % KBLOCK == 0, BLOCK_N=cfg.block_n, PDL_WAIT=pdl_wait and not interp,
-        PRELOAD=preload, SPIN=sync is not None,
+        PRELOAD=preload,
         num_warps=warps, num_stages=cfg.num_stages,
         **({"launch_pdl": True} if pdl_wait and not interp else {}),
     )

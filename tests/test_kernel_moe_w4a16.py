@@ -367,16 +367,12 @@ PAIRS = [
 ]
 
 
-@pytest.mark.parametrize("spin", [False, True])
 @pytest.mark.parametrize("T,E,H,I,k,gate_up,down", PAIRS)
-def test_pair_layer_matches_reference_and_cleans_its_workspace(T, E, H, I, k, gate_up, down, spin, monkeypatch):
+def test_pair_layer_matches_reference_and_cleans_its_workspace(T, E, H, I, k, gate_up, down):
     """The two-launch pair-block path (no alignment; each (token, slot) pair its own block; the
     persistent workspace left zeroed by the last arrivals) against the reference, twice in a row
     (a workspace left dirty by the first call would corrupt the second), with int64 and int32
-    ids; afterwards the workspace holds only zeros. `spin`: down waits on gate_up's done counter
-    (DOWN_PAIRS_SPIN; on the GPU only where down is a dependent launch), whose two counters the
-    last of down's programs zeroes again."""
-    monkeypatch.setattr(m, "spin_default", lambda pdl: spin)
+    ids; afterwards the workspace holds only zeros."""
     wts, ids, tw, x, ref = _case(T, E, H, I, k, T * 7 + H)
     kl = _kernel_layout(wts)
     cfg = dict(gate_up_config={**gate_up, "dequant": 0}, down_config={**down, "dequant": 0})
@@ -514,12 +510,8 @@ def test_sm90_last_arrival_reads_the_sums_with_atomics():
 _DOWN_PAIRS_PTX = """
 import json
 from perfmodel.measure.tuning.sass_census import compile_down_pairs
-from perfmodel.measure.tuning.sass_census import compile_w4a16
 print(json.dumps({"down": compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True)).asm["ptx"],
-                  "preload": compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True, PRELOAD=True)).asm["ptx"],
-                  "spin": compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True, PRELOAD=True, SPIN=True)).asm["ptx"],
-                  "signal": compile_w4a16(8, 64, True, 4, 3, extra=dict(SPLIT_ACT=True, SELF_CLEAN=True,
-                                          PDL_TRIGGER=True, SIGNAL_DONE=True)).asm["ptx"]}))
+                  "preload": compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True, PRELOAD=True)).asm["ptx"]}))
 """
 
 
@@ -548,14 +540,6 @@ def test_sm90_pair_summing_down_has_no_atomics_and_prefetches_before_its_wait():
     pre = got["preload"]
     wait = pre.index("griddepcontrol.wait")
     assert "ld.global" in pre[:wait] and "fma.rn.bf16x2" in pre[:wait] and "mma.sync" not in pre[:wait]
-    # SPIN (DOWN_PAIRS_SPIN): no griddepcontrol.wait; gpu-scope acquire reads of the done counter
-    # (Triton makes the add of 0 a load) before the MMAs; gate_up counts each program out with a
-    # gpu-scope release add
-    spin = got["spin"]
-    assert "griddepcontrol.wait" not in spin
-    acq = re.search(r"(?:ld|atom)\.global\.gpu\.acquire", spin).start()
-    assert "fma.rn.bf16x2" in spin[:acq] and "mma.sync" in spin[acq:] and "mma.sync" not in spin[:acq]
-    assert re.search(r"(?:atom|red)\.global\.gpu\.release\.add", got["signal"])
 
 
 @pytest.mark.gpu
@@ -575,41 +559,6 @@ def test_pair_layer_never_drops_adds_under_back_to_back_calls():
     torch.cuda.synchronize()
     wrong = [i for i, o in enumerate(outs) if calc_diff(o.float(), refs[i % 8].float()) > 1e-4]
     assert not wrong, f"{len(wrong)} of 200 calls wrong, first {wrong[:5]}"
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("H,I", [(7168, 256), (2048, 768)])
-def test_spinning_down_stays_right_back_to_back_and_under_graph_replay(H, I):
-    """One token, where down waits for gate_up on its done counter (DOWN_PAIRS_SPIN, the default
-    where down is a dependent launch): the Kimi TP8 slice (I=256, down preloading its one
-    K-block) and Qwen3-30B-A3B's widths (H=2048, I=768): 200 back-to-back eager calls over 8 routings, then
-    a captured graph replayed 40 times with the routings copied in, every output against the
-    reference; the workspace (its counters included) is zero afterwards."""
-    T, E, k = 1, 32, 8
-    gen = torch.Generator().manual_seed(12)
-    ckpt = _weights(E, H, I, gen)
-    wts = _kernel_layout(ckpt)
-    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
-    routes = [_routing(T, E, k, gen) for _ in range(8)]
-    refs = [m.fused_moe_w4a16_reference(x.float(), *ckpt, ids, tw) for ids, tw in routes]
-    assert m.spin_default(m.pdl_default(x.device, T, k, H, I))
-    outs = [m.fused_moe_w4a16(x, *wts, *routes[i % 8]) for i in range(200)]
-    torch.cuda.synchronize()
-    wrong = [i for i, o in enumerate(outs) if calc_diff(o.float(), refs[i % 8].float()) > 1e-4]
-    assert not wrong, f"eager: {len(wrong)} of 200 calls wrong, first {wrong[:5]}"
-    ids_buf, tw_buf = (t.clone() for t in routes[0])
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        gout = m.fused_moe_w4a16(x, *wts, ids_buf, tw_buf)
-    for i in range(40):
-        ids_buf.copy_(routes[i % 8][0])
-        tw_buf.copy_(routes[i % 8][1])
-        g.replay()
-        torch.cuda.synchronize()
-        d = calc_diff(gout.float(), refs[i % 8].float())
-        assert d < 1e-4, f"graph replay {i}: calc_diff {d:.2e}"
-    assert torch.count_nonzero(m._PAIR_WS[(x.device.type, x.device.index)]) == 0
 
 
 def test_pdl_default_takes_one_token_and_a_down_small_against_the_l2(monkeypatch):

@@ -1,16 +1,16 @@
 """A/B of session 11's decode-size MoE changes (issue 19), on one GPU, in one call: the
 pair-summing down's first K-block loaded and dequantised into registers before its wait for
 gate_up (`moe_w4a16.DOWN_PAIRS_PRELOAD_MAX_KB`, kernel knob PRELOAD) against only prefetching it
-into L2 (session 10); down waiting for gate_up on a done counter that each gate_up program adds
-itself to (`DOWN_PAIRS_SPIN`) against griddepcontrol.wait; at down's tiles and warps; interleaved, timed as the moe bench times (CUDA
+into L2 (session 10), at down's tiles, warps and stages; interleaved, timed as the moe bench times (CUDA
 graph of one call per routing, 8 routings, cold weights), with per-kernel durations. Every
 variant is checked first against the aligned path without PDL, eagerly and under graph replay
 with changing routings.
 
 Earlier versions of this tool (their logs are in runs/tuning/session11/, named by commit) also
-timed two ideas that lost and whose code is gone: at c1da92a the decode kernels as links of a
+timed three ideas that lost and whose code is gone: at c1da92a the decode kernels as links of a
 chain of dependent launches, at 24b950a L2 prefetches at the start of gate_up's programs and of
-decode attention's split programs.
+decode attention's split programs, at 9c65d2e down waiting for gate_up by spinning on a done
+counter instead of in griddepcontrol.wait.
 
     python -m perfmodel.measure.tuning.ab_session11 [--rounds 3] [--warm] [--gate-up]
 """
@@ -26,12 +26,11 @@ from .ab_session8 import _kernel_times, graph_replay_diff, layer_us, moe_cases
 
 # name -> (moe_w4a16 module constants, fused_moe_w4a16 keywords)
 VARIANTS = {
-    "s10": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=0, DOWN_PAIRS_SPIN=False), {}),
-    "preload": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=1, DOWN_PAIRS_SPIN=False), {}),
-    "spin": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=0, DOWN_PAIRS_SPIN=True), {}),
-    "preload_spin": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=1, DOWN_PAIRS_SPIN=True), {}),
-    "preload_spin_bn32": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=1, DOWN_PAIRS_SPIN=True), dict(down_config=dict(block_n=32))),
-    "preload_spin_w4": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=1, DOWN_PAIRS_SPIN=True), dict(down_config=dict(num_warps=4))),
+    "s10": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=0), {}),
+    "preload": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=8), {}),
+    "preload_w4": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=8), dict(down_config=dict(num_warps=4))),
+    "preload_bn32": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=8), dict(down_config=dict(block_n=32))),
+    "preload_st2": (dict(DOWN_PAIRS_PRELOAD_MAX_KB=8), dict(down_config=dict(num_stages=2))),
 }
 # --gate-up: gate_up's tiles, warps, splits and stages at one token, with the defaults of the commit it runs at
 GATE_UP = {"default": ({}, {})} | {
@@ -61,7 +60,7 @@ def flags(mod, values: dict):
             setattr(mod, k, v)
 
 
-def moe(rounds: int, warm: bool, variants: dict = VARIANTS, kernels=("s10", "preload", "preload_spin")) -> None:
+def moe(rounds: int, warm: bool, variants: dict = VARIANTS, kernels=("s10", "preload")) -> None:
     import torch
 
     from perfmodel.kernels import moe_w4a16 as m
