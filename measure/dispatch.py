@@ -2,7 +2,8 @@
   * launch_eager_us: host wall time of N tiny eager launches / N (a 1-element add_).
   * launch_eager_triton_us: the same for one of the package's Triton kernels called eagerly
     through its wrapper (kernels.rmsnorm on one 64-wide row: output allocation, grid, and
-    the launch of the compiled kernel with 13 arguments).
+    the launch of the compiled kernel with 13 arguments). A sample (not a field) also times it
+    into a given output (`out=`), without the allocation, as the torch op (in place) runs.
   * launch_eager_call_us: the same for one call of each attention and MoE wrapper at decode
     size, all its kernels together (`_eager_calls`): their wrappers plan splits and allocate
     workspaces, which a one-kernel norm does not.
@@ -42,6 +43,11 @@ def run(ctx: BenchContext) -> BenchOutput:
     xr, wr = torch.randn(1, 64, device="cuda", dtype=torch.bfloat16), torch.ones(64, device="cuda", dtype=torch.bfloat16)
     t_triton = _host_per_call(lambda: rmsnorm(xr, wr), N, torch)
     samples.append(make_sample({"what": "eager_launch_triton", "N": N}, t_triton, provider="triton (kernels.rmsnorm)"))
+    # the same into a given output: like the torch op (in place), no allocation
+    out = torch.empty_like(xr)
+    t_triton_out = _host_per_call(lambda: rmsnorm(xr, wr, out=out), N, torch)
+    samples.append(make_sample({"what": "eager_launch_triton_out", "N": N}, t_triton_out,
+                               provider="triton (kernels.rmsnorm, out=)"))
 
     try:
         calls = _eager_calls(torch, N // 4)
@@ -115,7 +121,8 @@ def run(ctx: BenchContext) -> BenchOutput:
     )
     del g1, gn
     per_call = ", ".join(f"{c} {v:.1f}" for c, v in ov.launch_eager_call_us.items())
-    note = (f"eager launch {ov.launch_eager_us:.2f} us (Triton {ov.launch_eager_triton_us:.2f} us; per wrapper call: "
+    note = (f"eager launch {ov.launch_eager_us:.2f} us (Triton {ov.launch_eager_triton_us:.2f} us, into a given "
+            f"output {t_triton_out.median_ms * 1e3:.2f} us; per wrapper call: "
             f"{per_call} us); graph node {ov.graph_node_us:.2f} us; "
             f"graph launch {ov.graph_launch_us:.2f} us; host step {ov.host_step_us:.1f} us; floor probe: empty node "
             f"{floors['empty_node_us']:.2f} us, 1 MB DRAM wave {floors['dram_wave_us']:.2f} us, split-K pair "

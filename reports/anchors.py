@@ -86,8 +86,10 @@ def bars(p: Profile, validation: dict | None = None) -> list[tuple[str, str, str
     if o and o.launch_eager_triton_us:
         # a host-bound figure: the same host's eager torch op is shown beside it
         torch_op = f" (a torch op on the same host: {o.launch_eager_us:.1f} us)" if o.launch_eager_us else ""
+        given = _samples(p, "dispatch", what="eager_launch_triton_out")
+        given = f"; into a given output, as the torch op runs in place: {given[0].median_ms * 1e3:.1f} us" if given else ""
         rows.append(("eager Triton kernel launch (through its Python launcher)",
-                     f"{o.launch_eager_triton_us:.1f} us{torch_op}", "<= 10 us", o.launch_eager_triton_us <= 10))
+                     f"{o.launch_eager_triton_us:.1f} us{torch_op}{given}", "<= 10 us", o.launch_eager_triton_us <= 10))
 
     from perfmodel.measure.runner import VALIDATION_BENCHES
 
