@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from pathlib import Path
 
-from perfmodel.profile import Profile, load_profile
+from perfmodel.profile import Profile, ProfileError, load_profile
 
 BEGIN, END = "<!-- anchors:begin -->", "<!-- anchors:end -->"
 
@@ -141,8 +142,11 @@ def render(path: str | Path, validation: dict | None = None) -> str:
            f"torch {pv.torch}, triton {pv.triton}; git {str(pv.git_sha)[:7]}; {pv.timestamp}), "
            f"profile `perfmodel/data/{name}`, log `perfmodel/data/{Path(name).with_suffix('.log').name}`.", ""]
     ceil_source = c.source.split(';')[1].strip() if ';' in c.source else c.source
-    out.append(f"- Ceilings: copy {c.copy_GBps:.0f} GB/s, streaming read {c.read_GBps:.0f} GB/s, bf16 GEMM "
-               f"{c.bf16_TFLOPS:.0f} TFLOP/s, fp8 GEMM {c.fp8_TFLOPS:.0f} TFLOP/s ({ceil_source}).")
+
+    def num(v, unit):
+        return f"{v:.0f} {unit}" if v is not None else "not measured"
+    out.append(f"- Ceilings: copy {num(c.copy_GBps, 'GB/s')}, streaming read {num(c.read_GBps, 'GB/s')}, bf16 GEMM "
+               f"{num(c.bf16_TFLOPS, 'TFLOP/s')}, fp8 GEMM {num(c.fp8_TFLOPS, 'TFLOP/s')} ({ceil_source or 'no ceilings bench'}).")
     o = p.overheads
     if o:
         tri = f" (Triton kernel via its Python launcher: {o.launch_eager_triton_us:.1f} us)" if o.launch_eager_triton_us else ""
@@ -168,7 +172,8 @@ def render(path: str | Path, validation: dict | None = None) -> str:
     for k, f in sorted(p.fits.items()):
         # A fitted bandwidth far above the measured read ceiling means the sweep never left the
         # latency floor (or its compute term): the bandwidth is then not identified.
-        bw = (f"{f.bw_GBps:.0f} | {f.bw_GBps / c.read_GBps:.0%}" if f.bw_GBps <= 1.5 * c.read_GBps
+        bw = (f"{f.bw_GBps:.0f} | —" if not c.read_GBps
+              else f"{f.bw_GBps:.0f} | {f.bw_GBps / c.read_GBps:.0%}" if f.bw_GBps <= 1.5 * c.read_GBps
               else "not identified (floor-bound) | —")
         ratio = f"{f.t0_us / phys(k):.1f}x" if phys is not None else "—"
         out.append(f"| {k} | {f.t0_us:.1f} | {bw} | {f.tflops:.0f} | {f.rmse_rel:.0%} | {f.n_points} | {ratio} |")
@@ -208,7 +213,11 @@ def main() -> None:
     ap.add_argument("--readme", default=None)
     a = ap.parse_args()
     path = a.profile or embedded_profile_path()
-    block = render(path, run_validation())
+    try:
+        block = render(path, run_validation())
+    except ProfileError as e:
+        print(f"perfmodel.reports.anchors: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     if a.readme:
         update_readme(Path(a.readme), block)
     print(block)

@@ -22,3 +22,17 @@ def test_quickstart_commands_are_in_readme():
     assert "python -m pytest" in text
     ci = (ROOT / ".ci" / "run").read_text()
     assert "python -m pytest" in ci and "torch==2.13.0" in ci
+
+
+def test_anchors_render_a_partial_profile_and_refuse_a_bad_path(capsys):
+    """A profile of some benches only (session 11's `--only dispatch` run: no ceilings) renders,
+    its missing ceilings said as such; a path that is no profile is one line and exit code 2."""
+    import subprocess
+    import sys
+
+    part = ROOT / "runs/tuning/session11/measure_7a44901_dispatch/h200-sxm_dispatch.json"
+    block = render(part)
+    assert "streaming read not measured" in block and "eager Triton kernel launch" in block
+    r = subprocess.run([sys.executable, "-m", "perfmodel.reports.anchors", "--profile", str(ROOT / "no-such.json")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such file" in r.stderr
