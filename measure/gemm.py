@@ -30,6 +30,9 @@ def run(ctx: BenchContext) -> BenchOutput:
         # launch overhead -- the situation of a decode step replayed from a CUDA graph.
         n_copies = rotation_copies(2.0 * N * K, max_copies=32)
         ws = [randn(N, K, scale=0.02) for _ in range(n_copies)]
+        # M ascends: the decode points come first, right after the previous shape's largest M
+        # (runs/tuning/session11: router_tp8 at M=1 timed at 1680 MHz after lm_head_tp8 at M=4096)
+        ctx.settle_clock(f"gemm {name}")
         for M in Ms:
             x = randn(M, K)
             t = time_fn(lambda w: F.linear(x, w), args_list=[(w,) for w in ws], cold_l2="rotate", graph=True,
