@@ -137,10 +137,10 @@ def bars(p: Profile, validation: dict | None = None) -> list[tuple[str, str, str
 def render(path: str | Path, validation: dict | None = None) -> str:
     p = load_profile(path)
     pv, c = p.provenance, p.ceilings
-    name = Path(path).name
+    shown = _repo_path(Path(path))
     out = [f"Measured on **{pv.gpu_name}** ({pv.n_gpus} GPUs in the machine; driver {pv.driver}, CUDA {pv.cuda}, "
            f"torch {pv.torch}, triton {pv.triton}; git {str(pv.git_sha)[:7]}; {pv.timestamp}), "
-           f"profile `perfmodel/data/{name}`, log `perfmodel/data/{Path(name).with_suffix('.log').name}`.", ""]
+           f"profile `{shown}`, log `{shown.with_suffix('.log')}`.", ""]
     ceil_source = c.source.split(';')[1].strip() if ';' in c.source else c.source
 
     def num(v, unit):
@@ -183,6 +183,17 @@ def render(path: str | Path, validation: dict | None = None) -> str:
         for bar, val, tgt, met in rows:
             out.append(f"| {bar} | {val} | {tgt} | {'yes' if met else 'no' if met is not None else '—'} |")
     return "\n".join(out) + "\n"
+
+
+def _repo_path(path: Path) -> Path:
+    """A profile's path as the docs name it: from the repository's root (the embedded one as
+    `perfmodel/data/<name>`, where the installed package has it), else as given."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        rel = path.resolve().relative_to(root)
+    except ValueError:
+        return path
+    return Path("perfmodel") / rel if rel.parts[:1] == ("data",) else rel
 
 
 def physical_floor_fn(o):
