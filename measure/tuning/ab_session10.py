@@ -14,9 +14,8 @@ eagerly and under graph replay with changing routings.
 from __future__ import annotations
 
 from . import _ab
-from ._ab import READ_GBPS
 from ._ab import p as _p
-from .ab_session8 import _kernel_times, graph_replay_diff, layer_us, moe_cases
+from .ab_session8 import moe_cases, pair_kernel_times, pair_variants
 
 # name -> fused_moe_w4a16 keywords (pair path); "atomic" is the down before this session
 VARIANTS = {
@@ -36,42 +35,16 @@ FINAL = ("atomic", "pairs", "pairs_no_pdl", "atomic_no_pdl")
 
 
 def moe(rounds: int, warm: bool, plan, names=tuple(VARIANTS)) -> None:
-    import torch
-
-    from perfmodel.kernels import moe_w4a16 as m
-    from perfmodel.kernels._testing import calc_diff
-
     _p("\n## W4A16 MoE layer (pair path), us per call (CUDA graph of 8 calls, 8 routings, cold weights), per round")
+    variants = {n: ({}, VARIANTS[n]) for n in names}
     for name, T, H, I, E, k, w, x, routes in moe_cases(plan):
-        base = [m.fused_moe_w4a16(x, *w, *r, pair_blocks=False, pdl=False) for r in routes]
-        variants = {n: VARIANTS[n] for n in names}
-        for vname, kv in variants.items():
-            outs = [m.fused_moe_w4a16(x, *w, *r, pair_blocks=True, **kv) for r in routes]
-            torch.cuda.synchronize()
-            d = max(calc_diff(a.float(), b.float()) for a, b in zip(base, outs))
-            dg = graph_replay_diff(x, w, routes, base, pair_blocks=True, **kv)
-            ok = d < 1e-5 and dg < 1e-5
-            _p(f"check {name} T={T} {vname}: max calc_diff vs aligned (no PDL) over 8 routings eager {d:.1e}, "
-               f"graph replay {dg:.1e} ({'ok' if ok else 'FAIL'})")
-        if warm:
+        res = pair_variants(name, T, E, H, I, x, w, routes, variants, rounds, warm)
+        if res is None:
             continue
-
-        res = {v: [] for v in variants}
-        for _ in range(rounds):
-            for vname, kv in variants.items():
-                res[vname].append(layer_us(x, w, routes, pair_blocks=True, **kv))
-        nb = m.bytes_moved(routes[0][0], E, H, I)
         best = {v: min(t) for v, t in res.items()}
         win = min(best, key=best.get)
-        _p(f"{name} T={T}:")
-        for vname, ts in res.items():
-            _p(f"    {vname:16s} {' '.join(f'{t:6.1f}' for t in ts)}   best {best[vname]:6.1f} us, "
-               f"{100 * nb / best[vname] / 1e3 / READ_GBPS:3.0f}% of read")
         _p(f"    fastest: {win} {best[win]:.1f} us (atomic {best['atomic']:.1f}, pairs {best['pairs']:.1f})")
-        for vname in dict.fromkeys(("atomic", "pairs", win)):
-            kv = variants[vname]
-            f = lambda i, wt, kv=kv: m.fused_moe_w4a16(x, *w, i, wt, pair_blocks=True, **kv)  # noqa: E731
-            _p(f"    kernels {vname}: {_kernel_times(f, routes)}")
+        pair_kernel_times(x, w, routes, variants, dict.fromkeys(("atomic", "pairs", win)))
 
 
 PLAN = [("kimi_tp8", 1), ("kimi_tp8", 2), ("qwen3", 1), ("qwen3", 2), ("kimi_I2048", 1)]

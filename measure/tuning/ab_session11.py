@@ -17,12 +17,9 @@ counter instead of in griddepcontrol.wait.
 
 from __future__ import annotations
 
-import contextlib
-
 from . import _ab
-from ._ab import READ_GBPS
 from ._ab import p as _p
-from .ab_session8 import _kernel_times, graph_replay_diff, layer_us, moe_cases
+from .ab_session8 import moe_cases, pair_kernel_times, pair_variants
 
 # name -> (moe_w4a16 module constants, fused_moe_w4a16 keywords)
 VARIANTS = {
@@ -47,54 +44,11 @@ GATE_UP = {"default": ({}, {})} | {
 PLAN = [("kimi_tp8", 1), ("qwen3", 1)]
 
 
-@contextlib.contextmanager
-def flags(mod, values: dict):
-    """Module constants of `mod` set to `values` inside the block (read at launch and at capture)."""
-    old = {k: getattr(mod, k) for k in values}
-    for k, v in values.items():
-        setattr(mod, k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            setattr(mod, k, v)
-
-
 def moe(rounds: int, warm: bool, variants: dict = VARIANTS, kernels=("s10", "preload")) -> None:
-    import torch
-
-    from perfmodel.kernels import moe_w4a16 as m
-    from perfmodel.kernels._testing import calc_diff
-
     _p("\n## W4A16 MoE layer (pair path, PDL), us per call (CUDA graph of 8 calls, 8 routings, cold weights), per round")
     for name, T, H, I, E, k, w, x, routes in moe_cases(PLAN):
-        base = [m.fused_moe_w4a16(x, *w, *r, pair_blocks=False, pdl=False) for r in routes]
-        for vname, (fl, kv) in variants.items():
-            with flags(m, fl):
-                outs = [m.fused_moe_w4a16(x, *w, *r, pair_blocks=True, **kv) for r in routes]
-                torch.cuda.synchronize()
-                d = max(calc_diff(a.float(), b.float()) for a, b in zip(base, outs))
-                dg = graph_replay_diff(x, w, routes, base, pair_blocks=True, **kv)
-            ok = d < 1e-5 and dg < 1e-5
-            _p(f"check {name} T={T} {vname}: max calc_diff vs aligned (no PDL) over 8 routings eager {d:.1e}, "
-               f"graph replay {dg:.1e} ({'ok' if ok else 'FAIL'})")
-        if warm:
-            continue
-        res = {v: [] for v in variants}
-        for _ in range(rounds):
-            for vname, (fl, kv) in variants.items():
-                with flags(m, fl):
-                    res[vname].append(layer_us(x, w, routes, pair_blocks=True, **kv))
-        nb = m.bytes_moved(routes[0][0], E, H, I)
-        _p(f"{name} T={T}:")
-        for vname, ts in res.items():
-            _p(f"    {vname:16s} {' '.join(f'{t:6.1f}' for t in ts)}   best {min(ts):6.1f} us, "
-               f"{100 * nb / min(ts) / 1e3 / READ_GBPS:3.0f}% of read")
-        for vname in kernels:
-            fl, kv = variants[vname]
-            with flags(m, fl):
-                f = lambda i, wt, kv=kv: m.fused_moe_w4a16(x, *w, i, wt, pair_blocks=True, **kv)  # noqa: E731
-                _p(f"    kernels {vname}: {_kernel_times(f, routes)}")
+        if pair_variants(name, T, E, H, I, x, w, routes, variants, rounds, warm) is not None:
+            pair_kernel_times(x, w, routes, variants, kernels)
 
 
 def _run(a) -> None:

@@ -12,6 +12,8 @@ workspace is checked to be zero afterwards.
 
 from __future__ import annotations
 
+import contextlib
+
 from . import _ab
 from ._ab import READ_GBPS
 from ._ab import p as _p
@@ -99,6 +101,66 @@ def graph_replay_diff(x, w, routes, base, **kv) -> float:
         torch.cuda.synchronize()
         dmax = max(dmax, calc_diff(gout.float(), b.float()))
     return dmax
+
+
+@contextlib.contextmanager
+def module_flags(mod, values: dict):
+    """Module constants of `mod` set to `values` inside the block (read at launch and at capture)."""
+    old = {k: getattr(mod, k) for k in values}
+    for k, v in values.items():
+        setattr(mod, k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(mod, k, v)
+
+
+def pair_variants(name, T, E, H, I, x, w, routes, variants: dict, rounds: int, warm: bool) -> dict | None:  # noqa: E741
+    """The pair path's variants (name -> (kernels.moe_w4a16 constants, fused_moe_w4a16 keywords)):
+    each checked on the GPU against the aligned path without PDL, eagerly and under graph replay
+    with changing routings; then, unless `warm`, timed interleaved for `rounds` rounds
+    (`layer_us`) and printed with each best's share of the read ceiling. Returns name -> the
+    rounds' times (us), None when `warm`."""
+    import torch
+
+    from perfmodel.kernels import moe_w4a16 as m
+    from perfmodel.kernels._testing import calc_diff
+
+    base = [m.fused_moe_w4a16(x, *w, *r, pair_blocks=False, pdl=False) for r in routes]
+    for vname, (fl, kv) in variants.items():
+        with module_flags(m, fl):
+            outs = [m.fused_moe_w4a16(x, *w, *r, pair_blocks=True, **kv) for r in routes]
+            torch.cuda.synchronize()
+            d = max(calc_diff(a.float(), b.float()) for a, b in zip(base, outs))
+            dg = graph_replay_diff(x, w, routes, base, pair_blocks=True, **kv)
+        ok = d < 1e-5 and dg < 1e-5
+        _p(f"check {name} T={T} {vname}: max calc_diff vs aligned (no PDL) over 8 routings eager {d:.1e}, "
+           f"graph replay {dg:.1e} ({'ok' if ok else 'FAIL'})")
+    if warm:
+        return None
+    res = {v: [] for v in variants}
+    for _ in range(rounds):
+        for vname, (fl, kv) in variants.items():
+            with module_flags(m, fl):
+                res[vname].append(layer_us(x, w, routes, pair_blocks=True, **kv))
+    nb = m.bytes_moved(routes[0][0], E, H, I)
+    _p(f"{name} T={T}:")
+    for vname, ts in res.items():
+        _p(f"    {vname:16s} {' '.join(f'{t:6.1f}' for t in ts)}   best {min(ts):6.1f} us, "
+           f"{100 * nb / min(ts) / 1e3 / READ_GBPS:3.0f}% of read")
+    return res
+
+
+def pair_kernel_times(x, w, routes, variants: dict, names) -> None:
+    """Per-kernel durations (`_kernel_times`) of the named pair-path variants, printed."""
+    from perfmodel.kernels import moe_w4a16 as m
+
+    for vname in names:
+        fl, kv = variants[vname]
+        with module_flags(m, fl):
+            f = lambda i, wt, kv=kv: m.fused_moe_w4a16(x, *w, i, wt, pair_blocks=True, **kv)  # noqa: E731
+            _p(f"    kernels {vname}: {_kernel_times(f, routes)}")
 
 
 def moe(rounds: int, warm: bool) -> None:
