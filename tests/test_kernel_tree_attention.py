@@ -47,6 +47,21 @@ def test_tree_attention_gqa(C, Q, L, Hq, Hkv, D, dtype):
     assert_close(out, ref, dtype, what + " splits=3")
 
 
+def test_gqa_reads_a_head_major_kv_layout():
+    """K and V stored [C, Hkv, S, D] (each head's positions contiguous: the HND layout of
+    TensorRT-LLM's and FlashInfer's paged caches), given as [C, S, Hkv, D] views: the kernel
+    follows the strides (measure/tuning/ab_session12.py times this layout)."""
+    gen = torch.Generator().manual_seed(5)
+    C, Q, L, Hq, Hkv, D = 2, 3, 45, 4, 2, 32
+    q = torch.randn(C, Q, Hq, D, generator=gen).to(DEV)
+    k = torch.randn(C, Hkv, L + Q, D, generator=gen).to(DEV).transpose(1, 2)
+    v = torch.randn(C, Hkv, L + Q, D, generator=gen).to(DEV).transpose(1, 2)
+    assert k.stride(1) == D and not k.is_contiguous()
+    mask = random_tree_mask(C, Q, gen)
+    ref = ta.tree_attention_gqa_reference(q, k, v, mask)
+    assert_close(ta.tree_attention_gqa(q, k, v, mask, block_s=16, num_splits=2), ref, torch.float32, "gqa HND view")
+
+
 @pytest.mark.parametrize("growth", [0.5, 12.0])
 def test_lazy_rescale_when_scores_grow_along_the_sequence(growth):
     """Scores rising along S move the running max tile after tile: by less than the kernel's

@@ -1,0 +1,80 @@
+"""A/B of session 12's question about GQA decode attention (issue 19), on one GPU, in one call:
+does the KV cache's layout, not the kernel, hold GQA decode at C=1 below the read ceiling?
+
+The attention bench stores K and V per sequence as [S, Hkv, D] (NHD: a position's heads side by
+side, as vLLM's paged cache holds a page), so one split program of one KV head reads 256-byte
+pieces 2 KB apart. The same kernel takes any strides: here it also reads the same values laid out
+[Hkv, S, D] (HND: each head's positions contiguous, as TensorRT-LLM's paged cache and
+FlashInfer's HND layout hold a page), passed as a strided view. Also 128-position tiles in
+either layout. Interleaved per round, timed as the attention bench times (CUDA graph over KV
+copies, cold L2: `ab_decode._time`), at C=1, q=1 (the goal shapes) and at large shapes. Every
+variant is checked against the torch reference on the GPU before it is timed.
+
+    python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm]
+"""
+
+from __future__ import annotations
+
+from . import _ab
+from ._ab import READ_GBPS
+from ._ab import p as _p
+
+# name -> (layout, tree_attention_gqa knobs)
+VARIANTS = {
+    "nhd": ("nhd", {}),
+    "hnd": ("hnd", {}),
+    "nhd bs128 st2": ("nhd", dict(block_s=128, num_stages=2)),
+    "hnd bs128 st2": ("hnd", dict(block_s=128, num_stages=2)),
+}
+# (model, C, q, L)
+SHAPES = [("llama", 1, 1, 1024), ("llama", 1, 1, 8192), ("llama", 1, 1, 32768),
+          ("qwen", 1, 1, 1024), ("qwen", 1, 1, 8192), ("qwen", 1, 1, 32768),
+          ("llama", 8, 1, 8192), ("qwen", 32, 1, 32768), ("llama", 32, 17, 8192)]
+
+
+def hnd_copies(kvs):
+    """The same K and V values stored [C, Hkv, S, D] (each head's positions contiguous), as
+    [C, S, Hkv, D] views: what the kernel is given in the HND layout."""
+    return [tuple(t.transpose(1, 2).contiguous().transpose(1, 2) for t in kv) for kv in kvs]
+
+
+def _run(a) -> None:
+    import torch
+
+    from perfmodel.kernels import tree_attention as ta
+    from perfmodel.kernels._testing import calc_diff
+
+    from .ab_decode import Case, _time
+
+    _p("\n## GQA decode attention, us per call (CUDA graph over KV copies, cold L2), per round")
+    for model, C, q, L in SHAPES:
+        c = Case(model, 0, C, q, L)
+        layouts = {"nhd": c.kvs, "hnd": hnd_copies(c.kvs)}
+        ref = c.ref().float()
+        ok = {}
+        for name, (lay, kw) in VARIANTS.items():
+            k, v = layouts[lay][0]
+            d = calc_diff(c.fn(ta, **kw)(k, v).float(), ref)
+            ok[name] = d < 1e-4
+            _p(f"check {c.name} {name}: strides {tuple(k.stride())} calc_diff {d:.1e} ({'ok' if ok[name] else 'FAIL'})")
+        if not a.warm:
+            res = {n: [] for n in VARIANTS if ok[n]}
+            for _ in range(a.rounds):
+                for n in res:
+                    lay, kw = VARIANTS[n]
+                    c.kvs = layouts[lay]
+                    res[n].append(_time(c.fn(ta, **kw), c))
+            nb = c.nbytes()
+            for n, ts in res.items():
+                _p(f"{c.name:26s} {n:14s} {' '.join(f'{x:7.1f}' for x in ts)} | best {min(ts):7.1f} us, "
+                   f"{nb / min(ts) / 1e3:5.0f} GB/s = {100 * nb / min(ts) / 1e3 / READ_GBPS:3.0f}% of read")
+        del c, layouts
+        torch.cuda.empty_cache()
+
+
+def main(argv=None) -> None:
+    _ab.main("ab_session12", __doc__, _run, argv)
+
+
+if __name__ == "__main__":
+    main()
