@@ -90,14 +90,8 @@ def _get_kernel():
         DK: tl.constexpr, DPE: tl.constexpr, DV: tl.constexpr, V_IS_K: tl.constexpr,
         BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, DOT_F32: tl.constexpr,
         BLOCK_DV: tl.constexpr, RESCALE_LOG2: tl.constexpr = 8.0, PDL: tl.constexpr = False,
-        Q_IN_LOOP: tl.constexpr = False, SWAP: tl.constexpr = False,
+        Q_IN_LOOP: tl.constexpr = False,
     ):
-        # SWAP: every tile product with the KV positions as the MMA's M and the rows as its N
-        # (scores^T = K . q^T, out^T += V^T . p^T): at 16 rows (C=1 decode) the positions, not the
-        # rows, fill a 64-row warpgroup MMA, and the accumulator is [DV, rows]. RA is the axis of
-        # the rows in the scores and the accumulator, PA the other one.
-        RA: tl.constexpr = 1 if SWAP else 0
-        PA: tl.constexpr = 1 - RA
         if PDL:  # let the combine grid launch now; it waits (griddepcontrol.wait) for this grid's writes
             tl.extra.cuda.gdc_launch_dependents()
         pid_ch = tl.program_id(0)
@@ -133,10 +127,7 @@ def _get_kernel():
 
         m_i = tl.full((BLOCK_R,), float("-inf"), dtype=tl.float32)
         l_i = tl.zeros((BLOCK_R,), dtype=tl.float32)
-        if SWAP:
-            acc = tl.zeros((BLOCK_DV, BLOCK_R), dtype=tl.float32)
-        else:
-            acc = tl.zeros((BLOCK_R, BLOCK_DV), dtype=tl.float32)
+        acc = tl.zeros((BLOCK_R, BLOCK_DV), dtype=tl.float32)
         s_begin = pid_s * split_len
         s_stop = tl.minimum(s_begin + split_len, S)
         for s0 in range(s_begin, s_begin + split_len, BLOCK_S):
@@ -158,42 +149,35 @@ def _get_kernel():
                          mask=s_ok[:, None], other=0.0)
             if DOT_F32:
                 kt = kt.to(tl.float32)
-            if SWAP:
-                sc = tl.dot(kt, tl.trans(q))
-            else:
-                sc = tl.dot(q, tl.trans(kt))
+            sc = tl.dot(q, tl.trans(kt))
             if DPE > 0:
                 kp = tl.load(kpe_ptr + c * skp_c + offs[:, None] * skp_s + dp[None, :],
                              mask=s_ok[:, None], other=0.0)
                 if DOT_F32:
                     kp = kp.to(tl.float32)
-                if SWAP:
-                    sc = tl.dot(kp, tl.trans(qp), sc)
-                else:
-                    sc = tl.dot(qp, tl.trans(kp), sc)
-            # Full [BLOCK_R, BLOCK_S] shape ([BLOCK_S, BLOCK_R] with SWAP) up front: the tree
-            # branch below must not change it.
-            vis = (tl.expand_dims(row_ok, PA) | True) & tl.expand_dims(s_ok & (offs < L), RA)
+                sc = tl.dot(qp, tl.trans(kp), sc)
+            # Full [BLOCK_R, BLOCK_S] shape up front: the tree branch below must not change it.
+            vis = (row_ok[:, None] | True) & s_ok[None, :] & (offs[None, :] < L)
             if s0 + BLOCK_S > L:  # the tile reaches the tree tokens
                 j = offs - L
                 t_ok = (j >= 0) & s_ok
-                tm = tl.load(mask_ptr + c * sm_c + tl.expand_dims(qi, PA) * sm_i + tl.expand_dims(tl.where(t_ok, j, 0), RA),
-                             mask=tl.expand_dims(row_ok, PA) & tl.expand_dims(t_ok, RA), other=0)
+                tm = tl.load(mask_ptr + c * sm_c + qi[:, None] * sm_i + tl.where(t_ok, j, 0)[None, :],
+                             mask=row_ok[:, None] & t_ok[None, :], other=0)
                 vis = vis | (tm != 0)
             sc = tl.where(vis, sc * qk_scale, float("-inf"))
             # Lazy rescaling (FlashAttention-4): the running max m_i moves, and the [BLOCK_R, DV]
             # accumulator is rescaled, only when some row's max grew by more than RESCALE_LOG2
             # (p then stays <= 2^RESCALE_LOG2, safe in fp32 and bf16). Rescaling every tile cost
             # DV multiplies per (row, position) on the CUDA cores, more than the MMAs' time.
-            m_new = tl.maximum(m_i, tl.max(sc, PA))
+            m_new = tl.maximum(m_i, tl.max(sc, 1))
             grow = tl.where(m_new > m_i, m_new - tl.maximum(m_i, -3.0e38), 0.0)  # huge on a row's first visible tile
             if tl.max(grow, 0) > RESCALE_LOG2:
                 alpha = tl.exp2(m_i - tl.where(m_new == float("-inf"), 0.0, m_new))
-                acc = acc * tl.expand_dims(alpha, PA)
+                acc = acc * alpha[:, None]
                 l_i = l_i * alpha
                 m_i = m_new
-            p = tl.exp2(sc - tl.expand_dims(tl.where(m_i == float("-inf"), 0.0, m_i), PA))
-            l_i = l_i + tl.sum(p, PA)
+            p = tl.exp2(sc - tl.where(m_i == float("-inf"), 0.0, m_i)[:, None])
+            l_i = l_i + tl.sum(p, 1)
             if V_IS_K and BLOCK_DV == DV:
                 vt = kt
             else:
@@ -201,17 +185,13 @@ def _get_kernel():
                              mask=s_ok[:, None], other=0.0)
                 if DOT_F32:
                     vt = vt.to(tl.float32)
-            if SWAP:
-                acc = tl.dot(tl.trans(vt), p.to(vt.dtype), acc)
-            else:
-                acc = tl.dot(p.to(vt.dtype), vt, acc)
+            acc = tl.dot(p.to(vt.dtype), vt, acc)
 
         l_safe = tl.where(l_i == 0.0, 1.0, l_i)
-        o = acc / tl.expand_dims(l_safe, PA)
+        o = acc / l_safe[:, None]
         lse = tl.where(l_i == 0.0, float("-inf"), m_i + tl.log2(l_safe))  # log2 domain
         base = c * so_c + hkv * so_h + pid_s * so_p
-        tl.store(o_ptr + base + tl.expand_dims(rows, PA) * so_r + tl.expand_dims(dv, RA), o.to(o_ptr.dtype.element_ty),
-                 mask=tl.expand_dims(row_ok, PA))
+        tl.store(o_ptr + base + rows[:, None] * so_r + dv[None, :], o.to(o_ptr.dtype.element_ty), mask=row_ok[:, None])
         tl.store(lse_ptr + c * sl_c + hkv * sl_h + pid_s * sl_p + rows, lse, mask=row_ok)
 
     _KERNEL = FastLauncher(_tree_attn_kernel)
@@ -369,15 +349,6 @@ Q_IN_LOOP_GQA_MAX_ROWS = 16
 
 def default_q_in_loop(dv: int, block_r: int) -> bool:
     return dv <= 128 and block_r <= Q_IN_LOOP_GQA_MAX_ROWS
-
-
-# the split kernel's tile products with the KV positions as the MMA's M and the rows as its N
-# (knob `swap_qk`; the kernel's SWAP) for MLA row tiles of at most this many rows; 0: never
-SWAP_QK_MLA_MAX_ROWS = 0
-
-
-def default_swap_qk(dv: int, block_r: int) -> bool:
-    return dv > 128 and block_r <= SWAP_QK_MLA_MAX_ROWS
 SPLIT_ONLY = False  # tuning only: skip the combine, return the partials
 
 
@@ -392,7 +363,6 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     cfg = dict(cfg or {})
     pdl = cfg.pop("pdl", None)
     q_in_loop = cfg.pop("q_in_loop", None)
-    swap_qk = cfg.pop("swap_qk", None)
     partials = cfg.pop("partials", None)
     pdl = (PDL_DEFAULT if pdl is None else pdl) and facts is not None and not interpret and facts.cc_major >= 9
     d = default_config(C, Hkv, R, S, dv, num_sms=num_sms, block_r=cfg.get("block_r"))
@@ -400,7 +370,6 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         d["block_s"] = 32  # fp32 MLA tiles: 2 stages of 64 x 576 x 4 B exceed the shared memory
     d.update({kk: vv for kk, vv in cfg.items() if vv is not None})
     q_in_loop = default_q_in_loop(dv, d["block_r"]) if q_in_loop is None else bool(q_in_loop)
-    swap_qk = default_swap_qk(dv, d["block_r"]) if swap_qk is None else bool(swap_qk)
     split_len = cdiv(cdiv(S, d["num_splits"]), d["block_s"]) * d["block_s"]
     nsplit = cdiv(S, split_len)
     if partials is None:
@@ -433,7 +402,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
         G=G, DK=q.shape[-1], DPE=dpe, DV=dv, V_IS_K=v_is_k,
         BLOCK_R=d["block_r"], BLOCK_S=d["block_s"],
-        DOT_F32=interpret, PDL=pdl, BLOCK_DV=block_dv, Q_IN_LOOP=q_in_loop, SWAP=swap_qk,
+        DOT_F32=interpret, PDL=pdl, BLOCK_DV=block_dv, Q_IN_LOOP=q_in_loop,
         num_warps=d["num_warps"], num_stages=d["num_stages"],
     )
     if SPLIT_ONLY:  # tuning (measure/tuning/sweep_decode.py): the split kernel alone
@@ -459,7 +428,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
 
 def tree_attention_gqa(q, k, v, tree_mask, sm_scale=None, *, block_r=None, block_s=None,
                        num_splits=None, num_warps=None, num_stages=None, pdl=None, partials=None,
-                       block_dv=None, q_in_loop=None, swap_qk=None) -> torch.Tensor:
+                       block_dv=None, q_in_loop=None) -> torch.Tensor:
     """q [C,Q,Hq,D], k/v [C,S,Hkv,D] (S = L + Q), tree_mask bool [C,Q,Q] -> [C,Q,Hq,D]."""
     C, Q, Hq, D = q.shape
     Hkv = k.shape[2]
@@ -467,21 +436,21 @@ def tree_attention_gqa(q, k, v, tree_mask, sm_scale=None, *, block_r=None, block
     scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)
     cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
                num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials, block_dv=block_dv,
-               q_in_loop=q_in_loop, swap_qk=swap_qk)
+               q_in_loop=q_in_loop)
     return _run(q, None, k, None, v, tree_mask, scale, G=Hq // Hkv, Hkv=Hkv, dv=D,
                 v_is_k=False, cfg=cfg)
 
 
 def tree_attention_mla(q_latent, q_rope, ckv, kpe, tree_mask, sm_scale, *, block_r=None,
                        block_s=None, num_splits=None, num_warps=None, num_stages=None, pdl=None, partials=None,
-                       block_dv=None, q_in_loop=None, swap_qk=None) -> torch.Tensor:
+                       block_dv=None, q_in_loop=None) -> torch.Tensor:
     """Absorbed MLA: q_latent [C,Q,H,512], q_rope [C,Q,H,64], ckv [C,S,512], kpe [C,S,64]
     -> [C,Q,H,512]; score = q_latent.ckv + q_rope.kpe, value = ckv (one latent head).
     block_dv < 512 splits the output columns over programs (each recomputes the scores)."""
     C, Q, H, DL = q_latent.shape
     cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
                num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials, block_dv=block_dv,
-               q_in_loop=q_in_loop, swap_qk=swap_qk)
+               q_in_loop=q_in_loop)
     return _run(q_latent, q_rope, ckv, kpe, ckv, tree_mask, sm_scale, G=H, Hkv=1, dv=DL,
                 v_is_k=True, cfg=cfg)
 

@@ -139,28 +139,6 @@ def test_mla_output_columns_split_over_programs(block_dv):
         ta.tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07, block_dv=96)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_swapped_tile_products(dtype):
-    """swap_qk: the KV positions as the MMA's M (scores^T = K . q^T, out^T += V^T . p^T) gives the
-    same result: MLA over several tiles per split, the tree part, a partly filled row tile, split
-    output columns and q inside the loop; GQA with a KV head's rows."""
-    gen = torch.Generator().manual_seed(13)
-    C, Q, L, H = 2, 3, 45, 4
-    S = L + Q
-    ql, qr = (torch.randn(C, Q, H, d, generator=gen).to(DEV, dtype) for d in (512, 64))
-    ckv, kpe = (torch.randn(C, S, d, generator=gen).to(DEV, dtype) for d in (512, 64))
-    mask = random_tree_mask(C, Q, gen)
-    ref = ta.tree_attention_mla_reference(ql.float(), qr.float(), ckv.float(), kpe.float(), mask, 0.07)
-    for kw in (dict(num_splits=2), dict(block_s=16, num_splits=2), dict(block_dv=256, block_s=16, num_splits=3),
-               dict(q_in_loop=True, block_s=16, num_splits=2)):
-        assert_close(ta.tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07, swap_qk=True, **kw), ref, dtype,
-                     f"mla swap_qk {kw} {dtype=}")
-    q, k, v = (torch.randn(C, Q if i == 0 else S, 8 if i == 0 else 2, 32, generator=gen).to(DEV, dtype) for i in range(3))
-    ref = ta.tree_attention_gqa_reference(q.float(), k.float(), v.float(), mask)
-    assert_close(ta.tree_attention_gqa(q, k, v, mask, swap_qk=True, block_s=16, num_splits=3), ref, dtype,
-                 f"gqa swap_qk {dtype=}")
-
-
 def test_q_loaded_inside_the_kv_loop():
     """q_in_loop: q (and MLA's q_rope) reloaded with each KV tile gives the same result, over
     several tiles per split, the tree part, and partly filled row tiles."""

@@ -1,6 +1,6 @@
 """A/B of session 12's decode attention questions (issue 19), on one GPU, in one call.
 
-Default: does the KV cache's layout, not the kernel, hold GQA decode at C=1 below the read
+Does the KV cache's layout, not the kernel, hold GQA decode at C=1 below the read
 ceiling?
 
 The attention bench stores K and V per sequence as [S, Hkv, D] (NHD: a position's heads side by
@@ -12,12 +12,13 @@ either layout. Interleaved per round, timed as the attention bench times (CUDA g
 copies, cold L2: `ab_decode._time`), at C=1, q=1 (the goal shapes) and at large shapes. Every
 variant is checked against the torch reference on the GPU before it is timed.
 
-`--mla`: MLA decode with the split kernel's tile products swapped (`swap_qk`: the KV positions as
-the MMA's M, so that a 64-position tile fills a warpgroup MMA at 16 rows; the accumulator is
-[512, rows]), against the default (rows as M: mma.sync at 16 rows), with split counts, tiles
-and warps around it; at C=1 and at large shapes.
+At dc9a88a this tool also had `--mla` (its log is in runs/tuning/session12/): MLA decode with the split kernel's tile products swapped (`swap_qk`:
+the KV positions as the MMA's M, so that a 64-position tile fills a warpgroup MMA at 16 rows;
+the accumulator [512, rows]) against the default (rows as M: mma.sync at 16 rows), with split
+counts, tiles and warps around it, at C=1 and at large shapes. It was slower everywhere, and the
+knob is gone.
 
-    python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm] [--mla]
+    python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm]
 """
 
 from __future__ import annotations
@@ -45,59 +46,7 @@ def hnd_copies(kvs):
     return [tuple(t.transpose(1, 2).contiguous().transpose(1, 2) for t in kv) for kv in kvs]
 
 
-# --mla: name -> tree_attention_mla knobs
-MLA_VARIANTS = {
-    "default": {},
-    "swap": dict(swap_qk=True),
-    "swap x33": dict(swap_qk=True, num_splits=33),
-    "swap x17": dict(swap_qk=True, num_splits=17),
-    "swap w8": dict(swap_qk=True, num_warps=8),
-    "swap bs32 st3": dict(swap_qk=True, block_s=32, num_stages=3),
-}
-# (heads, C, q, L)
-MLA_SHAPES = [(64, 1, 1, 1024), (64, 1, 1, 4096), (64, 1, 1, 8192), (64, 1, 1, 32768),
-              (8, 1, 1, 1024), (8, 1, 1, 8192), (8, 1, 1, 32768),
-              (8, 128, 1, 32768), (64, 128, 1, 8192), (8, 32, 9, 8192)]
-
-
-def mla(a) -> None:
-    import torch
-
-    from perfmodel.kernels import tree_attention as ta
-    from perfmodel.kernels._testing import calc_diff
-
-    from .ab_decode import Case, _time
-
-    _p("\n## MLA decode attention, us per call (CUDA graph over KV copies, cold L2), per round")
-    for H, C, q, L in MLA_SHAPES:
-        c = Case("mla", H, C, q, L)
-        ref = c.ref().float()
-        ok = {}
-        for name, kw in MLA_VARIANTS.items():
-            try:
-                d = calc_diff(c.fn(ta, **kw)(*c.kvs[0]).float(), ref)
-                ok[name] = d < 1e-4
-                _p(f"check {c.name} {name}: calc_diff {d:.1e} ({'ok' if ok[name] else 'FAIL'})")
-            except Exception as e:  # noqa: BLE001 -- a variant that does not fit (shared memory): report, skip
-                ok[name] = False
-                _p(f"check {c.name} {name}: failed: {type(e).__name__}: {str(e)[:160]}")
-        if not a.warm:
-            res = {n: [] for n in MLA_VARIANTS if ok[n]}
-            for _ in range(a.rounds):
-                for n in res:
-                    res[n].append(_time(c.fn(ta, **MLA_VARIANTS[n]), c))
-            nb = c.nbytes()
-            for n, ts in res.items():
-                _p(f"{c.name:26s} {n:14s} {' '.join(f'{x:7.1f}' for x in ts)} | best {min(ts):7.1f} us, "
-                   f"{nb / min(ts) / 1e3:5.0f} GB/s = {100 * nb / min(ts) / 1e3 / READ_GBPS:3.0f}% of read")
-        del c
-        torch.cuda.empty_cache()
-
-
 def _run(a) -> None:
-    if a.mla:
-        mla(a)
-        return
     import torch
 
     from perfmodel.kernels import tree_attention as ta
@@ -132,7 +81,7 @@ def _run(a) -> None:
 
 
 def main(argv=None) -> None:
-    _ab.main("ab_session12", __doc__, _run, argv, flags=(("--mla", "MLA with the swapped tile products (MLA_VARIANTS)"),))
+    _ab.main("ab_session12", __doc__, _run, argv)
 
 
 if __name__ == "__main__":
