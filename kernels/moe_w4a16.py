@@ -470,8 +470,9 @@ if triton is not None:
         PDL_WAIT: tl.constexpr = False,
         ARRIVE_FENCE: tl.constexpr = False,  # see _arrive
         ATOMIC_READ: tl.constexpr = False,  # see _read_sums
+        PDL_TRIGGER_LATE: tl.constexpr = False,  # tuning (`MOE_PDL_TRIGGER_LATE`): trigger after the K loop
     ):
-        if PDL_TRIGGER:
+        if PDL_TRIGGER and not PDL_TRIGGER_LATE:
             tl.extra.cuda.gdc_launch_dependents()
         pid_n = tl.program_id(0)  # column tiles fastest: neighbouring programs share the expert
         pid_m = tl.program_id(1)
@@ -516,6 +517,8 @@ if triton is not None:
             acc, acc_up = _k_block(acc, a_base + kb * 256, row_ok, kb * 256, K, q_kb + q_off, s_kb + s_off,
                                    DEQUANT, DOT_F32, EVEN_K, acc_up, q_kb + q_up_off, s_kb + s_up_off, GATE_UP,
                                    SWAP)
+        if PDL_TRIGGER and PDL_TRIGGER_LATE:
+            tl.extra.cuda.gdc_launch_dependents()
         if SPLIT_ACT:
             if SWAP:
                 acc = tl.trans(acc)
@@ -559,6 +562,7 @@ if triton is not None:
         DEQUANT: tl.constexpr, DOT_F32: tl.constexpr, EVEN_K: tl.constexpr,
         BLOCK_N: tl.constexpr, PDL_WAIT: tl.constexpr = False,
         PRELOAD: tl.constexpr = False,  # the first K-block in registers, dequantised, before the wait (`DOWN_PAIRS_PRELOAD_MAX_KB`)
+        DELAY_NS: tl.constexpr = 0,  # tuning (`DOWN_PAIRS_DELAY_NS`): nanosleep before any weight load
     ):
         """down of the pair path at a few pairs (`DOWN_PAIRS_MAX_P`), one program per column tile
         summing every pair: the weights of all pairs' experts for the tile's columns are stacked
@@ -580,6 +584,9 @@ if triton is not None:
         offs_j = tl.arange(0, 32)
         q_ptrs = q_ptr + e[:, None] * stride_qe + q_col[:, None] + offs_j[None, :]
         s_ptrs = s_ptr + e[:, None] * stride_se + s_col[:, None] + tl.arange(0, 8)[None, :]
+        if DELAY_NS > 0:
+            tl.inline_asm_elementwise("nanosleep.u32 $1; // dummy $0", "=r,r", [pid_n * 0 + DELAY_NS], dtype=tl.int32,
+                                      is_pure=False, pack=1)
         if PRELOAD:  # K-block 0 loaded and dequantised while gate_up still runs (under PDL_WAIT)
             w_first = _dequant_kblock(q_ptrs, s_ptrs, DEQUANT, DOT_F32)
         if PDL_WAIT:
@@ -789,6 +796,7 @@ def _launch(
         SELF_CLEAN=self_clean and (split_act or final_cast),
         PDL_TRIGGER=pdl_trigger and not interp, PDL_WAIT=pdl_wait and not interp,
         ARRIVE_FENCE=ARRIVE_FENCE and not interp, ATOMIC_READ=ATOMIC_READ and not interp,
+        PDL_TRIGGER_LATE=MOE_PDL_TRIGGER_LATE,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **({"launch_pdl": True} if pdl_wait and not interp else {}),
         **({} if cfg.max_regs is None or interp else dict(maxnreg=cfg.max_regs)),
@@ -935,6 +943,10 @@ DOWN_PAIRS_PRELOAD_MAX_KB = 1
 # hwspecs/SOURCES.md), 10 us slower at 66 MB (Kimi I=2048, T = 1), where the prefetch overflows
 # the L2 and competes with gate_up
 MOE_PDL_MAX_L2_SHARE = 0.25
+# tuning only (measure/tuning/ab_session12.py --moe): gate_up triggers down's launch after its K
+# loop instead of at its start; down's programs sleep this long before their first weight load
+MOE_PDL_TRIGGER_LATE = False
+DOWN_PAIRS_DELAY_NS = 0
 # every thread fences its fp32 atomic adds before its program counts itself in at an arrival
 # counter (`_arrive`). Off: the barrier and the arriving thread's gpu-scope release already order
 # them in the PTX memory model, and on the H200 the fence cost 0.7 us at one token and
@@ -1227,7 +1239,7 @@ def _down_pairs(h, w2_q, w2_s, out, ids, tw, *, E, k, cfg, pdl_wait=False, prelo
         h.stride(0), w2_q.stride(0), w2_s.stride(0), out.stride(0),
         K_TOP=k, T_OUT=T, PB=pb, DEQUANT=DEQUANT_CVT if interp else cfg.dequant, DOT_F32=interp,
         EVEN_K=I % KBLOCK == 0, BLOCK_N=cfg.block_n, PDL_WAIT=pdl_wait and not interp,
-        PRELOAD=preload,
+        PRELOAD=preload, DELAY_NS=0 if interp else DOWN_PAIRS_DELAY_NS,
         num_warps=warps, num_stages=cfg.num_stages,
         **({"launch_pdl": True} if pdl_wait and not interp else {}),
     )

@@ -18,7 +18,13 @@ the accumulator [512, rows]) against the default (rows as M: mma.sync at 16 rows
 counts, tiles and warps around it, at C=1 and at large shapes. It was slower everywhere, and the
 knob is gone.
 
-    python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm]
+`--moe`: whether down's weight loads, issued while gate_up runs (the pair path at one token, down
+a dependent launch that preloads its first K-block), slow gate_up's own loads: gate_up
+triggering down's launch after its K loop instead of at its start (`MOE_PDL_TRIGGER_LATE`), and
+down's programs sleeping before their first weight load (`DOWN_PAIRS_DELAY_NS`); timed as the
+moe bench times, checked first against the aligned path (`ab_session8.pair_variants`).
+
+    python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm] [--moe]
 """
 
 from __future__ import annotations
@@ -46,7 +52,27 @@ def hnd_copies(kvs):
     return [tuple(t.transpose(1, 2).contiguous().transpose(1, 2) for t in kv) for kv in kvs]
 
 
+# --moe: name -> (kernels.moe_w4a16 constants, fused_moe_w4a16 keywords)
+MOE_VARIANTS = {
+    "default": ({}, {}),
+    "late": (dict(MOE_PDL_TRIGGER_LATE=True), {}),
+    "delay1us": (dict(DOWN_PAIRS_DELAY_NS=1000), {}),
+    "delay2us": (dict(DOWN_PAIRS_DELAY_NS=2000), {}),
+    "delay3us": (dict(DOWN_PAIRS_DELAY_NS=3000), {}),
+    "delay5us": (dict(DOWN_PAIRS_DELAY_NS=5000), {}),
+}
+
+
+def moe(a) -> None:
+    from . import ab_session11
+
+    ab_session11.moe(a.rounds, a.warm, MOE_VARIANTS, ("default", "late", "delay2us"))
+
+
 def _run(a) -> None:
+    if a.moe:
+        moe(a)
+        return
     import torch
 
     from perfmodel.kernels import tree_attention as ta
@@ -81,7 +107,7 @@ def _run(a) -> None:
 
 
 def main(argv=None) -> None:
-    _ab.main("ab_session12", __doc__, _run, argv)
+    _ab.main("ab_session12", __doc__, _run, argv, flags=(("--moe", "down's loads against gate_up's (MOE_VARIANTS)"),))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,12 @@ import sys
 import tempfile
 
 
+def _with_defaults(k, const: dict) -> dict:
+    """`const` plus every other constexpr of jit function k at its default value (an offline
+    compile leaves a constexpr it is not given at None)."""
+    return {p.name: p.default for p in k.params if p.is_constexpr and p.has_default} | const
+
+
 def compile_w4a16(block_m: int, block_n: int, gate_up: bool, warps: int, stages: int, dequant: int = 2,
                   extra: dict | None = None):
     """Offline sm_90 compile of the W4A16 GEMM kernel; `extra` overrides constexprs (epilogue
@@ -33,6 +39,7 @@ def compile_w4a16(block_m: int, block_n: int, gate_up: bool, warps: int, stages:
                  DEQUANT=dequant, DOT_F32=False, EVEN_K=True, FAST_COLS=True, SWAP=block_m < 16,
                  BLOCK_M=block_m, BLOCK_N=block_n)
     const.update(extra or {})
+    const = _with_defaults(k, const)
     sig.update({c: "constexpr" for c in const})
     div16 = [n for n in k.arg_names if n.endswith("_ptr") or n.startswith("stride") or n in ("N", "K", "up_offset")]
     src = ASTSource(fn=k, signature=sig, constexprs={(k.arg_names.index(c),): v for c, v in const.items()},
@@ -55,6 +62,7 @@ def compile_down_pairs(block_n: int, warps: int, stages: int, pb: int = 8, dequa
     sig = dict(zip(k.arg_names, types))
     const = dict(K_TOP=8, T_OUT=1, PB=pb, DEQUANT=dequant, DOT_F32=False, EVEN_K=True, BLOCK_N=block_n)
     const.update(extra or {})
+    const = _with_defaults(k, const)
     sig.update({c: "constexpr" for c in const})
     div16 = [n for n in k.arg_names if n.endswith("_ptr") or n.startswith("stride") or n in ("N", "K")]
     src = ASTSource(fn=k, signature=sig, constexprs={(k.arg_names.index(c),): v for c, v in const.items()},
