@@ -471,6 +471,7 @@ if triton is not None:
         ARRIVE_FENCE: tl.constexpr = False,  # see _arrive
         ATOMIC_READ: tl.constexpr = False,  # see _read_sums
         PDL_TRIGGER_LATE: tl.constexpr = False,  # tuning (`MOE_PDL_TRIGGER_LATE`): trigger after the K loop
+        EPILOGUE: tl.constexpr = 2,  # tuning (`SPLIT_ACT_EPILOGUE`): 1 atomics only, 0 nothing stored (wrong results)
     ):
         if PDL_TRIGGER and not PDL_TRIGGER_LATE:
             tl.extra.cuda.gdc_launch_dependents()
@@ -519,6 +520,8 @@ if triton is not None:
                                    SWAP)
         if PDL_TRIGGER and PDL_TRIGGER_LATE:
             tl.extra.cuda.gdc_launch_dependents()
+        if SPLIT_ACT and EPILOGUE == 0:
+            return
         if SPLIT_ACT:
             if SWAP:
                 acc = tl.trans(acc)
@@ -526,6 +529,8 @@ if triton is not None:
             moe_store_rows(acc, ws_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_wm, 1, 1, False, True)
             moe_store_rows(acc_up, ws_ptr, topk_w_ptr, pair, row_ok, offs_n + up_offset, n_ok, stride_wm, 1, 1, False,
                            True)
+            if EPILOGUE == 1:
+                return
             if _arrive(cnt_ptr + pid_m * tl.num_programs(0) + pid_n, tl.num_programs(2), ARRIVE_FENCE):
                 g_row = ws_ptr + tl.where(row_ok, pair, 0).to(tl.int64)[:, None] * stride_wm + offs_n[None, :]
                 m = row_ok[:, None] & n_ok[None, :]
@@ -796,7 +801,7 @@ def _launch(
         SELF_CLEAN=self_clean and (split_act or final_cast),
         PDL_TRIGGER=pdl_trigger and not interp, PDL_WAIT=pdl_wait and not interp,
         ARRIVE_FENCE=ARRIVE_FENCE and not interp, ATOMIC_READ=ATOMIC_READ and not interp,
-        PDL_TRIGGER_LATE=MOE_PDL_TRIGGER_LATE,
+        PDL_TRIGGER_LATE=MOE_PDL_TRIGGER_LATE, EPILOGUE=2 if interp else SPLIT_ACT_EPILOGUE,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **({"launch_pdl": True} if pdl_wait and not interp else {}),
         **({} if cfg.max_regs is None or interp else dict(maxnreg=cfg.max_regs)),
@@ -947,6 +952,9 @@ MOE_PDL_MAX_L2_SHARE = 0.25
 # loop instead of at its start; down's programs sleep this long before their first weight load
 MOE_PDL_TRIGGER_LATE = False
 DOWN_PAIRS_DELAY_NS = 0
+# tuning only, to time the split-K epilogue of gate_up (wrong results below 2): 2 the whole
+# epilogue, 1 the fp32 atomic adds only (no arrival, no activation), 0 nothing stored
+SPLIT_ACT_EPILOGUE = 2
 # every thread fences its fp32 atomic adds before its program counts itself in at an arrival
 # counter (`_arrive`). Off: the barrier and the arriving thread's gpu-scope release already order
 # them in the PTX memory model, and on the H200 the fence cost 0.7 us at one token and

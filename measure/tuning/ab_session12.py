@@ -24,7 +24,12 @@ triggering down's launch after its K loop instead of at its start (`MOE_PDL_TRIG
 down's programs sleeping before their first weight load (`DOWN_PAIRS_DELAY_NS`); timed as the
 moe bench times, checked first against the aligned path (`ab_session8.pair_variants`).
 
-    python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm] [--moe]
+`--epilogue`: what gate_up's split-K epilogue costs at one token: the layer with gate_up's
+epilogue cut to its fp32 atomic adds (no arrival, no activation) or to nothing stored
+(`SPLIT_ACT_EPILOGUE`). Timing only: the cut variants' results are wrong (their checks say
+FAIL), and down then reads a stale intermediate.
+
+    python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm] [--moe] [--epilogue]
 """
 
 from __future__ import annotations
@@ -61,6 +66,12 @@ MOE_VARIANTS = {
     "delay3us": (dict(DOWN_PAIRS_DELAY_NS=3000), {}),
     "delay5us": (dict(DOWN_PAIRS_DELAY_NS=5000), {}),
 }
+# --epilogue: gate_up's split-K epilogue cut short (timing only: the results are wrong)
+EPILOGUE_VARIANTS = {
+    "default": ({}, {}),
+    "atomics_only": (dict(SPLIT_ACT_EPILOGUE=1), {}),
+    "no_store": (dict(SPLIT_ACT_EPILOGUE=0), {}),
+}
 
 
 def moe(a) -> None:
@@ -70,6 +81,14 @@ def moe(a) -> None:
 
 
 def _run(a) -> None:
+    if a.epilogue:
+        from . import ab_session11
+
+        # the Kimi TP8 slice only: a cut epilogue leaves the persistent workspace dirty, which
+        # would fail the next shape's check of the default
+        ab_session11.PLAN = [("kimi_tp8", 1)]
+        ab_session11.moe(a.rounds, a.warm, EPILOGUE_VARIANTS, ("default", "atomics_only", "no_store"))
+        return
     if a.moe:
         moe(a)
         return
@@ -107,7 +126,8 @@ def _run(a) -> None:
 
 
 def main(argv=None) -> None:
-    _ab.main("ab_session12", __doc__, _run, argv, flags=(("--moe", "down's loads against gate_up's (MOE_VARIANTS)"),))
+    _ab.main("ab_session12", __doc__, _run, argv, flags=(("--moe", "down's loads against gate_up's (MOE_VARIANTS)"),
+                                                           ("--epilogue", "gate_up's epilogue cut short (EPILOGUE_VARIANTS)")))
 
 
 if __name__ == "__main__":
