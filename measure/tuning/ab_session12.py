@@ -18,18 +18,18 @@ the accumulator [512, rows]) against the default (rows as M: mma.sync at 16 rows
 counts, tiles and warps around it, at C=1 and at large shapes. It was slower everywhere, and the
 knob is gone.
 
-`--moe`: whether down's weight loads, issued while gate_up runs (the pair path at one token, down
-a dependent launch that preloads its first K-block), slow gate_up's own loads: gate_up
-triggering down's launch after its K loop instead of at its start (`MOE_PDL_TRIGGER_LATE`), and
-down's programs sleeping before their first weight load (`DOWN_PAIRS_DELAY_NS`); timed as the
-moe bench times, checked first against the aligned path (`ab_session8.pair_variants`).
+At ae7200c it also had `--moe`: whether down's weight loads, issued while gate_up runs, slow
+gate_up's own (gate_up triggering down's launch after its K loop; down's programs sleeping
+1-5 us before their first weight load). At f0a32bd, `--epilogue`: the layer with gate_up's
+split-K epilogue cut to its fp32 atomic adds (no arrival, no activation: wrong results, timing
+only). Their logs are in runs/tuning/session12/; their knobs are gone.
 
-`--epilogue`: what gate_up's split-K epilogue costs at one token: the layer with gate_up's
-epilogue cut to its fp32 atomic adds (no arrival, no activation) or to nothing stored
-(`SPLIT_ACT_EPILOGUE`). Timing only: the cut variants' results are wrong (their checks say
-FAIL), and down then reads a stale intermediate.
+`--sums`: down making silu(gate) * up from gate_up's fp32 sums (`DOWN_ACT_FROM_SUMS`: gate_up
+without its arrival, its last-arrival read and its activation store) against gate_up making
+it, at one token; timed as the moe bench times, checked first against the aligned path
+(`ab_session8.pair_variants`), with per-kernel durations.
 
-    python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm] [--moe] [--epilogue]
+    python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm] [--sums]
 """
 
 from __future__ import annotations
@@ -57,40 +57,18 @@ def hnd_copies(kvs):
     return [tuple(t.transpose(1, 2).contiguous().transpose(1, 2) for t in kv) for kv in kvs]
 
 
-# --moe: name -> (kernels.moe_w4a16 constants, fused_moe_w4a16 keywords)
-MOE_VARIANTS = {
-    "default": ({}, {}),
-    "late": (dict(MOE_PDL_TRIGGER_LATE=True), {}),
-    "delay1us": (dict(DOWN_PAIRS_DELAY_NS=1000), {}),
-    "delay2us": (dict(DOWN_PAIRS_DELAY_NS=2000), {}),
-    "delay3us": (dict(DOWN_PAIRS_DELAY_NS=3000), {}),
-    "delay5us": (dict(DOWN_PAIRS_DELAY_NS=5000), {}),
+# --sums: name -> (kernels.moe_w4a16 constants, fused_moe_w4a16 keywords)
+SUMS_VARIANTS = {
+    "arrival": (dict(DOWN_ACT_FROM_SUMS=False), {}),
+    "sums": (dict(DOWN_ACT_FROM_SUMS=True), {}),
 }
-# --epilogue: gate_up's split-K epilogue cut short (timing only: the results are wrong)
-EPILOGUE_VARIANTS = {
-    "default": ({}, {}),
-    "atomics_only": (dict(SPLIT_ACT_EPILOGUE=1), {}),
-    "no_store": (dict(SPLIT_ACT_EPILOGUE=0), {}),
-}
-
-
-def moe(a) -> None:
-    from . import ab_session11
-
-    ab_session11.moe(a.rounds, a.warm, MOE_VARIANTS, ("default", "late", "delay2us"))
 
 
 def _run(a) -> None:
-    if a.epilogue:
+    if a.sums:
         from . import ab_session11
 
-        # the Kimi TP8 slice only: a cut epilogue leaves the persistent workspace dirty, which
-        # would fail the next shape's check of the default
-        ab_session11.PLAN = [("kimi_tp8", 1)]
-        ab_session11.moe(a.rounds, a.warm, EPILOGUE_VARIANTS, ("default", "atomics_only", "no_store"))
-        return
-    if a.moe:
-        moe(a)
+        ab_session11.moe(a.rounds, a.warm, SUMS_VARIANTS, ("arrival", "sums"))
         return
     import torch
 
@@ -126,8 +104,7 @@ def _run(a) -> None:
 
 
 def main(argv=None) -> None:
-    _ab.main("ab_session12", __doc__, _run, argv, flags=(("--moe", "down's loads against gate_up's (MOE_VARIANTS)"),
-                                                           ("--epilogue", "gate_up's epilogue cut short (EPILOGUE_VARIANTS)")))
+    _ab.main("ab_session12", __doc__, _run, argv, flags=(("--sums", "the activation made in down (SUMS_VARIANTS)"),))
 
 
 if __name__ == "__main__":
