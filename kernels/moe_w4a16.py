@@ -585,6 +585,7 @@ if triton is not None:
         # zeroes its share of the other half (the next call's), and counts itself in at
         # sync_ptr[1]; the last to arrive resets the count and advances the epoch
         FROM_SUMS: tl.constexpr = False,
+        ONE_KB: tl.constexpr = False,  # K is one 256-block: with PRELOAD no K loop is emitted (its pipeline buffers would take shared memory)
     ):
         """down of the pair path at a few pairs (`DOWN_PAIRS_MAX_P`), one program per column tile
         summing every pair: the weights of all pairs' experts for the tile's columns are stacked
@@ -634,9 +635,10 @@ if triton is not None:
         if PRELOAD:
             acc = _mma_kblock(acc, w_first, a_base, row_ok, 0, K, DOT_F32, EVEN_K, FROM_SUMS, K, a_dt)
             kb_first = 1
-        for kb in range(kb_first, num_kb):
-            acc, _ = _k_block(acc, a_base + kb * 256, row_ok, kb * 256, K, q_ptrs + kb * 4096, s_ptrs + kb * 512,
-                              DEQUANT, DOT_F32, EVEN_K, acc, q_ptrs, s_ptrs, False, True, FROM_SUMS, K, a_dt)
+        if not (PRELOAD and ONE_KB):
+            for kb in range(kb_first, num_kb):
+                acc, _ = _k_block(acc, a_base + kb * 256, row_ok, kb * 256, K, q_ptrs + kb * 4096, s_ptrs + kb * 512,
+                                  DEQUANT, DOT_F32, EVEN_K, acc, q_ptrs, s_ptrs, False, True, FROM_SUMS, K, a_dt)
         tw = tl.load(tw_ptr + rows, mask=rows < P, other=0.0).to(tl.float32)
         # row r keeps column jr (its own pair), times that pair's routed weight
         mine = (rows[None, :] == jr[:, None]) & ok[:, None]
@@ -976,6 +978,10 @@ MOE_PDL_MAX_T = 1
 # one token (runs/README.md, "Kernel defaults"): Kimi TP8 slice (1 block) 16.1 against 17.5 us;
 # Qwen3-30B-A3B (3 blocks, 4 warps) slower, 17.0 against 16.2
 DOWN_PAIRS_PRELOAD_MAX_KB = 1
+# ... and where that block is the only one, the kernel has no K loop at all: the empty loop's
+# pipeline buffers took 37 KB of shared memory per program (8 KB without), which limited how many
+# of down's programs fit beside gate_up's (offline sm_90 compile, measure/tuning/sass_census.py)
+DOWN_PAIRS_ONE_KB = True
 # ... and only while down's weights (prefetched into L2) are a small share of it: faster at 7 and
 # 8.3 MB (Qwen3-30B-A3B, Kimi TP8 slice: a seventh or a sixth of the H200's 50 MB of L2,
 # hwspecs/SOURCES.md), 10 us slower at 66 MB (Kimi I=2048, T = 1), where the prefetch overflows
@@ -1298,7 +1304,7 @@ def _down_pairs(h, w2_q, w2_s, out, ids, tw, *, E, k, cfg, pdl_wait=False, prelo
         h.stride(0), w2_q.stride(0), w2_s.stride(0), out.stride(0),
         K_TOP=k, T_OUT=T, PB=pb, DEQUANT=DEQUANT_CVT if interp else cfg.dequant, DOT_F32=interp,
         EVEN_K=I % KBLOCK == 0, BLOCK_N=cfg.block_n, PDL_WAIT=pdl_wait and not interp,
-        PRELOAD=preload, FROM_SUMS=sync is not None,
+        PRELOAD=preload, FROM_SUMS=sync is not None, ONE_KB=DOWN_PAIRS_ONE_KB and w2_q.shape[2] == 1,
         num_warps=warps, num_stages=cfg.num_stages,
         **({"launch_pdl": True} if pdl_wait and not interp else {}),
     )

@@ -26,7 +26,8 @@ only). Their logs are in runs/tuning/session12/; their knobs are gone.
 
 `--sums`: down making silu(gate) * up from gate_up's fp32 sums (`DOWN_ACT_FROM_SUMS`: gate_up
 without its arrival, its last-arrival read and its activation store) against gate_up making
-it, at one token; timed as the moe bench times, checked first against the aligned path
+it, at one token, each with and without the K loop left out of down where K is one block
+(`DOWN_PAIRS_ONE_KB`); timed as the moe bench times, checked first against the aligned path
 (`ab_session8.pair_variants`), with per-kernel durations.
 
     python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm] [--sums]
@@ -59,8 +60,10 @@ def hnd_copies(kvs):
 
 # --sums: name -> (kernels.moe_w4a16 constants, fused_moe_w4a16 keywords)
 SUMS_VARIANTS = {
-    "arrival": (dict(DOWN_ACT_FROM_SUMS=False), {}),
-    "sums": (dict(DOWN_ACT_FROM_SUMS=True), {}),
+    "arrival": (dict(DOWN_ACT_FROM_SUMS=False, DOWN_PAIRS_ONE_KB=False), {}),
+    "arrival_1kb": (dict(DOWN_ACT_FROM_SUMS=False, DOWN_PAIRS_ONE_KB=True), {}),
+    "sums": (dict(DOWN_ACT_FROM_SUMS=True, DOWN_PAIRS_ONE_KB=False), {}),
+    "sums_1kb": (dict(DOWN_ACT_FROM_SUMS=True, DOWN_PAIRS_ONE_KB=True), {}),
 }
 
 
@@ -68,7 +71,7 @@ def _run(a) -> None:
     if a.sums:
         from . import ab_session11
 
-        ab_session11.moe(a.rounds, a.warm, SUMS_VARIANTS, ("arrival", "sums"))
+        ab_session11.moe(a.rounds, a.warm, SUMS_VARIANTS, tuple(SUMS_VARIANTS))
         return
     import torch
 
