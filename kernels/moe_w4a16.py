@@ -276,29 +276,12 @@ if triton is not None:
         return acc
 
     @triton.jit
-    def _act_group(a_base, i: tl.constexpr, row_ok, k_begin, K, EVEN_K: tl.constexpr, A_SUMS: tl.constexpr, a_up,
-                   A_DT: tl.constexpr):
-        """Group i (32 k) of a K-block's activations [BM, 32] at a_base. A_SUMS: gate_up's fp32
-        split-K sums instead (gate at a_base, up a_up further on), made silu(gate) * up in A_DT
-        here, as gate_up's last arrival otherwise does (`DOWN_ACT_FROM_SUMS`)."""
-        offs_j = tl.arange(0, 32)
-        if EVEN_K:  # padding rows (row 0 again) are not fetched
-            m = row_ok[:, None]
-        else:
-            m = row_ok[:, None] & ((k_begin + i * 32 + offs_j) < K)[None, :]
-        a = tl.load(a_base + i * 32, mask=m, other=0.0)
-        if A_SUMS:
-            u = tl.load(a_base + a_up + i * 32, mask=m, other=0.0)
-            a = (a / (1.0 + tl.exp(-a)) * u).to(A_DT)
-        return a
-
-    @triton.jit
     def _k_block(acc, a_base, row_ok, k_begin, K, q_ptrs, s_ptrs, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr,
-                 EVEN_K: tl.constexpr, acc_up, q_up_ptrs, s_up_ptrs, GATE_UP: tl.constexpr, SWAP: tl.constexpr,
-                 A_SUMS: tl.constexpr, a_up, A_DT: tl.constexpr):
+                 EVEN_K: tl.constexpr, acc_up, q_up_ptrs, s_up_ptrs, GATE_UP: tl.constexpr, SWAP: tl.constexpr):
         """acc (and acc_up) += activations [BM, 256] . one K-block of weights: half-words
         q_ptrs [32, BN] ([BN, 32] with SWAP; groups 0..3, groups 4..7 32 further on) and
-        scales [BN, 8]; the activations as `_act_group` reads them."""
+        scales [BN, 8]."""
+        offs_j = tl.arange(0, 32)
         lo = tl.load(q_ptrs)
         hi = tl.load(q_ptrs + 32)
         sc = _split8(tl.load(s_ptrs))
@@ -310,7 +293,11 @@ if triton is not None:
             hi_up = tl.load(q_up_ptrs + 32)
             sc_up = _split8(tl.load(s_up_ptrs))
         for i in tl.static_range(8):
-            a = _act_group(a_base, i, row_ok, k_begin, K, EVEN_K, A_SUMS, a_up, A_DT)
+            if EVEN_K:  # padding rows (row 0 again) are not fetched
+                a = tl.load(a_base + i * 32, mask=row_ok[:, None], other=0.0)
+            else:
+                a = tl.load(a_base + i * 32, mask=row_ok[:, None] & ((k_begin + i * 32 + offs_j) < K)[None, :],
+                            other=0.0)
             s_i = sc[i][:, None] if SWAP else sc[i][None, :]
             w = _dequant_group(lo if i < 4 else hi, s_i, i % 4, DEQUANT, DOT_F32)
             acc = _group_mma(acc, a, w, SWAP, DOT_F32)
@@ -337,12 +324,16 @@ if triton is not None:
                 _dequant_group(hi, sc[7][:, None], 3, DEQUANT, DOT_F32))
 
     @triton.jit
-    def _mma_kblock(acc, w, a_base, row_ok, k_begin, K, DOT_F32: tl.constexpr, EVEN_K: tl.constexpr,
-                    A_SUMS: tl.constexpr, a_up, A_DT: tl.constexpr):
-        """acc^T += w^T . activations (`_act_group`) for the 8 dequantised groups w of one K-block
-        (swapped operands; `_k_block`'s second half)."""
+    def _mma_kblock(acc, w, a_base, row_ok, k_begin, K, DOT_F32: tl.constexpr, EVEN_K: tl.constexpr):
+        """acc^T += w^T . activations for the 8 dequantised groups w of one K-block (swapped
+        operands; `_k_block`'s second half)."""
+        offs_j = tl.arange(0, 32)
         for i in tl.static_range(8):
-            a = _act_group(a_base, i, row_ok, k_begin, K, EVEN_K, A_SUMS, a_up, A_DT)
+            if EVEN_K:
+                a = tl.load(a_base + i * 32, mask=row_ok[:, None], other=0.0)
+            else:
+                a = tl.load(a_base + i * 32, mask=row_ok[:, None] & ((k_begin + i * 32 + offs_j) < K)[None, :],
+                            other=0.0)
             acc = _group_mma(acc, a, w[i], True, DOT_F32)
         return acc
 
@@ -479,18 +470,8 @@ if triton is not None:
         PDL_WAIT: tl.constexpr = False,
         ARRIVE_FENCE: tl.constexpr = False,  # see _arrive
         ATOMIC_READ: tl.constexpr = False,  # see _read_sums
-        # SPLIT_ACT with the activation left to down (`DOWN_ACT_FROM_SUMS`): the fp32 sums go to the
-        # half of ws that the epoch at cnt_ptr picks (its parity), and the program ends there: no
-        # arrival, no activation, no cleaning (down does them)
-        SUMS_ONLY: tl.constexpr = False,
     ):
-        if SUMS_ONLY:
-            epoch = tl.load(cnt_ptr)
-            ws_ptr += (epoch & 1).to(tl.int64) * num_pairs * stride_wm
-            if PDL_TRIGGER:
-                if epoch != -1:  # a use of the epoch: down, which advances it, launches only after every program read it
-                    tl.extra.cuda.gdc_launch_dependents()
-        elif PDL_TRIGGER:
+        if PDL_TRIGGER:
             tl.extra.cuda.gdc_launch_dependents()
         pid_n = tl.program_id(0)  # column tiles fastest: neighbouring programs share the expert
         pid_m = tl.program_id(1)
@@ -534,7 +515,7 @@ if triton is not None:
             s_kb = s_e + kb * 512
             acc, acc_up = _k_block(acc, a_base + kb * 256, row_ok, kb * 256, K, q_kb + q_off, s_kb + s_off,
                                    DEQUANT, DOT_F32, EVEN_K, acc_up, q_kb + q_up_off, s_kb + s_up_off, GATE_UP,
-                                   SWAP, False, 0, tl.bfloat16)
+                                   SWAP)
         if SPLIT_ACT:
             if SWAP:
                 acc = tl.trans(acc)
@@ -542,8 +523,6 @@ if triton is not None:
             moe_store_rows(acc, ws_ptr, topk_w_ptr, pair, row_ok, offs_n, n_ok, stride_wm, 1, 1, False, True)
             moe_store_rows(acc_up, ws_ptr, topk_w_ptr, pair, row_ok, offs_n + up_offset, n_ok, stride_wm, 1, 1, False,
                            True)
-            if SUMS_ONLY:
-                return
             if _arrive(cnt_ptr + pid_m * tl.num_programs(0) + pid_n, tl.num_programs(2), ARRIVE_FENCE):
                 g_row = ws_ptr + tl.where(row_ok, pair, 0).to(tl.int64)[:, None] * stride_wm + offs_n[None, :]
                 m = row_ok[:, None] & n_ok[None, :]
@@ -571,7 +550,7 @@ if triton is not None:
 
     @triton.jit
     def _w4a16_down_pairs_kernel(
-        h_ptr, q_ptr, s_ptr, out_ptr, ids_ptr, tw_ptr, sync_ptr,
+        h_ptr, q_ptr, s_ptr, out_ptr, ids_ptr, tw_ptr,
         N, K, P, n_experts, num_kb, n_last,
         stride_hm, stride_qe, stride_se, stride_om,
         K_TOP: tl.constexpr,  # pair j is token j // K_TOP's
@@ -580,12 +559,6 @@ if triton is not None:
         DEQUANT: tl.constexpr, DOT_F32: tl.constexpr, EVEN_K: tl.constexpr,
         BLOCK_N: tl.constexpr, PDL_WAIT: tl.constexpr = False,
         PRELOAD: tl.constexpr = False,  # the first K-block in registers, dequantised, before the wait (`DOWN_PAIRS_PRELOAD_MAX_KB`)
-        # h_ptr holds gate_up's fp32 split-K sums [2, P, 2K] (`DOWN_ACT_FROM_SUMS`): this program
-        # reads the half of this call's epoch (sync_ptr[0]) and makes silu(gate) * up itself,
-        # zeroes its share of the other half (the next call's), and counts itself in at
-        # sync_ptr[1]; the last to arrive resets the count and advances the epoch
-        FROM_SUMS: tl.constexpr = False,
-        ONE_KB: tl.constexpr = False,  # K is one 256-block: with PRELOAD no K loop is emitted (its pipeline buffers would take shared memory)
     ):
         """down of the pair path at a few pairs (`DOWN_PAIRS_MAX_P`), one program per column tile
         summing every pair: the weights of all pairs' experts for the tile's columns are stacked
@@ -609,18 +582,6 @@ if triton is not None:
         s_ptrs = s_ptr + e[:, None] * stride_se + s_col[:, None] + tl.arange(0, 8)[None, :]
         if PRELOAD:  # K-block 0 loaded and dequantised while gate_up still runs (under PDL_WAIT)
             w_first = _dequant_kblock(q_ptrs, s_ptrs, DEQUANT, DOT_F32)
-        if FROM_SUMS:  # all before the wait: gate_up reads the epoch before it lets this launch start
-            epoch = tl.load(sync_ptr)
-            half = P * stride_hm  # entries of one half (pairs x [gate, up])
-            other = h_ptr + ((epoch + 1) & 1).to(tl.int64) * half
-            z = tl.arange(0, 64)
-            for z0 in range(pid_n * 64, half, tl.num_programs(0) * 64):
-                tl.store(other + z0 + z, tl.zeros((64,), tl.float32), mask=z0 + z < half)
-            h_ptr += (epoch & 1).to(tl.int64) * half
-            tl.debug_barrier()  # every thread's read of the epoch before the count (acq_rel: and the zeroing)
-            if tl.atomic_add(sync_ptr + 1, 1, sem="acq_rel", scope="gpu") == tl.num_programs(0) - 1:
-                tl.store(sync_ptr + 1, 0)
-                tl.store(sync_ptr, epoch + 1)
         if PDL_WAIT:
             _prefetch_weights(q_ptr, s_ptr, e, cols, stride_qe, stride_se, num_kb, 1 if PRELOAD else 0, num_kb)
             tl.extra.cuda.gdc_wait()
@@ -631,14 +592,12 @@ if triton is not None:
         a_base = h_ptr + rows[:, None] * stride_hm + offs_j[None, :]
         acc = tl.zeros((MB, PB), dtype=tl.float32)
         kb_first = 0
-        a_dt = out_ptr.dtype.element_ty
         if PRELOAD:
-            acc = _mma_kblock(acc, w_first, a_base, row_ok, 0, K, DOT_F32, EVEN_K, FROM_SUMS, K, a_dt)
+            acc = _mma_kblock(acc, w_first, a_base, row_ok, 0, K, DOT_F32, EVEN_K)
             kb_first = 1
-        if not (PRELOAD and ONE_KB):
-            for kb in range(kb_first, num_kb):
-                acc, _ = _k_block(acc, a_base + kb * 256, row_ok, kb * 256, K, q_ptrs + kb * 4096, s_ptrs + kb * 512,
-                                  DEQUANT, DOT_F32, EVEN_K, acc, q_ptrs, s_ptrs, False, True, FROM_SUMS, K, a_dt)
+        for kb in range(kb_first, num_kb):
+            acc, _ = _k_block(acc, a_base + kb * 256, row_ok, kb * 256, K, q_ptrs + kb * 4096, s_ptrs + kb * 512,
+                              DEQUANT, DOT_F32, EVEN_K, acc, q_ptrs, s_ptrs, False, True)
         tw = tl.load(tw_ptr + rows, mask=rows < P, other=0.0).to(tl.float32)
         # row r keeps column jr (its own pair), times that pair's routed weight
         mine = (rows[None, :] == jr[:, None]) & ok[:, None]
@@ -708,8 +667,7 @@ if triton is not None:
                 q_kb = q_e + kb * 4096
                 s_kb = s_e + kb * 512
                 acc, acc_up = _k_block(acc, a_base + kb * 256, row_ok, kb * 256, K, q_kb + q_off, s_kb + s_off,
-                                       DEQUANT, DOT_F32, EVEN_K, acc_up, q_kb + q_up_off, s_kb + s_up_off, True, True,
-                                       False, 0, tl.bfloat16)
+                                       DEQUANT, DOT_F32, EVEN_K, acc_up, q_kb + q_up_off, s_kb + s_up_off, True, True)
             dst = part_ptr + pid_k * sp_s + p * sp_p + t[:, None] * sp_t + offs_n[None, :]
             m = row_ok[:, None] & n_ok[None, :]
             tl.store(dst, tl.trans(acc), mask=m)
@@ -793,7 +751,6 @@ def _launch(
     a_row_div: int, c_row_div: int, gate_up: bool, atomic: bool, cfg: MoEGemmConfig,
     ws: torch.Tensor | None = None, counters: torch.Tensor | None = None, out_rows: int = 0,
     n_experts: int | None = None, self_clean: bool = False, pdl_trigger: bool = False, pdl_wait: bool = False,
-    sums_only: bool = False,
 ) -> None:
     """c[pair // c_row_div, :n] (+)= a[pair // a_row_div, :k_dim] @ W[expert] over aligned
     blocks; with gate_up, columns n.. of W are the up half and c gets silu(gate)*up.
@@ -801,8 +758,7 @@ def _launch(
     [pairs, 2n] and its last split applies the activation into c (SPLIT_ACT); otherwise the
     atomic sum goes to ws [out_rows, n] and the last program of each column tile casts it into
     c (FINAL_CAST). pdl_trigger / pdl_wait: programmatic dependent launch, see `MOE_PDL`
-    (ignored under the interpreter). sums_only (gate_up with split-K): only the fp32 sums, into
-    the half of ws [2, pairs, 2n] that the epoch `counters[0]` picks (`DOWN_ACT_FROM_SUMS`)."""
+    (ignored under the interpreter)."""
     assert a.stride(1) == 1 and qweight.is_contiguous() and scales.is_contiguous() and c.stride(1) == 1
     _check_block_n(cfg)
     if cfg.dequant not in (DEQUANT_CVT, DEQUANT_BF16X2):
@@ -815,10 +771,7 @@ def _launch(
     interp = interpreting()
     split_act = ws is not None and gate_up and grid[2] > 1
     final_cast = ws is not None and not gate_up
-    if sums_only:
-        assert split_act and counters is not None and ws.numel() >= 2 * routing.num_pairs * ws.stride(0), \
-            "sums_only: gate_up with split-K, a two-half workspace and an epoch"
-    elif split_act or final_cast:
+    if split_act or final_cast:
         assert counters is not None and counters.numel() >= (grid[0] * grid[1] if split_act else grid[0])
         assert atomic == final_cast, "SPLIT_ACT stores c, FINAL_CAST sums with atomics"
     _MOE_GEMM[grid](
@@ -833,10 +786,9 @@ def _launch(
         DOT_F32=interp, EVEN_K=k_dim % KBLOCK == 0, SWAP=routing.block_m < 16,
         FAST_COLS=cfg.block_n >= TILE_N and np_ % cfg.block_n == 0 and (not gate_up or n % cfg.block_n == 0),
         BLOCK_M=routing.block_m, BLOCK_N=cfg.block_n, SPLIT_ACT=split_act, FINAL_CAST=final_cast,
-        SELF_CLEAN=self_clean and (split_act or final_cast) and not sums_only,
+        SELF_CLEAN=self_clean and (split_act or final_cast),
         PDL_TRIGGER=pdl_trigger and not interp, PDL_WAIT=pdl_wait and not interp,
         ARRIVE_FENCE=ARRIVE_FENCE and not interp, ATOMIC_READ=ATOMIC_READ and not interp,
-        SUMS_ONLY=sums_only,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **({"launch_pdl": True} if pdl_wait and not interp else {}),
         **({} if cfg.max_regs is None or interp else dict(maxnreg=cfg.max_regs)),
@@ -978,10 +930,6 @@ MOE_PDL_MAX_T = 1
 # one token (runs/README.md, "Kernel defaults"): Kimi TP8 slice (1 block) 16.1 against 17.5 us;
 # Qwen3-30B-A3B (3 blocks, 4 warps) slower, 17.0 against 16.2
 DOWN_PAIRS_PRELOAD_MAX_KB = 1
-# ... and where that block is the only one, the kernel has no K loop at all: the empty loop's
-# pipeline buffers took 37 KB of shared memory per program (8 KB without), which limited how many
-# of down's programs fit beside gate_up's (offline sm_90 compile, measure/tuning/sass_census.py)
-DOWN_PAIRS_ONE_KB = True
 # ... and only while down's weights (prefetched into L2) are a small share of it: faster at 7 and
 # 8.3 MB (Qwen3-30B-A3B, Kimi TP8 slice: a seventh or a sixth of the H200's 50 MB of L2,
 # hwspecs/SOURCES.md), 10 us slower at 66 MB (Kimi I=2048, T = 1), where the prefetch overflows
@@ -1153,13 +1101,6 @@ def _direct_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, *, E, I, 
 # GEMMs (9.8 and 7.4 us), whose dequantisation is latency-bound at 10-20% occupancy (Nsight
 # Compute), not the bytes.
 PAIR_BLOCKS_MAX_T = 4
-# Where down sums the pairs in registers (`_down_pairs`) and gate_up splits K, gate_up only adds
-# its fp32 sums, and down makes silu(gate) * up from them as it reads them: gate_up then has no
-# arrival counter, no last-arrival read and no activation store, which cost it 1.3 us of 11.1 at
-# one token on the H200 (runs/tuning/session12/). The sums live in two halves picked by the
-# parity of an epoch that down advances, and down zeroes the other half for the next call, so
-# no launch and no CUDA-graph node cleans them (`_w4a16_down_pairs_kernel` FROM_SUMS).
-DOWN_ACT_FROM_SUMS = True
 PAIR_BLOCKS_MAX_PAIRS = 64
 PAIR_BLOCK_M = 8
 _PAIR_WS: dict = {}
@@ -1173,11 +1114,11 @@ def _pair_workspace(T, k, H, I, gu, dn) -> tuple[int, int, int, int]:
     return P * 2 * I, T * H, P * -(-I // gu.block_n), -(-H // dn.block_n)
 
 
-def _persistent_workspace(device: torch.device, n: int, tag=None) -> torch.Tensor | None:
-    """A zeroed fp32 buffer of >= n entries kept per device and tag (grown, never shrunk), or
-    None when none exists yet and a CUDA graph is being captured (its zeroing would become a
-    graph node: the caller then takes another path)."""
-    key = (device.type, device.index) if tag is None else (device.type, device.index, tag)
+def _persistent_workspace(device: torch.device, n: int) -> torch.Tensor | None:
+    """A zeroed fp32 buffer of >= n entries kept per device (grown, never shrunk), or None when
+    none exists yet and a CUDA graph is being captured (its zeroing would become a graph node:
+    the caller then takes the aligned path)."""
+    key = (device.type, device.index)
     ws = _PAIR_WS.get(key)
     if ws is None or ws.numel() < n:
         if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
@@ -1216,34 +1157,20 @@ def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I
     x = x.contiguous()
     routing = _pair_routing(topk_ids.contiguous(), E)
     split_act = _k_splits(padded_k(H) // KBLOCK, gu.split_k)[1] > 1
-    out = torch.empty((T, H), dtype=x.dtype, device=x.device)
-    pdl = pdl_default(x.device, T, k, H, I) if pdl is None else pdl
-    pairs_down = down_pairs if down_pairs is not None else P <= DOWN_PAIRS_MAX_P
-    if pairs_down:
-        cfg = as_config(down_config, down_pairs_config(H, I, num_sms=_sms(x.device)))
-        preload = pdl and padded_k(I) // KBLOCK <= DOWN_PAIRS_PRELOAD_MAX_KB
-        # [2, P, 2I] fp32 sums then int32 [epoch, count]: a buffer of its own per shape (its
-        # used half stays dirty until the next call's down zeroes it)
-        sums = _persistent_workspace(x.device, 4 * P * I + 2, ("sums", P, I)) \
-            if split_act and DOWN_ACT_FROM_SUMS else None
-        if sums is not None:
-            g2 = sums[:4 * P * I].view(2 * P, 2 * I)
-            sync = sums[4 * P * I:].view(torch.int32)
-            _launch(x, w13_q, w13_s, out, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=True,
-                    atomic=False, cfg=gu, ws=g2, counters=sync, n_experts=E, pdl_trigger=pdl, sums_only=True)
-            _down_pairs(g2[:P], w2_q, w2_s, out, routing.block_expert_ids, tw, E=E, k=k, cfg=cfg, pdl_wait=pdl,
-                        preload=preload, sync=sync)
-            return out
     g_n, acc_n, cnt_gu, _ = _pair_workspace(T, k, H, I, gu, dn)
     g = ws[:g_n].view(P, 2 * I)
     acc = ws[g_n:g_n + acc_n].view(T, H)
     counters = ws[g_n + acc_n:].view(torch.int32)
     h = torch.empty((P, I), dtype=x.dtype, device=x.device)
+    out = torch.empty((T, H), dtype=x.dtype, device=x.device)
+    pdl = pdl_default(x.device, T, k, H, I) if pdl is None else pdl
     _launch(x, w13_q, w13_s, h, None, routing, n=I, k_dim=H, a_row_div=k, c_row_div=1, gate_up=True, atomic=False,
             cfg=gu, ws=g if split_act else None, counters=counters[:cnt_gu] if split_act else None, n_experts=E,
             self_clean=True, pdl_trigger=pdl)
-    if pairs_down:
-        _down_pairs(h, w2_q, w2_s, out, routing.block_expert_ids, tw, E=E, k=k, cfg=cfg, pdl_wait=pdl, preload=preload)
+    if down_pairs if down_pairs is not None else P <= DOWN_PAIRS_MAX_P:
+        cfg = as_config(down_config, down_pairs_config(H, I, num_sms=_sms(x.device)))
+        _down_pairs(h, w2_q, w2_s, out, routing.block_expert_ids, tw, E=E, k=k, cfg=cfg, pdl_wait=pdl,
+                    preload=pdl and padded_k(I) // KBLOCK <= DOWN_PAIRS_PRELOAD_MAX_KB)
         return out
     _launch(h, w2_q, w2_s, out, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True,
             cfg=dn, ws=acc, counters=counters[cnt_gu:], out_rows=T, n_experts=E, self_clean=True, pdl_wait=pdl)
@@ -1282,14 +1209,10 @@ def down_pairs_config(H: int, I: int, num_sms: int = 132) -> MoEGemmConfig:
                          num_stages=2 if num_kb > 4 else 3)
 
 
-def _down_pairs(h, w2_q, w2_s, out, ids, tw, *, E, k, cfg, pdl_wait=False, preload=False, sync=None):
+def _down_pairs(h, w2_q, w2_s, out, ids, tw, *, E, k, cfg, pdl_wait=False, preload=False):
     """out [T, H] = sum over the pairs j of tw[j] * W2[ids[j]] @ h[j] (h [P, I], P = T * k
-    <= DOWN_PAIRS_MAX_PB), in one launch of one program per column tile. With `sync` (int32
-    [epoch, count]) h is the first half of gate_up's fp32 sums [2, P, 2I] as [P, 2I], and h[j]
-    = silu(gate) * up is made in the kernel (`DOWN_ACT_FROM_SUMS`)."""
+    <= DOWN_PAIRS_MAX_PB), in one launch of one program per column tile."""
     P, I = h.shape
-    if sync is not None:
-        I //= 2
     T, H = out.shape
     _check_block_n(cfg)
     pb = max(8, next_pow2(P))
@@ -1299,12 +1222,12 @@ def _down_pairs(h, w2_q, w2_s, out, ids, tw, *, E, k, cfg, pdl_wait=False, prelo
     np_ = w2_q.shape[1] * TILE_N
     warps = cfg.num_warps if I % KBLOCK == 0 else min(cfg.num_warps, DOWN_PAIRS_MAX_WARPS_RAGGED_K)
     _DOWN_PAIRS[(cdiv(H, cfg.block_n),)](
-        h, w2_q, w2_s, out, ids, tw, sync if sync is not None else ids,
+        h, w2_q, w2_s, out, ids, tw,
         H, I, P, E, w2_q.shape[2], np_ - 1,
         h.stride(0), w2_q.stride(0), w2_s.stride(0), out.stride(0),
         K_TOP=k, T_OUT=T, PB=pb, DEQUANT=DEQUANT_CVT if interp else cfg.dequant, DOT_F32=interp,
         EVEN_K=I % KBLOCK == 0, BLOCK_N=cfg.block_n, PDL_WAIT=pdl_wait and not interp,
-        PRELOAD=preload, FROM_SUMS=sync is not None, ONE_KB=DOWN_PAIRS_ONE_KB and w2_q.shape[2] == 1,
+        PRELOAD=preload,
         num_warps=warps, num_stages=cfg.num_stages,
         **({"launch_pdl": True} if pdl_wait and not interp else {}),
     )

@@ -450,41 +450,6 @@ def test_pair_layer_drops_other_ranks_experts():
     assert_close(total, ref, torch.bfloat16, "pair blocks, EP shards")
 
 
-@pytest.mark.parametrize("I", [96, 256])
-def test_down_makes_the_activation_from_gate_ups_sums(I, monkeypatch):
-    """DOWN_ACT_FROM_SUMS (one token, split-K gate_up, the pair-summing down): gate_up only adds
-    its sums into the half its epoch picks; down makes silu(gate) * up, zeroes the other half and
-    advances the epoch. Over five calls in a row (both halves used, each dirty until the next
-    call's down zeroes it) with other ranks' experts among the ids: the same output as the path
-    whose gate_up makes the activation, the epoch one further per call, the count back at 0 and
-    the next call's half zero."""
-    T, E, H, k = 1, 8, 544, 4
-    wts, ids, tw, x, ref = _case(T, E, H, I, k, I)
-    kl = _kernel_layout(wts)
-    cfg = dict(pair_blocks=True, gate_up_config=dict(split_k=3, dequant=0), down_config=dict(dequant=0))
-    ids = ids.clone()
-    ids[0, 1] = E + 3  # another rank's expert: dropped
-    monkeypatch.setattr(m, "DOWN_ACT_FROM_SUMS", False)
-    base = m.fused_moe_w4a16(x, *kl, ids, tw, **cfg)
-    monkeypatch.setattr(m, "DOWN_ACT_FROM_SUMS", True)
-    P = T * k
-    key = (x.device.type, x.device.index, ("sums", P, I))
-    start = int(m._PAIR_WS[key][4 * P * I:].view(torch.int32)[0]) if key in m._PAIR_WS else 0  # an earlier test's calls
-    for call in range(5):
-        out = m.fused_moe_w4a16(x, *kl, ids, tw, **cfg)
-        assert torch.equal(out, base), f"call {call}"
-        sums = m._PAIR_WS[key]
-        epoch, count = sums[4 * P * I:].view(torch.int32).tolist()
-        assert (epoch, count) == (start + call + 1, 0)
-        nxt = sums[:4 * P * I].view(2, P, 2 * I)[epoch % 2]
-        assert torch.count_nonzero(nxt) == 0
-        assert torch.count_nonzero(sums[:4 * P * I].view(2, P, 2 * I)[1 - epoch % 2]) > 0  # this call's sums
-    kept = torch.ones(k, dtype=torch.bool)
-    kept[1] = False
-    ref_kept = m.fused_moe_w4a16_reference(x.float(), *wts, ids[:, kept], tw[:, kept])
-    assert_close(out, ref_kept, torch.bfloat16, "sums path without the foreign expert")
-
-
 def test_pair_layer_is_the_default_at_one_token(monkeypatch):
     calls = []
     monkeypatch.setattr(m, "_pair_layer", lambda *a, **kw: calls.append(kw) or a[0])
@@ -545,12 +510,8 @@ def test_sm90_last_arrival_reads_the_sums_with_atomics():
 _DOWN_PAIRS_PTX = """
 import json
 from perfmodel.measure.tuning.sass_census import compile_down_pairs
-from perfmodel.measure.tuning.sass_census import compile_w4a16
 print(json.dumps({"down": compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True)).asm["ptx"],
-                  "preload": compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True, PRELOAD=True)).asm["ptx"],
-                  "sums": compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True, PRELOAD=True, FROM_SUMS=True)).asm["ptx"],
-                  "gate_up_sums": compile_w4a16(8, 64, True, 4, 3, extra=dict(PDL_TRIGGER=True, SPLIT_ACT=True,
-                                                SUMS_ONLY=True, ATOMIC_READ=True)).asm["ptx"]}))
+                  "preload": compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True, PRELOAD=True)).asm["ptx"]}))
 """
 
 
@@ -579,18 +540,6 @@ def test_sm90_pair_summing_down_has_no_atomics_and_prefetches_before_its_wait():
     pre = got["preload"]
     wait = pre.index("griddepcontrol.wait")
     assert "ld.global" in pre[:wait] and "fma.rn.bf16x2" in pre[:wait] and "mma.sync" not in pre[:wait]
-    # DOWN_ACT_FROM_SUMS: down's one atomic (its count, acq_rel) comes before the wait, with the
-    # epoch's load and the zeroing; gate_up has no arrival (only its sums' adds) and lets down
-    # launch only after it has read the epoch (the launch is behind a branch on it)
-    sums = got["sums"]
-    wait = sums.index("griddepcontrol.wait")
-    atoms = re.findall(r"^\s*(?:@%p\d+\s+)?(atom|red)(\.[\w.]+)", sums, flags=re.M)
-    assert [a + b for a, b in atoms] == ["atom.global.gpu.acq_rel.add.u32"], atoms
-    assert sums.index("atom.global.gpu.acq_rel") < wait and "ex2.approx" in sums[wait:]
-    gu = got["gate_up_sums"]
-    assert "acq_rel" not in gu and "exch" not in gu and "red.global" in gu
-    trig = gu.index("griddepcontrol.launch_dependents")
-    assert "ld.global" in gu[:trig] and "bra" in gu[:trig] and "mma.sync" not in gu[:trig]
 
 
 @pytest.mark.gpu
@@ -610,39 +559,6 @@ def test_pair_layer_never_drops_adds_under_back_to_back_calls():
     torch.cuda.synchronize()
     wrong = [i for i, o in enumerate(outs) if calc_diff(o.float(), refs[i % 8].float()) > 1e-4]
     assert not wrong, f"{len(wrong)} of 200 calls wrong, first {wrong[:5]}"
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_activation_in_down_under_back_to_back_calls_and_graph_replays():
-    """DOWN_ACT_FROM_SUMS at the Kimi TP8 slice, one token, down a dependent launch (PDL): 200
-    back-to-back eager calls over 8 routings, then a CUDA graph of 3 calls (odd: the epoch's
-    parity must not be baked into the graph) replayed 40 times with the routings rotated
-    through its inputs; every output against the reference."""
-    T, E, H, I, k = 1, 32, 7168, 256, 8
-    gen = torch.Generator().manual_seed(12)
-    ckpt = _weights(E, H, I, gen)
-    wts = _kernel_layout(ckpt)
-    x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
-    routes = [(i.to(torch.int32), w) for i, w in (_routing(T, E, k, gen) for _ in range(8))]
-    refs = [m.fused_moe_w4a16_reference(x.float(), *ckpt, ids, tw) for ids, tw in routes]
-    outs = [m.fused_moe_w4a16(x, *wts, *routes[i % 8], pair_blocks=True) for i in range(200)]
-    torch.cuda.synchronize()
-    wrong = [i for i, o in enumerate(outs) if calc_diff(o.float(), refs[i % 8].float()) > 1e-4]
-    assert not wrong, f"{len(wrong)} of 200 eager calls wrong, first {wrong[:5]}"
-    bufs = [tuple(t.clone() for t in routes[j]) for j in range(3)]
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        gouts = [m.fused_moe_w4a16(x, *wts, *bufs[j], pair_blocks=True) for j in range(3)]
-    wrong = []
-    for r in range(40):
-        for j in range(3):
-            for b, t in zip(bufs[j], routes[(r + j) % 8]):
-                b.copy_(t)
-        graph.replay()
-        torch.cuda.synchronize()
-        wrong += [(r, j) for j in range(3) if calc_diff(gouts[j].float(), refs[(r + j) % 8].float()) > 1e-4]
-    assert not wrong, f"{len(wrong)} of 120 replayed calls wrong, first {wrong[:5]}"
 
 
 def test_pdl_default_takes_one_token_and_a_down_small_against_the_l2(monkeypatch):

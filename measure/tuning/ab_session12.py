@@ -12,25 +12,23 @@ either layout. Interleaved per round, timed as the attention bench times (CUDA g
 copies, cold L2: `ab_decode._time`), at C=1, q=1 (the goal shapes) and at large shapes. Every
 variant is checked against the torch reference on the GPU before it is timed.
 
-At dc9a88a this tool also had `--mla` (its log is in runs/tuning/session12/): MLA decode with the split kernel's tile products swapped (`swap_qk`:
-the KV positions as the MMA's M, so that a 64-position tile fills a warpgroup MMA at 16 rows;
-the accumulator [512, rows]) against the default (rows as M: mma.sync at 16 rows), with split
-counts, tiles and warps around it, at C=1 and at large shapes. It was slower everywhere, and the
-knob is gone.
+Earlier versions of this tool timed ideas whose code is gone; their logs are in
+runs/tuning/session12/, named by commit:
+- dc9a88a, `--mla`: MLA decode with the split kernel's tile products swapped (`swap_qk`: the KV
+  positions as the MMA's M, so that a 64-position tile fills a warpgroup MMA at 16 rows; the
+  accumulator [512, rows]) against the default (rows as M: mma.sync at 16 rows), with split
+  counts, tiles and warps around it, at C=1 and at large shapes;
+- ae7200c, `--moe`: whether down's weight loads, issued while gate_up runs, slow gate_up's own
+  (gate_up triggering down's launch after its K loop; down's programs sleeping 1-5 us before
+  their first weight load);
+- f0a32bd, `--epilogue`: the layer with gate_up's split-K epilogue cut to its fp32 atomic adds
+  (no arrival, no activation: wrong results, timing only);
+- d2bfbfb and e84fcd9, `--sums`: down making silu(gate) * up from gate_up's fp32 sums, which
+  live in two halves picked by an epoch that down advances (gate_up without its arrival, its
+  last-arrival read and its activation store), against gate_up making it; at e84fcd9 each also
+  with down's K loop left out where K is one preloaded block.
 
-At ae7200c it also had `--moe`: whether down's weight loads, issued while gate_up runs, slow
-gate_up's own (gate_up triggering down's launch after its K loop; down's programs sleeping
-1-5 us before their first weight load). At f0a32bd, `--epilogue`: the layer with gate_up's
-split-K epilogue cut to its fp32 atomic adds (no arrival, no activation: wrong results, timing
-only). Their logs are in runs/tuning/session12/; their knobs are gone.
-
-`--sums`: down making silu(gate) * up from gate_up's fp32 sums (`DOWN_ACT_FROM_SUMS`: gate_up
-without its arrival, its last-arrival read and its activation store) against gate_up making
-it, at one token, each with and without the K loop left out of down where K is one block
-(`DOWN_PAIRS_ONE_KB`); timed as the moe bench times, checked first against the aligned path
-(`ab_session8.pair_variants`), with per-kernel durations.
-
-    python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm] [--sums]
+    python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm]
 """
 
 from __future__ import annotations
@@ -58,21 +56,7 @@ def hnd_copies(kvs):
     return [tuple(t.transpose(1, 2).contiguous().transpose(1, 2) for t in kv) for kv in kvs]
 
 
-# --sums: name -> (kernels.moe_w4a16 constants, fused_moe_w4a16 keywords)
-SUMS_VARIANTS = {
-    "arrival": (dict(DOWN_ACT_FROM_SUMS=False, DOWN_PAIRS_ONE_KB=False), {}),
-    "arrival_1kb": (dict(DOWN_ACT_FROM_SUMS=False, DOWN_PAIRS_ONE_KB=True), {}),
-    "sums": (dict(DOWN_ACT_FROM_SUMS=True, DOWN_PAIRS_ONE_KB=False), {}),
-    "sums_1kb": (dict(DOWN_ACT_FROM_SUMS=True, DOWN_PAIRS_ONE_KB=True), {}),
-}
-
-
 def _run(a) -> None:
-    if a.sums:
-        from . import ab_session11
-
-        ab_session11.moe(a.rounds, a.warm, SUMS_VARIANTS, tuple(SUMS_VARIANTS))
-        return
     import torch
 
     from perfmodel.kernels import tree_attention as ta
@@ -107,7 +91,7 @@ def _run(a) -> None:
 
 
 def main(argv=None) -> None:
-    _ab.main("ab_session12", __doc__, _run, argv, flags=(("--sums", "the activation made in down (SUMS_VARIANTS)"),))
+    _ab.main("ab_session12", __doc__, _run, argv)
 
 
 if __name__ == "__main__":

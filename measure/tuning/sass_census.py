@@ -58,8 +58,7 @@ def compile_down_pairs(block_n: int, warps: int, stages: int, pb: int = 8, dequa
     from perfmodel.kernels import moe_w4a16 as m
 
     k = m._w4a16_down_pairs_kernel
-    types = ["*fp32" if (extra or {}).get("FROM_SUMS") else "*bf16", "*i16", "*bf16", "*bf16", "*i32", "*fp32", "*i32"]
-    types += ["i32"] * 10
+    types = ["*bf16", "*i16", "*bf16", "*bf16", "*i32", "*fp32"] + ["i32"] * 10
     sig = dict(zip(k.arg_names, types))
     const = dict(K_TOP=8, T_OUT=1, PB=pb, DEQUANT=dequant, DOT_F32=False, EVEN_K=True, BLOCK_N=block_n)
     const.update(extra or {})
