@@ -276,12 +276,20 @@ if triton is not None:
         return acc
 
     @triton.jit
+    def _act_group(a_base, i: tl.constexpr, row_ok, k_begin, K, EVEN_K: tl.constexpr):
+        """Group i (32 k) of a K-block's activations [BM, 32] at a_base, padding rows (and k
+        past K) as zeros."""
+        if EVEN_K:  # padding rows (row 0 again) are not fetched
+            return tl.load(a_base + i * 32, mask=row_ok[:, None], other=0.0)
+        return tl.load(a_base + i * 32, mask=row_ok[:, None] & ((k_begin + i * 32 + tl.arange(0, 32)) < K)[None, :],
+                       other=0.0)
+
+    @triton.jit
     def _k_block(acc, a_base, row_ok, k_begin, K, q_ptrs, s_ptrs, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr,
                  EVEN_K: tl.constexpr, acc_up, q_up_ptrs, s_up_ptrs, GATE_UP: tl.constexpr, SWAP: tl.constexpr):
         """acc (and acc_up) += activations [BM, 256] . one K-block of weights: half-words
         q_ptrs [32, BN] ([BN, 32] with SWAP; groups 0..3, groups 4..7 32 further on) and
         scales [BN, 8]."""
-        offs_j = tl.arange(0, 32)
         lo = tl.load(q_ptrs)
         hi = tl.load(q_ptrs + 32)
         sc = _split8(tl.load(s_ptrs))
@@ -293,11 +301,7 @@ if triton is not None:
             hi_up = tl.load(q_up_ptrs + 32)
             sc_up = _split8(tl.load(s_up_ptrs))
         for i in tl.static_range(8):
-            if EVEN_K:  # padding rows (row 0 again) are not fetched
-                a = tl.load(a_base + i * 32, mask=row_ok[:, None], other=0.0)
-            else:
-                a = tl.load(a_base + i * 32, mask=row_ok[:, None] & ((k_begin + i * 32 + offs_j) < K)[None, :],
-                            other=0.0)
+            a = _act_group(a_base, i, row_ok, k_begin, K, EVEN_K)
             s_i = sc[i][:, None] if SWAP else sc[i][None, :]
             w = _dequant_group(lo if i < 4 else hi, s_i, i % 4, DEQUANT, DOT_F32)
             acc = _group_mma(acc, a, w, SWAP, DOT_F32)
@@ -327,14 +331,8 @@ if triton is not None:
     def _mma_kblock(acc, w, a_base, row_ok, k_begin, K, DOT_F32: tl.constexpr, EVEN_K: tl.constexpr):
         """acc^T += w^T . activations for the 8 dequantised groups w of one K-block (swapped
         operands; `_k_block`'s second half)."""
-        offs_j = tl.arange(0, 32)
         for i in tl.static_range(8):
-            if EVEN_K:
-                a = tl.load(a_base + i * 32, mask=row_ok[:, None], other=0.0)
-            else:
-                a = tl.load(a_base + i * 32, mask=row_ok[:, None] & ((k_begin + i * 32 + offs_j) < K)[None, :],
-                            other=0.0)
-            acc = _group_mma(acc, a, w[i], True, DOT_F32)
+            acc = _group_mma(acc, _act_group(a_base, i, row_ok, k_begin, K, EVEN_K), w[i], True, DOT_F32)
         return acc
 
     @triton.jit
