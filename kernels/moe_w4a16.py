@@ -285,21 +285,23 @@ if triton is not None:
                        other=0.0)
 
     @triton.jit
+    def _load_kblock(q_ptrs, s_ptrs):
+        """One K-block's weight tile: its half-words of groups 0..3 and 4..7 (`lo`, `hi`, 32 apart)
+        and its 8 scale columns."""
+        return tl.load(q_ptrs), tl.load(q_ptrs + 32), _split8(tl.load(s_ptrs))
+
+    @triton.jit
     def _k_block(acc, a_base, row_ok, k_begin, K, q_ptrs, s_ptrs, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr,
                  EVEN_K: tl.constexpr, acc_up, q_up_ptrs, s_up_ptrs, GATE_UP: tl.constexpr, SWAP: tl.constexpr):
         """acc (and acc_up) += activations [BM, 256] . one K-block of weights: half-words
         q_ptrs [32, BN] ([BN, 32] with SWAP; groups 0..3, groups 4..7 32 further on) and
         scales [BN, 8]."""
-        lo = tl.load(q_ptrs)
-        hi = tl.load(q_ptrs + 32)
-        sc = _split8(tl.load(s_ptrs))
+        lo, hi, sc = _load_kblock(q_ptrs, s_ptrs)
         lo_up = lo
         hi_up = hi
         sc_up = sc
         if GATE_UP:
-            lo_up = tl.load(q_up_ptrs)
-            hi_up = tl.load(q_up_ptrs + 32)
-            sc_up = _split8(tl.load(s_up_ptrs))
+            lo_up, hi_up, sc_up = _load_kblock(q_up_ptrs, s_up_ptrs)
         for i in tl.static_range(8):
             a = _act_group(a_base, i, row_ok, k_begin, K, EVEN_K)
             s_i = sc[i][:, None] if SWAP else sc[i][None, :]
@@ -315,9 +317,7 @@ if triton is not None:
     def _dequant_kblock(q_ptrs, s_ptrs, DEQUANT: tl.constexpr, DOT_F32: tl.constexpr):
         """One K-block of weights in the swapped layout (q_ptrs [BN, 32] half-words, s_ptrs
         [BN, 8] scales), dequantised: its 8 groups, [BN, 32] each (`_k_block`'s first half)."""
-        lo = tl.load(q_ptrs)
-        hi = tl.load(q_ptrs + 32)
-        sc = _split8(tl.load(s_ptrs))
+        lo, hi, sc = _load_kblock(q_ptrs, s_ptrs)
         return (_dequant_group(lo, sc[0][:, None], 0, DEQUANT, DOT_F32),
                 _dequant_group(lo, sc[1][:, None], 1, DEQUANT, DOT_F32),
                 _dequant_group(lo, sc[2][:, None], 2, DEQUANT, DOT_F32),
