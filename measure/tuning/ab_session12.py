@@ -28,7 +28,12 @@ runs/tuning/session12/, named by commit:
   last-arrival read and its activation store), against gate_up making it; at e84fcd9 each also
   with down's K loop left out where K is one preloaded block.
 
-    python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm]
+`--gate-up`: the pair path's gate_up at one token (Kimi TP8 slice) with narrower column tiles,
+fewer splits and fewer warps than the default (`GATE_UP_NARROW`): whether evening out the work
+per SM (224 programs of 4 K-blocks on 132 SMs now) helps. The logs `gate_up_balance*_b18ac27.log`
+ran these variants through `ab_session11.moe` from the command line, in two halves.
+
+    python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm] [--gate-up]
 """
 
 from __future__ import annotations
@@ -56,7 +61,28 @@ def hnd_copies(kvs):
     return [tuple(t.transpose(1, 2).contiguous().transpose(1, 2) for t in kv) for kv in kvs]
 
 
+# --gate-up: name -> (kernels.moe_w4a16 constants, fused_moe_w4a16 keywords)
+GATE_UP_NARROW = {"default": ({}, {})} | {
+    n: ({}, dict(gate_up_config=c)) for n, c in {
+        "bn32_s4": dict(block_n=32, split_k=4), "bn32_s4_w2": dict(block_n=32, split_k=4, num_warps=2),
+        "bn32_s4_st4": dict(block_n=32, split_k=4, num_stages=4), "bn16_s2": dict(block_n=16, split_k=2),
+        "bn16_s2_w2": dict(block_n=16, split_k=2, num_warps=2), "bn32_s8": dict(block_n=32, split_k=8),
+        "bn64_s4_w8": dict(block_n=64, split_k=4, num_warps=8),
+        "bn64_w2": dict(num_warps=2), "bn32_s8_w2": dict(block_n=32, split_k=8, num_warps=2),
+        "bn32_s4_w1": dict(block_n=32, split_k=4, num_warps=1), "bn16_s4_w1": dict(block_n=16, split_k=4, num_warps=1),
+        "bn16_s4_w2": dict(block_n=16, split_k=4, num_warps=2), "bn32_s14_w2": dict(block_n=32, split_k=14, num_warps=2),
+        "bn32_s4_w2_st2": dict(block_n=32, split_k=4, num_warps=2, num_stages=2),
+        "bn32_s4_w2_st4": dict(block_n=32, split_k=4, num_warps=2, num_stages=4),
+    }.items()}
+
+
 def _run(a) -> None:
+    if a.gate_up:
+        from . import ab_session11
+
+        ab_session11.PLAN = [("kimi_tp8", 1)]
+        ab_session11.moe(a.rounds, a.warm, GATE_UP_NARROW, ("default", "bn32_s8_w2"))
+        return
     import torch
 
     from perfmodel.kernels import tree_attention as ta
@@ -91,7 +117,8 @@ def _run(a) -> None:
 
 
 def main(argv=None) -> None:
-    _ab.main("ab_session12", __doc__, _run, argv)
+    _ab.main("ab_session12", __doc__, _run, argv,
+             flags=(("--gate-up", "gate_up's narrower tiles, fewer splits and warps (GATE_UP_NARROW)"),))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,78 @@
+"""Registers and shared memory of the kernels behind session 12's ideas, from an offline sm_90
+compile (no GPU: Triton's bundled ptxas -v). Run against a checkout of the commit named in the
+output's header, whose code has the knobs (dc9a88a: the attention kernel's SWAP; e84fcd9: the
+pair-summing down's FROM_SUMS and ONE_KB).
+
+    python offline_compile.py mla    # at dc9a88a
+    python offline_compile.py down   # at e84fcd9
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+
+def ptxas(ptx: str) -> tuple[str, str]:
+    b = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas")
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "k.ptx"), "w") as f:
+            f.write(ptx)
+        r = subprocess.run([b, "--gpu-name", "sm_90a", "-v", os.path.join(d, "k.ptx"), "-o", os.path.join(d, "k.o")],
+                           capture_output=True, text=True)
+    return re.findall(r"Used (\d+) registers", r.stderr)[0], re.findall(r"(\d+) bytes spill stores", r.stderr)[0]
+
+
+def mla(swap: bool, block_r=16, block_s=64, warps=4, stages=2):
+    """The tree-attention split kernel as MLA with 64 heads at C=1 launches it (16-row tiles);
+    pointers and strides divisible by 16, as at run time."""
+    from perfmodel.kernels import tree_attention as ta
+
+    k = ta._get_kernel().fn
+    const = dict(G=64, DK=512, DPE=64, DV=512, V_IS_K=True, BLOCK_R=block_r, BLOCK_S=block_s, DOT_F32=False,
+                 BLOCK_DV=512, RESCALE_LOG2=8.0, PDL=True, Q_IN_LOOP=False, SWAP=swap)
+    sig = {}
+    for n in k.arg_names:
+        if n in const:
+            sig[n] = "constexpr"
+        elif n.endswith("_ptr"):
+            sig[n] = "*i8" if n == "mask_ptr" else "*fp32" if n in ("o_ptr", "lse_ptr") else "*bf16"
+        else:
+            sig[n] = "fp32" if n == "sm_scale" else "i32"
+    div16 = [n for n in k.arg_names if n.endswith("_ptr") or n == "split_len"
+             or (n.startswith("s") and "_" in n and n not in ("sm_scale", "sm_c", "sm_i"))]
+    src = ASTSource(fn=k, signature=sig, constexprs={(k.arg_names.index(c),): v for c, v in const.items()},
+                    attrs={(k.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
+
+
+def main(what: str) -> None:
+    rows = []
+    if what == "mla":
+        for label, swap in (("default (rows as M)", False), ("swap_qk (positions as M)", True)):
+            c = mla(swap)
+            ptx = c.asm["ptx"]
+            rows.append((label, *ptxas(ptx), c.metadata.shared, len(re.findall(r"wgmma.mma_async", ptx)),
+                         len(re.findall(r"mma.sync", ptx))))
+        print("# MLA split kernel, 64 heads, C=1: 16-row tiles, 64 positions, 4 warps, 2 stages")
+        print("# variant | registers | spill stores (B) | shared memory (B) | wgmma | mma.sync")
+    else:
+        from perfmodel.measure.tuning.sass_census import compile_down_pairs
+
+        for label, extra in (("preload", {}), ("preload, no K loop", dict(ONE_KB=True)),
+                             ("preload, sums", dict(FROM_SUMS=True)),
+                             ("preload, sums, no K loop", dict(FROM_SUMS=True, ONE_KB=True))):
+            c = compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True, PRELOAD=True, **extra))
+            rows.append((label, *ptxas(c.asm["ptx"]), c.metadata.shared, "", ""))
+        print("# pair-summing down, Kimi TP8 slice: 16 columns, 8 warps, 3 stages, dependent launch")
+        print("# variant | registers | spill stores (B) | shared memory (B)")
+    for r in rows:
+        print(" | ".join(str(x) for x in r if x != ""))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
