@@ -581,3 +581,16 @@ def test_pdl_default_takes_one_token_and_a_down_small_against_the_l2(monkeypatch
     monkeypatch.setattr(_launch, "device_facts", lambda index: DeviceFacts(9, 132, 50 * 2**20))
     monkeypatch.setattr(m, "interpreting", lambda: True)
     assert not m.pdl_default(cuda, 1, 8, 7168, 256)
+
+
+def test_ptx_fingerprint_ignores_debug_information_only():
+    """measure/tuning/ptx_fingerprint.py: line locations, the file table, inlined-call labels and
+    the debug sections do not change a fingerprint; an instruction does."""
+    from perfmodel.measure.tuning.ptx_fingerprint import CONFIGS, stripped
+
+    body = "\tld.global.b32 %r1, [%rd1];\n\tmma.sync.aligned.m16n8k16 {%f1}, {%r1}, {%r2}, {%f1};\n"
+    a = ".file 1 \"a.py\"\n.loc 1 10 5\n" + body + "$L__tmp3:\n.section .debug_info\n{ 1 2 }\n"
+    b = ".file 1 \"b.py\"\n.loc 1 99 2\n$L__tmp7:\n" + body + ".section\t.debug_abbrev\n{ 3 }\n"
+    assert stripped(a) == stripped(b) == body
+    assert stripped(a.replace("b32", "b64")) != stripped(b)
+    assert {"gate_up_pair", "down_pairs_preload", "down_atomic_pair"} <= set(CONFIGS)
