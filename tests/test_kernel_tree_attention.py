@@ -62,6 +62,31 @@ def test_gqa_reads_a_head_major_kv_layout():
     assert_close(ta.tree_attention_gqa(q, k, v, mask, block_s=16, num_splits=2), ref, torch.float32, "gqa HND view")
 
 
+@pytest.mark.parametrize("lazy_sum,full_tiles", [(True, False), (False, True), (True, True)])
+def test_lazy_sum_and_unmasked_full_tiles(lazy_sum, full_tiles):
+    """lazy_sum (the softmax denominators summed once after the loop) and full_tiles (tiles wholly
+    inside the split and the prefix skip the mask) give the reference: several tiles per split,
+    a split ending inside a tile, the tree part, a rescale (scores growing along the sequence),
+    GQA and MLA."""
+    gen = torch.Generator().manual_seed(17)
+    C, Q, L, Hq, Hkv, D = 2, 3, 70, 4, 2, 32
+    S = L + Q
+    q = torch.randn(C, Q, Hq, D, generator=gen).to(DEV)
+    k = torch.randn(C, S, Hkv, D, generator=gen).to(DEV) * torch.linspace(0.1, 4.0, S).to(DEV)[None, :, None, None]
+    v = torch.randn(C, S, Hkv, D, generator=gen).to(DEV)
+    mask = random_tree_mask(C, Q, gen)
+    ref = ta.tree_attention_gqa_reference(q, k, v, mask)
+    kw = dict(lazy_sum=lazy_sum, full_tiles=full_tiles, block_s=16, block_r=16)
+    for splits in (1, 3):
+        assert_close(ta.tree_attention_gqa(q, k, v, mask, num_splits=splits, **kw), ref, torch.float32,
+                     f"gqa {kw} {splits=}")
+    ql, qr = (torch.randn(C, Q, 4, d, generator=gen).to(DEV) for d in (512, 64))
+    ckv, kpe = (torch.randn(C, S, d, generator=gen).to(DEV) for d in (512, 64))
+    ref = ta.tree_attention_mla_reference(ql, qr, ckv, kpe, mask, 0.07)
+    assert_close(ta.tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07, num_splits=2, **kw), ref, torch.float32,
+                 f"mla {kw}")
+
+
 @pytest.mark.parametrize("growth", [0.5, 12.0])
 def test_lazy_rescale_when_scores_grow_along_the_sequence(growth):
     """Scores rising along S move the running max tile after tile: by less than the kernel's

@@ -33,7 +33,14 @@ fewer splits and fewer warps than the default (`GATE_UP_NARROW`): whether evenin
 per SM (224 programs of 4 K-blocks on 132 SMs now) helps. The logs `gate_up_balance*_b18ac27.log`
 ran these variants through `ab_session11.moe` from the command line, in two halves.
 
-    python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm] [--gate-up]
+`--tiles`: the attention split kernel's per-tile work cut (`tree_attention` knobs `lazy_sum`: the
+softmax denominators summed once after the loop, not per tile, one cross-warp reduction less per
+tile; `full_tiles`: tiles wholly inside the split and the prefix skip the visibility mask), each
+and both, against neither; at C=1 and at large shapes whose row tiles are 16 rows. The offline
+sm_90 compile of MLA at 16-row tiles: 1,244 SASS instructions and 18 barriers in the loop
+without them, 1,062 and 13 with both (`runs/tuning/session12/`).
+
+    python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm] [--gate-up] [--tiles]
 """
 
 from __future__ import annotations
@@ -76,7 +83,53 @@ GATE_UP_NARROW = {"default": ({}, {})} | {
     }.items()}
 
 
+# --tiles: name -> knobs of both attention wrappers; (kind, heads, C, q, L) of ab_decode.Case
+TILE_VARIANTS = {
+    "base": dict(lazy_sum=False, full_tiles=False),
+    "lazy": dict(lazy_sum=True, full_tiles=False),
+    "full": dict(lazy_sum=False, full_tiles=True),
+    "lazy+full": dict(lazy_sum=True, full_tiles=True),
+}
+TILE_SHAPES = [("mla", 64, 1, 1, 1024), ("mla", 64, 1, 1, 8192), ("mla", 8, 1, 1, 1024), ("mla", 8, 1, 1, 8192),
+               ("llama", 0, 1, 1, 1024), ("llama", 0, 1, 1, 8192), ("llama", 0, 1, 1, 32768),
+               ("qwen", 0, 1, 1, 1024), ("qwen", 0, 1, 1, 8192),
+               ("llama", 0, 8, 1, 8192), ("qwen", 0, 32, 1, 32768), ("mla", 8, 128, 1, 32768)]
+
+
+def tiles(a) -> None:
+    import torch
+
+    from perfmodel.kernels import tree_attention as ta
+    from perfmodel.kernels._testing import calc_diff
+
+    from .ab_decode import Case, _time
+
+    _p("\n## attention split kernel's per-tile work, us per call (CUDA graph over KV copies, cold L2), per round")
+    for kind, H, C, q, L in TILE_SHAPES:
+        c = Case(kind, H, C, q, L)
+        ref = c.ref().float()
+        ok = {}
+        for name, kw in TILE_VARIANTS.items():
+            d = calc_diff(c.fn(ta, **kw)(*c.kvs[0]).float(), ref)
+            ok[name] = d < 1e-4
+            _p(f"check {c.name} {name}: calc_diff {d:.1e} ({'ok' if ok[name] else 'FAIL'})")
+        if not a.warm:
+            res = {n: [] for n in TILE_VARIANTS if ok[n]}
+            for _ in range(a.rounds):
+                for n in res:
+                    res[n].append(_time(c.fn(ta, **TILE_VARIANTS[n]), c))
+            nb = c.nbytes()
+            for n, ts in res.items():
+                _p(f"{c.name:26s} {n:10s} {' '.join(f'{x:7.1f}' for x in ts)} | best {min(ts):7.1f} us, "
+                   f"{100 * nb / min(ts) / 1e3 / READ_GBPS:3.0f}% of read")
+        del c
+        torch.cuda.empty_cache()
+
+
 def _run(a) -> None:
+    if a.tiles:
+        tiles(a)
+        return
     if a.gate_up:
         from . import ab_session11
 
@@ -118,7 +171,8 @@ def _run(a) -> None:
 
 def main(argv=None) -> None:
     _ab.main("ab_session12", __doc__, _run, argv,
-             flags=(("--gate-up", "gate_up's narrower tiles, fewer splits and warps (GATE_UP_NARROW)"),))
+             flags=(("--gate-up", "gate_up's narrower tiles, fewer splits and warps (GATE_UP_NARROW)"),
+                    ("--tiles", "the attention split kernel's per-tile work cut (TILE_VARIANTS)")))
 
 
 if __name__ == "__main__":
