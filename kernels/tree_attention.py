@@ -91,10 +91,8 @@ def _get_kernel():
         BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, DOT_F32: tl.constexpr,
         BLOCK_DV: tl.constexpr, RESCALE_LOG2: tl.constexpr = 8.0, PDL: tl.constexpr = False,
         Q_IN_LOOP: tl.constexpr = False,
-        # LAZY_SUM: the softmax denominators kept per (row, position) and summed over the positions
-        # once after the loop, not per tile (a cross-warp reduction less per tile); FULL_TILES:
-        # tiles wholly inside the split and the prefix skip the visibility mask
-        LAZY_SUM: tl.constexpr = False, FULL_TILES: tl.constexpr = False,
+        # tiles wholly inside the split and the prefix skip the visibility mask (`default_full_tiles`)
+        FULL_TILES: tl.constexpr = False,
     ):
         if PDL:  # let the combine grid launch now; it waits (griddepcontrol.wait) for this grid's writes
             tl.extra.cuda.gdc_launch_dependents()
@@ -131,8 +129,6 @@ def _get_kernel():
 
         m_i = tl.full((BLOCK_R,), float("-inf"), dtype=tl.float32)
         l_i = tl.zeros((BLOCK_R,), dtype=tl.float32)
-        if LAZY_SUM:
-            l_acc = tl.zeros((BLOCK_R, BLOCK_S), dtype=tl.float32)
         acc = tl.zeros((BLOCK_R, BLOCK_DV), dtype=tl.float32)
         s_begin = pid_s * split_len
         s_stop = tl.minimum(s_begin + split_len, S)
@@ -183,16 +179,10 @@ def _get_kernel():
             if tl.max(grow, 0) > RESCALE_LOG2:
                 alpha = tl.exp2(m_i - tl.where(m_new == float("-inf"), 0.0, m_new))
                 acc = acc * alpha[:, None]
-                if LAZY_SUM:
-                    l_acc = l_acc * alpha[:, None]
-                else:
-                    l_i = l_i * alpha
+                l_i = l_i * alpha
                 m_i = m_new
             p = tl.exp2(sc - tl.where(m_i == float("-inf"), 0.0, m_i)[:, None])
-            if LAZY_SUM:
-                l_acc = l_acc + p
-            else:
-                l_i = l_i + tl.sum(p, 1)
+            l_i = l_i + tl.sum(p, 1)
             if V_IS_K and BLOCK_DV == DV:
                 vt = kt
             else:
@@ -202,8 +192,6 @@ def _get_kernel():
                     vt = vt.to(tl.float32)
             acc = tl.dot(p.to(vt.dtype), vt, acc)
 
-        if LAZY_SUM:
-            l_i = tl.sum(l_acc, 1)
         l_safe = tl.where(l_i == 0.0, 1.0, l_i)
         o = acc / l_safe[:, None]
         lse = tl.where(l_i == 0.0, float("-inf"), m_i + tl.log2(l_safe))  # log2 domain
@@ -366,9 +354,19 @@ Q_IN_LOOP_GQA_MAX_ROWS = 16
 
 def default_q_in_loop(dv: int, block_r: int) -> bool:
     return dv <= 128 and block_r <= Q_IN_LOOP_GQA_MAX_ROWS
-# the split kernel's LAZY_SUM and FULL_TILES (knobs `lazy_sum`, `full_tiles`)
-LAZY_SUM_DEFAULT = False
-FULL_TILES_DEFAULT = False
+# tiles wholly inside their split and the KV prefix skip the visibility mask (the split kernel's
+# FULL_TILES, knob `full_tiles`) for row tiles of at most this many rows. On the H200
+# (runs/tuning/session12/ab_session12_tiles_df58f91.log, interleaved): MLA 64 heads C=1 L=8192
+# 17.7 -> 16.9 us, 8 heads 10.8 -> 10.3; GQA C=1 L=8192 Llama 14.1 -> 13.7, Qwen3 10.2 -> 9.7;
+# MLA 8 heads C=128 L=32768 1235.9 -> 1187.0 (95% of read). Larger row tiles are not measured:
+# at 32 rows the offline sm_90 compile spills, at 64 Triton 3.6's pipeliner fails on the branch.
+FULL_TILES_MAX_ROWS = 16
+
+
+def default_full_tiles(block_r: int) -> bool:
+    return block_r <= FULL_TILES_MAX_ROWS
+
+
 SPLIT_ONLY = False  # tuning only: skip the combine, return the partials
 
 
@@ -383,7 +381,6 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     cfg = dict(cfg or {})
     pdl = cfg.pop("pdl", None)
     q_in_loop = cfg.pop("q_in_loop", None)
-    lazy_sum = cfg.pop("lazy_sum", None)
     full_tiles = cfg.pop("full_tiles", None)
     partials = cfg.pop("partials", None)
     pdl = (PDL_DEFAULT if pdl is None else pdl) and facts is not None and not interpret and facts.cc_major >= 9
@@ -392,6 +389,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         d["block_s"] = 32  # fp32 MLA tiles: 2 stages of 64 x 576 x 4 B exceed the shared memory
     d.update({kk: vv for kk, vv in cfg.items() if vv is not None})
     q_in_loop = default_q_in_loop(dv, d["block_r"]) if q_in_loop is None else bool(q_in_loop)
+    full_tiles = default_full_tiles(d["block_r"]) if full_tiles is None else bool(full_tiles)
     split_len = cdiv(cdiv(S, d["num_splits"]), d["block_s"]) * d["block_s"]
     nsplit = cdiv(S, split_len)
     if partials is None:
@@ -425,8 +423,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         G=G, DK=q.shape[-1], DPE=dpe, DV=dv, V_IS_K=v_is_k,
         BLOCK_R=d["block_r"], BLOCK_S=d["block_s"],
         DOT_F32=interpret, PDL=pdl, BLOCK_DV=block_dv, Q_IN_LOOP=q_in_loop,
-        LAZY_SUM=LAZY_SUM_DEFAULT if lazy_sum is None else bool(lazy_sum),
-        FULL_TILES=FULL_TILES_DEFAULT if full_tiles is None else bool(full_tiles),
+        FULL_TILES=full_tiles,
         num_warps=d["num_warps"], num_stages=d["num_stages"],
     )
     if SPLIT_ONLY:  # tuning (measure/tuning/sweep_decode.py): the split kernel alone
@@ -452,7 +449,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
 
 def tree_attention_gqa(q, k, v, tree_mask, sm_scale=None, *, block_r=None, block_s=None,
                        num_splits=None, num_warps=None, num_stages=None, pdl=None, partials=None,
-                       block_dv=None, q_in_loop=None, lazy_sum=None, full_tiles=None) -> torch.Tensor:
+                       block_dv=None, q_in_loop=None, full_tiles=None) -> torch.Tensor:
     """q [C,Q,Hq,D], k/v [C,S,Hkv,D] (S = L + Q), tree_mask bool [C,Q,Q] -> [C,Q,Hq,D]."""
     C, Q, Hq, D = q.shape
     Hkv = k.shape[2]
@@ -460,21 +457,21 @@ def tree_attention_gqa(q, k, v, tree_mask, sm_scale=None, *, block_r=None, block
     scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)
     cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
                num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials, block_dv=block_dv,
-               q_in_loop=q_in_loop, lazy_sum=lazy_sum, full_tiles=full_tiles)
+               q_in_loop=q_in_loop, full_tiles=full_tiles)
     return _run(q, None, k, None, v, tree_mask, scale, G=Hq // Hkv, Hkv=Hkv, dv=D,
                 v_is_k=False, cfg=cfg)
 
 
 def tree_attention_mla(q_latent, q_rope, ckv, kpe, tree_mask, sm_scale, *, block_r=None,
                        block_s=None, num_splits=None, num_warps=None, num_stages=None, pdl=None, partials=None,
-                       block_dv=None, q_in_loop=None, lazy_sum=None, full_tiles=None) -> torch.Tensor:
+                       block_dv=None, q_in_loop=None, full_tiles=None) -> torch.Tensor:
     """Absorbed MLA: q_latent [C,Q,H,512], q_rope [C,Q,H,64], ckv [C,S,512], kpe [C,S,64]
     -> [C,Q,H,512]; score = q_latent.ckv + q_rope.kpe, value = ckv (one latent head).
     block_dv < 512 splits the output columns over programs (each recomputes the scores)."""
     C, Q, H, DL = q_latent.shape
     cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
                num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials, block_dv=block_dv,
-               q_in_loop=q_in_loop, lazy_sum=lazy_sum, full_tiles=full_tiles)
+               q_in_loop=q_in_loop, full_tiles=full_tiles)
     return _run(q_latent, q_rope, ckv, kpe, ckv, tree_mask, sm_scale, G=H, Hkv=1, dv=DL,
                 v_is_k=True, cfg=cfg)
 

@@ -62,10 +62,10 @@ def test_gqa_reads_a_head_major_kv_layout():
     assert_close(ta.tree_attention_gqa(q, k, v, mask, block_s=16, num_splits=2), ref, torch.float32, "gqa HND view")
 
 
-@pytest.mark.parametrize("lazy_sum,full_tiles", [(True, False), (False, True), (True, True)])
-def test_lazy_sum_and_unmasked_full_tiles(lazy_sum, full_tiles):
-    """lazy_sum (the softmax denominators summed once after the loop) and full_tiles (tiles wholly
-    inside the split and the prefix skip the mask) give the reference: several tiles per split,
+@pytest.mark.parametrize("full_tiles", [False, True])
+def test_full_tiles_with_and_without_the_mask(full_tiles):
+    """full_tiles (tiles wholly inside the split and the prefix skip the visibility mask; the
+    default at row tiles of <= 16 rows) gives the reference either way: several tiles per split,
     a split ending inside a tile, the tree part, a rescale (scores growing along the sequence),
     GQA and MLA."""
     gen = torch.Generator().manual_seed(17)
@@ -76,7 +76,7 @@ def test_lazy_sum_and_unmasked_full_tiles(lazy_sum, full_tiles):
     v = torch.randn(C, S, Hkv, D, generator=gen).to(DEV)
     mask = random_tree_mask(C, Q, gen)
     ref = ta.tree_attention_gqa_reference(q, k, v, mask)
-    kw = dict(lazy_sum=lazy_sum, full_tiles=full_tiles, block_s=16, block_r=16)
+    kw = dict(full_tiles=full_tiles, block_s=16, block_r=16)
     for splits in (1, 3):
         assert_close(ta.tree_attention_gqa(q, k, v, mask, num_splits=splits, **kw), ref, torch.float32,
                      f"gqa {kw} {splits=}")
@@ -85,6 +85,7 @@ def test_lazy_sum_and_unmasked_full_tiles(lazy_sum, full_tiles):
     ref = ta.tree_attention_mla_reference(ql, qr, ckv, kpe, mask, 0.07)
     assert_close(ta.tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07, num_splits=2, **kw), ref, torch.float32,
                  f"mla {kw}")
+    assert ta.default_full_tiles(16) and not ta.default_full_tiles(32)
 
 
 @pytest.mark.parametrize("growth", [0.5, 12.0])

@@ -33,12 +33,13 @@ fewer splits and fewer warps than the default (`GATE_UP_NARROW`): whether evenin
 per SM (224 programs of 4 K-blocks on 132 SMs now) helps. The logs `gate_up_balance*_b18ac27.log`
 ran these variants through `ab_session11.moe` from the command line, in two halves.
 
-`--tiles`: the attention split kernel's per-tile work cut (`tree_attention` knobs `lazy_sum`: the
-softmax denominators summed once after the loop, not per tile, one cross-warp reduction less per
-tile; `full_tiles`: tiles wholly inside the split and the prefix skip the visibility mask), each
-and both, against neither; at C=1 and at large shapes whose row tiles are 16 rows. The offline
-sm_90 compile of MLA at 16-row tiles: 1,244 SASS instructions and 18 barriers in the loop
-without them, 1,062 and 13 with both (`runs/tuning/session12/`).
+`--tiles`: the attention split kernel's per-tile work cut, with `full_tiles` (tiles wholly inside
+the split and the prefix skip the visibility mask; since df58f91 the default at row tiles of
+<= 16 rows) on and off. At df58f91 it also timed `lazy_sum` (the softmax denominators summed
+once after the loop: one cross-warp reduction less per tile), each and with `full_tiles`; it was
+mixed (slower for MLA at C=1) and is gone. At C=1 and at large shapes whose row tiles are 16
+rows. The offline sm_90 compile of MLA at 16-row tiles: 1,244 SASS instructions and 18 barriers
+in the loop without them, 1,062 and 13 with both.
 
     python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm] [--gate-up] [--tiles]
 """
@@ -83,12 +84,10 @@ GATE_UP_NARROW = {"default": ({}, {})} | {
     }.items()}
 
 
-# --tiles: name -> knobs of both attention wrappers; (kind, heads, C, q, L) of ab_decode.Case
+# --tiles: name -> knobs of both attention wrappers (its log at df58f91 also has lazy_sum); (kind, heads, C, q, L) of ab_decode.Case
 TILE_VARIANTS = {
-    "base": dict(lazy_sum=False, full_tiles=False),
-    "lazy": dict(lazy_sum=True, full_tiles=False),
-    "full": dict(lazy_sum=False, full_tiles=True),
-    "lazy+full": dict(lazy_sum=True, full_tiles=True),
+    "base": dict(full_tiles=False),
+    "full": dict(full_tiles=True),
 }
 TILE_SHAPES = [("mla", 64, 1, 1, 1024), ("mla", 64, 1, 1, 8192), ("mla", 8, 1, 1, 1024), ("mla", 8, 1, 1, 8192),
                ("llama", 0, 1, 1, 1024), ("llama", 0, 1, 1, 8192), ("llama", 0, 1, 1, 32768),
