@@ -38,8 +38,7 @@ the split and the prefix skip the visibility mask; since df58f91 the default at 
 <= 16 rows) on and off. At df58f91 it also timed `lazy_sum` (the softmax denominators summed
 once after the loop: one cross-warp reduction less per tile), each and with `full_tiles`; it was
 mixed (slower for MLA at C=1) and is gone. At C=1 and at large shapes whose row tiles are 16
-rows. The offline sm_90 compile of MLA at 16-row tiles: 1,244 SASS instructions and 18 barriers
-in the loop without them, 1,062 and 13 with both.
+rows.
 
     python -m perfmodel.measure.tuning.ab_session12 [--rounds 3] [--warm] [--gate-up] [--tiles]
 """

@@ -3,8 +3,9 @@ compile (no GPU: Triton's bundled ptxas -v). Run against a checkout of the commi
 output's header, whose code has the knobs (dc9a88a: the attention kernel's SWAP; e84fcd9: the
 pair-summing down's FROM_SUMS and ONE_KB).
 
-    python offline_compile.py mla    # at dc9a88a
-    python offline_compile.py down   # at e84fcd9
+    python offline_compile.py mla        # at dc9a88a
+    python offline_compile.py down       # at e84fcd9
+    python offline_compile.py mla_loop   # at 961abc3: the SASS of the split kernel's loop
 """
 import os
 import re
@@ -27,14 +28,41 @@ def ptxas(ptx: str) -> tuple[str, str]:
     return re.findall(r"Used (\d+) registers", r.stderr)[0], re.findall(r"(\d+) bytes spill stores", r.stderr)[0]
 
 
-def mla(swap: bool, block_r=16, block_s=64, warps=4, stages=2):
+def loop_census(ptx: str):
+    """SASS op counts inside the split kernel's main loop (between its backward branch and the
+    branch's target), as sass_census.loop_census finds it."""
+    import collections
+
+    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin")
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "k.ptx"), "w") as f:
+            f.write(ptx)
+        subprocess.run([f"{bin_dir}/ptxas", "--gpu-name=sm_90a", f"{d}/k.ptx", "-o", f"{d}/k.cubin"], check=True)
+        sass = subprocess.run([f"{bin_dir}/cuobjdump", "-sass", f"{d}/k.cubin"], capture_output=True, text=True,
+                              check=True).stdout
+    ins = []
+    for line in sass.splitlines():
+        mt = re.match(r"\s+/\*([0-9a-f]+)\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_.]+)", line)
+        if mt:
+            ins.append((int(mt.group(1), 16), mt.group(3).split(".")[0], line))
+    back = [(a, int(re.search(r"BRA (0x[0-9a-f]+)", ln).group(1), 16)) for a, op, ln in ins if op == "BRA"
+            and int(re.search(r"BRA (0x[0-9a-f]+)", ln).group(1), 16) < a]
+    end, start = max(back, key=lambda b: b[0] - b[1])
+    return collections.Counter(op for a, op, _ in ins if start <= a <= end)
+
+
+def mla(swap: bool, block_r=16, block_s=64, warps=4, stages=2, full_tiles=None):
     """The tree-attention split kernel as MLA with 64 heads at C=1 launches it (16-row tiles);
     pointers and strides divisible by 16, as at run time."""
     from perfmodel.kernels import tree_attention as ta
 
     k = ta._get_kernel().fn
     const = dict(G=64, DK=512, DPE=64, DV=512, V_IS_K=True, BLOCK_R=block_r, BLOCK_S=block_s, DOT_F32=False,
-                 BLOCK_DV=512, RESCALE_LOG2=8.0, PDL=True, Q_IN_LOOP=False, SWAP=swap)
+                 BLOCK_DV=512, RESCALE_LOG2=8.0, PDL=True, Q_IN_LOOP=False)
+    if swap:
+        const["SWAP"] = True
+    if full_tiles is not None:
+        const["FULL_TILES"] = full_tiles
     sig = {}
     for n in k.arg_names:
         if n in const:
@@ -52,6 +80,14 @@ def mla(swap: bool, block_r=16, block_s=64, warps=4, stages=2):
 
 def main(what: str) -> None:
     rows = []
+    if what == "mla_loop":
+        c = loop_census(mla(False, full_tiles=False).asm["ptx"])
+        print("# MLA split kernel, 64 heads, C=1 (16-row tiles, 64 positions, 4 warps, 2 stages), full tiles masked:")
+        print(f"# SASS instructions in the main loop (one 64-position tile per iteration): {sum(c.values())}")
+        for op, n in c.most_common(12):
+            print(f"{op} {n}")
+        print(f"BAR {c['BAR']}")
+        return
     if what == "mla":
         for label, swap in (("default (rows as M)", False), ("swap_qk (positions as M)", True)):
             c = mla(swap)
