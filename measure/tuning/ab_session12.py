@@ -92,6 +92,9 @@ TILE_SHAPES = [("mla", 64, 1, 1, 1024), ("mla", 64, 1, 1, 8192), ("mla", 8, 1, 1
                ("llama", 0, 1, 1, 1024), ("llama", 0, 1, 1, 8192), ("llama", 0, 1, 1, 32768),
                ("qwen", 0, 1, 1, 1024), ("qwen", 0, 1, 1, 8192),
                ("llama", 0, 8, 1, 8192), ("qwen", 0, 32, 1, 32768), ("mla", 8, 128, 1, 32768)]
+# --tiles --mid: the shapes where measure_961abc3 was slower than session 11's run (another machine)
+MID_SHAPES = [("qwen", 0, 8, 1, 4096), ("qwen", 0, 8, 1, 1024), ("qwen", 0, 8, 1, 8192), ("llama", 0, 8, 1, 1024),
+              ("qwen", 0, 32, 1, 1024), ("llama", 0, 1, 17, 32768), ("mla", 8, 8, 1, 4096)]
 
 
 def tiles(a) -> None:
@@ -103,7 +106,7 @@ def tiles(a) -> None:
     from .ab_decode import Case, _time
 
     _p("\n## attention split kernel's per-tile work, us per call (CUDA graph over KV copies, cold L2), per round")
-    for kind, H, C, q, L in TILE_SHAPES:
+    for kind, H, C, q, L in (MID_SHAPES if a.mid else TILE_SHAPES):
         c = Case(kind, H, C, q, L)
         ref = c.ref().float()
         ok = {}
@@ -170,7 +173,8 @@ def _run(a) -> None:
 def main(argv=None) -> None:
     _ab.main("ab_session12", __doc__, _run, argv,
              flags=(("--gate-up", "gate_up's narrower tiles, fewer splits and warps (GATE_UP_NARROW)"),
-                    ("--tiles", "the attention split kernel's per-tile work cut (TILE_VARIANTS)")))
+                    ("--tiles", "the attention split kernel's per-tile work cut (TILE_VARIANTS)"),
+                    ("--mid", "with --tiles: MID_SHAPES instead of TILE_SHAPES")))
 
 
 if __name__ == "__main__":
