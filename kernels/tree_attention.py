@@ -354,17 +354,22 @@ Q_IN_LOOP_GQA_MAX_ROWS = 16
 
 def default_q_in_loop(dv: int, block_r: int) -> bool:
     return dv <= 128 and block_r <= Q_IN_LOOP_GQA_MAX_ROWS
+
+
 # tiles wholly inside their split and the KV prefix skip the visibility mask (the split kernel's
-# FULL_TILES, knob `full_tiles`) for row tiles of at most this many rows. On the H200
+# FULL_TILES, knob `full_tiles`) for MLA row tiles of at most this many rows. On the H200
 # (runs/tuning/session12/ab_session12_tiles_df58f91.log, interleaved): MLA 64 heads C=1 L=8192
-# 17.7 -> 16.9 us, 8 heads 10.8 -> 10.3; GQA C=1 L=8192 Llama 14.1 -> 13.7, Qwen3 10.2 -> 9.7;
-# MLA 8 heads C=128 L=32768 1235.9 -> 1187.0 (95% of read). Larger row tiles are not measured:
-# at 32 rows the offline sm_90 compile spills, at 64 Triton 3.6's pipeliner fails on the branch.
+# 17.7 -> 16.9 us, 8 heads 10.8 -> 10.3; 8 heads C=128 L=32768 1235.9 -> 1187.0 (95% of read).
+# GQA gained at C=1 (L=8192 Llama 14.1 -> 13.7, Qwen3 10.2 -> 9.7) and at large shapes, but lost
+# at C=8-32 with its 3-stage small-C x L plan (ab_session12_tiles_mid_f46271e.log: Qwen3 C=8
+# L=4096 26.4 -> 32.7, Llama C=8 L=1024 17.3 -> 18.9), so GQA keeps the mask. Larger row tiles
+# are not measured: at 32 rows the offline sm_90 compile spills, at 64 Triton 3.6's pipeliner
+# fails on the branch (a compile error).
 FULL_TILES_MAX_ROWS = 16
 
 
-def default_full_tiles(block_r: int) -> bool:
-    return block_r <= FULL_TILES_MAX_ROWS
+def default_full_tiles(dv: int, block_r: int) -> bool:
+    return dv > 128 and block_r <= FULL_TILES_MAX_ROWS
 
 
 SPLIT_ONLY = False  # tuning only: skip the combine, return the partials
@@ -389,7 +394,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         d["block_s"] = 32  # fp32 MLA tiles: 2 stages of 64 x 576 x 4 B exceed the shared memory
     d.update({kk: vv for kk, vv in cfg.items() if vv is not None})
     q_in_loop = default_q_in_loop(dv, d["block_r"]) if q_in_loop is None else bool(q_in_loop)
-    full_tiles = default_full_tiles(d["block_r"]) if full_tiles is None else bool(full_tiles)
+    full_tiles = default_full_tiles(dv, d["block_r"]) if full_tiles is None else bool(full_tiles)
     split_len = cdiv(cdiv(S, d["num_splits"]), d["block_s"]) * d["block_s"]
     nsplit = cdiv(S, split_len)
     if partials is None:

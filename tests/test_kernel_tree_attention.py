@@ -65,7 +65,7 @@ def test_gqa_reads_a_head_major_kv_layout():
 @pytest.mark.parametrize("full_tiles", [False, True])
 def test_full_tiles_with_and_without_the_mask(full_tiles):
     """full_tiles (tiles wholly inside the split and the prefix skip the visibility mask; the
-    default at row tiles of <= 16 rows) gives the reference either way: several tiles per split,
+    default for MLA at row tiles of <= 16 rows) gives the reference either way: several tiles per split,
     a split ending inside a tile, the tree part, a rescale (scores growing along the sequence),
     GQA and MLA."""
     gen = torch.Generator().manual_seed(17)
@@ -85,7 +85,7 @@ def test_full_tiles_with_and_without_the_mask(full_tiles):
     ref = ta.tree_attention_mla_reference(ql, qr, ckv, kpe, mask, 0.07)
     assert_close(ta.tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07, num_splits=2, **kw), ref, torch.float32,
                  f"mla {kw}")
-    assert ta.default_full_tiles(16) and not ta.default_full_tiles(32)
+    assert ta.default_full_tiles(512, 16) and not ta.default_full_tiles(512, 32) and not ta.default_full_tiles(128, 16)
 
 
 @pytest.mark.parametrize("growth", [0.5, 12.0])
