@@ -1,4 +1,5 @@
-"""Fingerprints of the W4A16 MoE kernels' sm_90 PTX at the configurations that run, without a GPU:
+"""Fingerprints of the W4A16 MoE and tree-attention kernels' sm_90 PTX at configurations that run,
+without a GPU:
 a refactor that leaves every fingerprint unchanged leaves the instructions unchanged, so it
 needs no GPU A/B. The PTX is compiled offline (`sass_census`'s compile functions) and stripped of
 debug information first (line locations, the file table, the debug sections and the labels that
@@ -16,7 +17,41 @@ import re
 
 from .sass_census import compile_down_pairs, compile_w4a16
 
-# name -> (compile function, its arguments): the pair path at one token (gate_up with split-K and
+
+def compile_attention(kind: str, block_r: int, warps: int = 4, stages: int = 2, extra: dict | None = None):
+    """Offline sm_90 compile of the tree-attention split kernel as `kind` ("mla": 512 + 64 latent
+    dims, the value the latent; "gqa": head dim 128, 4 query heads per KV head) launches it with
+    `block_r`-row tiles of 64 positions, the constexprs the wrapper picks by default at those
+    tiles (`extra` overrides); pointers and strides divisible by 16, as at run time."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from perfmodel.kernels import tree_attention as ta
+
+    k = ta._get_kernel().fn
+    mla = kind == "mla"
+    dv = 512 if mla else 128
+    const = dict(G=64 if mla else 4, DK=dv, DPE=64 if mla else 0, DV=dv, V_IS_K=mla, BLOCK_R=block_r, BLOCK_S=64,
+                 DOT_F32=False, BLOCK_DV=dv, RESCALE_LOG2=8.0, PDL=True, Q_IN_LOOP=ta.default_q_in_loop(dv, block_r))
+    if hasattr(ta, "default_full_tiles"):
+        const["FULL_TILES"] = ta.default_full_tiles(dv, block_r)
+    const.update(extra or {})
+    sig = {}
+    for n in k.arg_names:
+        if n in const:
+            sig[n] = "constexpr"
+        elif n.endswith("_ptr"):
+            sig[n] = "*i8" if n == "mask_ptr" else "*fp32" if n in ("o_ptr", "lse_ptr") else "*bf16"
+        else:
+            sig[n] = "fp32" if n == "sm_scale" else "i32"
+    div16 = [n for n in k.arg_names if n.endswith("_ptr") or n == "split_len"
+             or (n.startswith("s") and "_" in n and n not in ("sm_scale", "sm_c", "sm_i"))]
+    src = ASTSource(fn=k, signature=sig, constexprs={(k.arg_names.index(c),): v for c, v in const.items()},
+                    attrs={(k.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
+
+# name -> (compile function, its arguments, its extra constexprs): the pair path at one token (gate_up with split-K and
 # the fused activation, the pair-summing down with and without its preload), the aligned path,
 # the atomic down of the pair path at 2-4 tokens, and ragged K
 CONFIGS = {
@@ -30,6 +65,12 @@ CONFIGS = {
     "down_pairs": (compile_down_pairs, (16, 8, 3), dict(PDL_WAIT=True)),
     "down_pairs_preload": (compile_down_pairs, (16, 8, 3), dict(PDL_WAIT=True, PRELOAD=True)),
     "down_pairs_ragged": (compile_down_pairs, (16, 4, 3), dict(EVEN_K=False)),
+    # decode attention: MLA and GQA at 16-row tiles (C=1; GQA's small-C x L plan with 3 stages),
+    # MLA at 32-row tiles (large C)
+    "attn_mla_r16": (compile_attention, ("mla", 16), {}),
+    "attn_gqa_r16": (compile_attention, ("gqa", 16, 4, 2), {}),
+    "attn_gqa_r16_st3": (compile_attention, ("gqa", 16, 4, 3), {}),
+    "attn_mla_r32": (compile_attention, ("mla", 32), {}),
 }
 
 
