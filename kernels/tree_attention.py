@@ -362,7 +362,9 @@ def default_q_in_loop(dv: int, block_r: int) -> bool:
 # 17.7 -> 16.9 us, 8 heads 10.8 -> 10.3; 8 heads C=128 L=32768 1235.9 -> 1187.0 (95% of read).
 # GQA gained at C=1 (L=8192 Llama 14.1 -> 13.7, Qwen3 10.2 -> 9.7) and at large shapes, but lost
 # at C=8-32 with its 3-stage small-C x L plan (ab_session12_tiles_mid_f46271e.log: Qwen3 C=8
-# L=4096 26.4 -> 32.7, Llama C=8 L=1024 17.3 -> 18.9), so GQA keeps the mask. Larger row tiles
+# L=4096 26.4 -> 32.7, Llama C=8 L=1024 17.3 -> 18.9), likely because the branch's 2 KB more
+# shared memory fits 2 programs per SM there instead of 3 (offline_compile_gqa_smem_5b626b9.txt),
+# so GQA keeps the mask. Larger row tiles
 # are not measured: at 32 rows the offline sm_90 compile spills, at 64 Triton 3.6's pipeliner
 # fails on the branch (a compile error).
 FULL_TILES_MAX_ROWS = 16

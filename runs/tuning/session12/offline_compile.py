@@ -6,6 +6,7 @@ pair-summing down's FROM_SUMS and ONE_KB).
     python offline_compile.py mla        # at dc9a88a
     python offline_compile.py down       # at e84fcd9
     python offline_compile.py mla_loop   # at 961abc3: the SASS of the split kernel's loop
+    python offline_compile.py gqa_smem   # at 5b626b9: GQA's shared memory with and without FULL_TILES
 """
 import os
 import re
@@ -80,6 +81,20 @@ def mla(swap: bool, block_r=16, block_s=64, warps=4, stages=2, full_tiles=None):
 
 def main(what: str) -> None:
     rows = []
+    if what == "gqa_smem":
+        from perfmodel.measure.tuning.ptx_fingerprint import compile_attention
+
+        print("# GQA split kernel, 16-row tiles (4 query heads per KV head, head dim 128), 64 positions, 4 warps,")
+        print("# q inside the loop; per program, and programs per SM by shared memory (233,472 B per SM, 1,024 B")
+        print("# reserved per block) and by registers (65,536 per SM, 128 threads)")
+        print("# stages | full tiles | registers | spill stores (B) | shared memory (B) | per SM by shared memory | by registers")
+        for st in (2, 3):
+            for full in (False, True):
+                c = compile_attention("gqa", 16, 4, st, extra=dict(FULL_TILES=full, Q_IN_LOOP=True))
+                regs, spill = ptxas(c.asm["ptx"])
+                smem = c.metadata.shared
+                print(f"{st} | {full} | {regs} | {spill} | {smem} | {233472 // (smem + 1024)} | {65536 // (int(regs) * 128)}")
+        return
     if what == "mla_loop":
         c = loop_census(mla(False, full_tiles=False).asm["ptx"])
         print("# MLA split kernel, 64 heads, C=1 (16-row tiles, 64 positions, 4 warps, 2 stages), full tiles masked:")
