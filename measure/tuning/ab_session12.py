@@ -97,33 +97,48 @@ MID_SHAPES = [("qwen", 0, 8, 1, 4096), ("qwen", 0, 8, 1, 1024), ("qwen", 0, 8, 1
               ("qwen", 0, 32, 1, 1024), ("llama", 0, 1, 17, 32768), ("mla", 8, 8, 1, 4096)]
 
 
+def _check(c, name, fn, kvs, ref, extra="") -> bool:
+    """Variant `name` (fn on the KV copy kvs[0]) against the torch reference on the GPU, printed;
+    a variant that does not compile (full_tiles at 64-row tiles) is reported and fails."""
+    from perfmodel.kernels._testing import calc_diff
+
+    try:
+        d = calc_diff(fn(*kvs[0]).float(), ref)
+    except Exception as e:  # noqa: BLE001 -- report, skip
+        _p(f"check {c.name} {name}: failed: {type(e).__name__}: {str(e)[:160]}")
+        return False
+    _p(f"check {c.name} {name}: {extra}calc_diff {d:.1e} ({'ok' if d < 1e-4 else 'FAIL'})")
+    return d < 1e-4
+
+
+def _interleaved(c, runs: dict, rounds: int) -> dict:
+    """name -> its times (us) over `rounds` interleaved rounds of the variants runs: name -> (fn,
+    its KV copies), timed as the attention bench times (`ab_decode._time`)."""
+    from .ab_decode import _time
+
+    res = {n: [] for n in runs}
+    for _ in range(rounds):
+        for n, (fn, kvs) in runs.items():
+            c.kvs = kvs
+            res[n].append(_time(fn, c))
+    return res
+
+
 def tiles(a) -> None:
     import torch
 
     from perfmodel.kernels import tree_attention as ta
-    from perfmodel.kernels._testing import calc_diff
 
-    from .ab_decode import Case, _time
+    from .ab_decode import Case
 
     _p("\n## attention split kernel's per-tile work, us per call (CUDA graph over KV copies, cold L2), per round")
     for kind, H, C, q, L in (MID_SHAPES if a.mid else TILE_SHAPES):
         c = Case(kind, H, C, q, L)
         ref = c.ref().float()
-        ok = {}
-        for name, kw in TILE_VARIANTS.items():
-            try:
-                d = calc_diff(c.fn(ta, **kw)(*c.kvs[0]).float(), ref)
-            except Exception as e:  # noqa: BLE001 -- full_tiles at 64-row tiles does not compile: report, skip
-                ok[name] = False
-                _p(f"check {c.name} {name}: failed: {type(e).__name__}: {str(e)[:160]}")
-                continue
-            ok[name] = d < 1e-4
-            _p(f"check {c.name} {name}: calc_diff {d:.1e} ({'ok' if ok[name] else 'FAIL'})")
+        runs = {n: (c.fn(ta, **kw), c.kvs) for n, kw in TILE_VARIANTS.items()}
+        runs = {n: r for n, r in runs.items() if _check(c, n, *r, ref)}
         if not a.warm:
-            res = {n: [] for n in TILE_VARIANTS if ok[n]}
-            for _ in range(a.rounds):
-                for n in res:
-                    res[n].append(_time(c.fn(ta, **TILE_VARIANTS[n]), c))
+            res = _interleaved(c, runs, a.rounds)
             nb = c.nbytes()
             for n, ts in res.items():
                 _p(f"{c.name:26s} {n:10s} {' '.join(f'{x:7.1f}' for x in ts)} | best {min(ts):7.1f} us, "
@@ -145,28 +160,18 @@ def _run(a) -> None:
     import torch
 
     from perfmodel.kernels import tree_attention as ta
-    from perfmodel.kernels._testing import calc_diff
 
-    from .ab_decode import Case, _time
+    from .ab_decode import Case
 
     _p("\n## GQA decode attention, us per call (CUDA graph over KV copies, cold L2), per round")
     for model, C, q, L in SHAPES:
         c = Case(model, 0, C, q, L)
         layouts = {"nhd": c.kvs, "hnd": hnd_copies(c.kvs)}
         ref = c.ref().float()
-        ok = {}
-        for name, (lay, kw) in VARIANTS.items():
-            k, v = layouts[lay][0]
-            d = calc_diff(c.fn(ta, **kw)(k, v).float(), ref)
-            ok[name] = d < 1e-4
-            _p(f"check {c.name} {name}: strides {tuple(k.stride())} calc_diff {d:.1e} ({'ok' if ok[name] else 'FAIL'})")
+        runs = {n: (c.fn(ta, **kw), layouts[lay]) for n, (lay, kw) in VARIANTS.items()}
+        runs = {n: r for n, r in runs.items() if _check(c, n, *r, ref, f"strides {tuple(r[1][0][0].stride())} ")}
         if not a.warm:
-            res = {n: [] for n in VARIANTS if ok[n]}
-            for _ in range(a.rounds):
-                for n in res:
-                    lay, kw = VARIANTS[n]
-                    c.kvs = layouts[lay]
-                    res[n].append(_time(c.fn(ta, **kw), c))
+            res = _interleaved(c, runs, a.rounds)
             nb = c.nbytes()
             for n, ts in res.items():
                 _p(f"{c.name:26s} {n:14s} {' '.join(f'{x:7.1f}' for x in ts)} | best {min(ts):7.1f} us, "
