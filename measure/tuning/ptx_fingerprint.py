@@ -34,7 +34,7 @@ def compile_attention(kind: str, block_r: int, warps: int = 4, stages: int = 2, 
     dv = 512 if mla else 128
     const = dict(G=64 if mla else 4, DK=dv, DPE=64 if mla else 0, DV=dv, V_IS_K=mla, BLOCK_R=block_r, BLOCK_S=64,
                  DOT_F32=False, BLOCK_DV=dv, RESCALE_LOG2=8.0, PDL=True, Q_IN_LOOP=ta.default_q_in_loop(dv, block_r))
-    if hasattr(ta, "default_full_tiles"):
+    if hasattr(ta, "default_full_tiles"):  # absent before session 12: older kernels can be fingerprinted too
         const["FULL_TILES"] = ta.default_full_tiles(dv, block_r)
     const.update(extra or {})
     sig = {}
