@@ -357,21 +357,55 @@ def default_q_in_loop(dv: int, block_r: int) -> bool:
 
 
 # tiles wholly inside their split and the KV prefix skip the visibility mask (the split kernel's
-# FULL_TILES, knob `full_tiles`) for MLA row tiles of at most this many rows. On the H200
+# FULL_TILES, knob `full_tiles`) at row tiles of at most this many rows. On the H200
 # (runs/tuning/session12/ab_session12_tiles_df58f91.log, interleaved): MLA 64 heads C=1 L=8192
 # 17.7 -> 16.9 us, 8 heads 10.8 -> 10.3; 8 heads C=128 L=32768 1235.9 -> 1187.0 (95% of read).
 # GQA gained at C=1 (L=8192 Llama 14.1 -> 13.7, Qwen3 10.2 -> 9.7) and at large shapes, but lost
 # at C=8-32 with its 3-stage small-C x L plan (ab_session12_tiles_mid_f46271e.log: Qwen3 C=8
-# L=4096 26.4 -> 32.7, Llama C=8 L=1024 17.3 -> 18.9), likely because the branch's 2 KB more
-# shared memory fits 2 programs per SM there instead of 3 (offline_compile_gqa_smem_5b626b9.txt),
-# so GQA keeps the mask. Larger row tiles
-# are not measured: at 32 rows the offline sm_90 compile spills, at 64 Triton 3.6's pipeliner
-# fails on the branch (a compile error).
+# L=4096 26.4 -> 32.7, Llama C=8 L=1024 17.3 -> 18.9): there the branch's 2 KB more shared
+# memory fits 2 programs per SM instead of 3 (offline_compile_gqa_smem_5b626b9.txt), and those
+# grids (288-384 programs) ran part in a second wave. So GQA skips the mask only where its
+# programs stay in one wave at 2 per SM, or where it runs 2 stages (`default_full_tiles`).
+# Larger row tiles are not measured: at 32 rows the offline sm_90 compile spills, at 64 Triton
+# 3.6's pipeliner fails on the branch (a compile error).
 FULL_TILES_MAX_ROWS = 16
+# GQA programs per SM that fit at 3 stages with the branch (2 without it fit 3)
+FULL_TILES_GQA_RESIDENT_3STAGE = 2
 
 
-def default_full_tiles(dv: int, block_r: int) -> bool:
-    return dv > 128 and block_r <= FULL_TILES_MAX_ROWS
+def default_full_tiles(dv: int, block_r: int, num_stages: int = 2, programs: int = 0,
+                       num_sms: int = 132) -> bool:
+    """Whether the split kernel skips the mask on full tiles: MLA at <= 16-row tiles; GQA at
+    <= 16-row tiles too, unless at 3 or more stages its grid needs more than one wave of
+    FULL_TILES_GQA_RESIDENT_3STAGE programs per SM."""
+    if block_r > FULL_TILES_MAX_ROWS:
+        return False
+    if dv > 128:
+        return True
+    return num_stages < 3 or programs <= FULL_TILES_GQA_RESIDENT_3STAGE * num_sms
+
+
+def split_plan(C: int, Hkv: int, R: int, S: int, dv: int, num_sms: int = 132, cfg: dict | None = None, *,
+               q_in_loop: bool | None = None, full_tiles: bool | None = None, fp32_mla: bool = False) -> dict:
+    """The split kernel's launch: `default_config`'s knobs with the given ones (`cfg`, None
+    entries ignored) over them, plus split_len, nsplit, block_dv, grid (its three dimensions),
+    q_in_loop and full_tiles (their defaults where None). fp32_mla: fp32 MLA tiles of 32
+    positions (two stages of 64 x 576 x 4 B exceed the shared memory)."""
+    cfg = {k: v for k, v in (cfg or {}).items() if v is not None}
+    d = default_config(C, Hkv, R, S, dv, num_sms=num_sms, block_r=cfg.get("block_r"))
+    if fp32_mla:
+        d["block_s"] = 32
+    d.update(cfg)
+    d["split_len"] = cdiv(cdiv(S, d["num_splits"]), d["block_s"]) * d["block_s"]
+    d["nsplit"] = cdiv(S, d["split_len"])
+    d["block_dv"] = block_dv = d.get("block_dv") or dv
+    if dv % block_dv or block_dv & (block_dv - 1):
+        raise ValueError(f"block_dv={block_dv}: expected a power of two dividing {dv}")
+    d["grid"] = grid = (C * Hkv, cdiv(R, d["block_r"]) * (dv // block_dv), d["nsplit"])
+    d["q_in_loop"] = default_q_in_loop(dv, d["block_r"]) if q_in_loop is None else bool(q_in_loop)
+    d["full_tiles"] = (default_full_tiles(dv, d["block_r"], d["num_stages"], grid[0] * grid[1] * grid[2], num_sms)
+                       if full_tiles is None else bool(full_tiles))
+    return d
 
 
 SPLIT_ONLY = False  # tuning only: skip the combine, return the partials
@@ -391,14 +425,9 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     full_tiles = cfg.pop("full_tiles", None)
     partials = cfg.pop("partials", None)
     pdl = (PDL_DEFAULT if pdl is None else pdl) and facts is not None and not interpret and facts.cc_major >= 9
-    d = default_config(C, Hkv, R, S, dv, num_sms=num_sms, block_r=cfg.get("block_r"))
-    if q.dtype == torch.float32 and dv > 128 and not interpret:
-        d["block_s"] = 32  # fp32 MLA tiles: 2 stages of 64 x 576 x 4 B exceed the shared memory
-    d.update({kk: vv for kk, vv in cfg.items() if vv is not None})
-    q_in_loop = default_q_in_loop(dv, d["block_r"]) if q_in_loop is None else bool(q_in_loop)
-    full_tiles = default_full_tiles(dv, d["block_r"]) if full_tiles is None else bool(full_tiles)
-    split_len = cdiv(cdiv(S, d["num_splits"]), d["block_s"]) * d["block_s"]
-    nsplit = cdiv(S, split_len)
+    d = split_plan(C, Hkv, R, S, dv, num_sms, cfg, q_in_loop=q_in_loop, full_tiles=full_tiles,
+                   fp32_mla=q.dtype == torch.float32 and dv > 128 and not interpret)
+    split_len, nsplit, grid = d["split_len"], d["nsplit"], d["grid"]
     if partials is None:
         partials = default_partials(C, Hkv, R, nsplit, dv) if q.dtype == torch.bfloat16 else "fp32"
     if partials not in ("fp32", "bf16"):
@@ -416,10 +445,6 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     skh = k.stride(2) if k.dim() == 4 else 0
     svh = v.stride(2) if v.dim() == 4 else 0
     assert q.stride(-1) == 1 and k.stride(-1) == 1 and v.stride(-1) == 1, "last dim must be contiguous"
-    block_dv = d.get("block_dv") or dv
-    if dv % block_dv or block_dv & (block_dv - 1):
-        raise ValueError(f"block_dv={block_dv}: expected a power of two dividing {dv}")
-    grid = (C * Hkv, cdiv(R, d["block_r"]) * (dv // block_dv), nsplit)
     _get_kernel()[grid](
         q, qpe_, k, kpe_, v, mask, o, lse,
         L, S, R, Hkv, split_len, float(sm_scale),
@@ -429,8 +454,8 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
         G=G, DK=q.shape[-1], DPE=dpe, DV=dv, V_IS_K=v_is_k,
         BLOCK_R=d["block_r"], BLOCK_S=d["block_s"],
-        DOT_F32=interpret, PDL=pdl, BLOCK_DV=block_dv, Q_IN_LOOP=q_in_loop,
-        FULL_TILES=full_tiles,
+        DOT_F32=interpret, PDL=pdl, BLOCK_DV=d["block_dv"], Q_IN_LOOP=d["q_in_loop"],
+        FULL_TILES=d["full_tiles"],
         num_warps=d["num_warps"], num_stages=d["num_stages"],
     )
     if SPLIT_ONLY:  # tuning (measure/tuning/sweep_decode.py): the split kernel alone

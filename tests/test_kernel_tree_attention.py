@@ -85,7 +85,22 @@ def test_full_tiles_with_and_without_the_mask(full_tiles):
     ref = ta.tree_attention_mla_reference(ql, qr, ckv, kpe, mask, 0.07)
     assert_close(ta.tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07, num_splits=2, **kw), ref, torch.float32,
                  f"mla {kw}")
-    assert ta.default_full_tiles(512, 16) and not ta.default_full_tiles(512, 32) and not ta.default_full_tiles(128, 16)
+    assert ta.default_full_tiles(512, 16) and not ta.default_full_tiles(512, 32)
+
+
+def test_full_tiles_rule():
+    """MLA skips the mask at <= 16-row tiles; GQA too, except at 3 stages where its grid needs
+    more than one wave of 2 programs per SM (the branch fits 2 per SM there, the mask 3)."""
+    assert ta.default_full_tiles(512, 16, 2, 10_000) and not ta.default_full_tiles(512, 32, 2, 1)
+    assert ta.default_full_tiles(128, 16, 2, 10_000, 132)
+    assert ta.default_full_tiles(128, 16, 3, 264, 132) and not ta.default_full_tiles(128, 16, 3, 265, 132)
+    assert not ta.default_full_tiles(128, 32, 2, 1) and not ta.default_full_tiles(128, 64, 2, 1)
+    # the wrapper's plans: GQA C=1 (one wave at 3 stages) and C=8 L=4096 (288 programs at 3 stages)
+    llama_c1 = ta.split_plan(1, 8, 4, 8193, 128, 132)
+    qwen_c8 = ta.split_plan(8, 4, 8, 4097, 128, 132)
+    assert llama_c1["num_stages"] == 3 and llama_c1["full_tiles"]
+    assert qwen_c8["num_stages"] == 3 and math.prod(qwen_c8["grid"]) > 264 and not qwen_c8["full_tiles"]
+    assert ta.split_plan(8, 4, 8, 4097, 128, 132, full_tiles=True)["full_tiles"]
 
 
 @pytest.mark.parametrize("growth", [0.5, 12.0])

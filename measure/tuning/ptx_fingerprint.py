@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import os
 import re
 
@@ -35,7 +36,9 @@ def compile_attention(kind: str, block_r: int, warps: int = 4, stages: int = 2, 
     const = dict(G=64 if mla else 4, DK=dv, DPE=64 if mla else 0, DV=dv, V_IS_K=mla, BLOCK_R=block_r, BLOCK_S=64,
                  DOT_F32=False, BLOCK_DV=dv, RESCALE_LOG2=8.0, PDL=True, Q_IN_LOOP=ta.default_q_in_loop(dv, block_r))
     if hasattr(ta, "default_full_tiles"):  # absent before session 12: older kernels can be fingerprinted too
-        const["FULL_TILES"] = ta.default_full_tiles(dv, block_r)
+        # its choice at one wave of programs (C=1); session 12's took (dv, block_r) only
+        n_args = len(inspect.signature(ta.default_full_tiles).parameters)
+        const["FULL_TILES"] = ta.default_full_tiles(dv, block_r, *((stages,) if n_args > 2 else ()))
     const.update(extra or {})
     sig = {}
     for n in k.arg_names:
@@ -65,11 +68,13 @@ CONFIGS = {
     "down_pairs": (compile_down_pairs, (16, 8, 3), dict(PDL_WAIT=True)),
     "down_pairs_preload": (compile_down_pairs, (16, 8, 3), dict(PDL_WAIT=True, PRELOAD=True)),
     "down_pairs_ragged": (compile_down_pairs, (16, 4, 3), dict(EVEN_K=False)),
-    # decode attention: MLA and GQA at 16-row tiles (C=1; GQA's small-C x L plan with 3 stages),
-    # MLA at 32-row tiles (large C)
+    # decode attention: MLA and GQA at 16-row tiles (C=1; GQA's small-C x L plan with 3 stages,
+    # and with the mask on full tiles, as it runs past one wave of 2 programs per SM), MLA at
+    # 32-row tiles (large C)
     "attn_mla_r16": (compile_attention, ("mla", 16), {}),
     "attn_gqa_r16": (compile_attention, ("gqa", 16, 4, 2), {}),
     "attn_gqa_r16_st3": (compile_attention, ("gqa", 16, 4, 3), {}),
+    "attn_gqa_r16_st3_mask": (compile_attention, ("gqa", 16, 4, 3), dict(FULL_TILES=False)),
     "attn_mla_r32": (compile_attention, ("mla", 32), {}),
 }
 

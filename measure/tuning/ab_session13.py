@@ -1,0 +1,82 @@
+"""A/B of session 13's decode attention question (issue 19), on one GPU, in one call.
+
+Where should GQA skip the visibility mask on full KV tiles (the split kernel's `FULL_TILES`)?
+Session 12 found it faster at C=1 and at large shapes but slower at C=8-32 in the 3-stage
+small-C x L plan, where the branch's 2 KB more shared memory fits 2 programs per SM instead of 3
+(runs/tuning/session12/offline_compile_gqa_smem_5b626b9.txt). The wrapper's rule
+(`tree_attention.default_full_tiles`, "rule" below) skips the mask unless the plan runs 3 stages
+with more programs than 2 per SM fit in one wave. Against it, per GQA shape:
+
+- "mask": the mask on every tile (session 11's kernels);
+- "full": no mask on full tiles, whatever the plan;
+- "full st2": no mask on full tiles, 2 stages;
+- "full fit": no mask on full tiles, the splits cut so that the grid is one wave of 2 per SM.
+
+Interleaved per round, timed as the attention bench times (CUDA graph over KV copies, cold L2:
+`ab_decode._time`). Every variant is checked against the torch reference on the GPU first.
+
+    python -m perfmodel.measure.tuning.ab_session13 [--rounds 3] [--warm]
+"""
+
+from __future__ import annotations
+
+from . import _ab
+from ._ab import READ_GBPS
+from ._ab import p as _p
+from .ab_session12 import _check, _interleaved
+
+# (kind, heads, C, q, L) of ab_decode.Case: session 12's tiles and mid shapes (GQA), and more
+# C=8-32 points on both sides of the rule
+SHAPES = [("llama", 0, 1, 1, 1024), ("llama", 0, 1, 1, 8192), ("llama", 0, 1, 1, 32768),
+          ("qwen", 0, 1, 1, 1024), ("qwen", 0, 1, 1, 8192), ("qwen", 0, 1, 1, 32768),
+          ("qwen", 0, 8, 1, 1024), ("qwen", 0, 8, 1, 4096), ("qwen", 0, 8, 1, 8192),
+          ("llama", 0, 8, 1, 1024), ("llama", 0, 8, 1, 4096), ("llama", 0, 8, 1, 8192),
+          ("qwen", 0, 32, 1, 1024), ("qwen", 0, 32, 1, 4096), ("qwen", 0, 32, 1, 32768),
+          ("llama", 0, 32, 1, 1024), ("llama", 0, 4, 1, 2048), ("qwen", 0, 16, 1, 2048)]
+
+
+def variants(c, num_sms: int) -> dict:
+    """name -> tree_attention_gqa knobs for case c, and the rule's plan (printed)."""
+    from perfmodel.kernels import tree_attention as ta
+
+    R = c.q * (c.Hq // c.Hkv)
+    plan = ta.split_plan(c.C, c.Hkv, R, c.L + c.q, c.D, num_sms)
+    g = plan["grid"]
+    fit = max(1, (ta.FULL_TILES_GQA_RESIDENT_3STAGE * num_sms) // (g[0] * g[1]))
+    _p(f"plan {c.name}: {g[0] * g[1] * g[2]} programs, {plan['num_stages']} stages, block_r {plan['block_r']}, "
+       f"rule full_tiles={plan['full_tiles']}; 'full fit' splits {min(fit, g[2])}")
+    return {"rule": {}, "mask": dict(full_tiles=False), "full": dict(full_tiles=True),
+            "full st2": dict(full_tiles=True, num_stages=2),
+            "full fit": dict(full_tiles=True, num_splits=min(fit, g[2]))}
+
+
+def _run(a) -> None:
+    import torch
+
+    from perfmodel.kernels import tree_attention as ta
+
+    from .ab_decode import Case
+
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    _p("\n## GQA decode attention, full tiles without the mask, us per call (CUDA graph over KV copies, cold L2)")
+    for kind, H, C, q, L in SHAPES:
+        c = Case(kind, H, C, q, L)
+        ref = c.ref().float()
+        runs = {n: (c.fn(ta, **kw), c.kvs) for n, kw in variants(c, num_sms).items()}
+        runs = {n: r for n, r in runs.items() if _check(c, n, *r, ref)}
+        if not a.warm:
+            res = _interleaved(c, runs, a.rounds)
+            nb = c.nbytes()
+            for n, ts in res.items():
+                _p(f"{c.name:26s} {n:9s} {' '.join(f'{x:7.1f}' for x in ts)} | best {min(ts):7.1f} us, "
+                   f"{100 * nb / min(ts) / 1e3 / READ_GBPS:3.0f}% of read")
+        del c
+        torch.cuda.empty_cache()
+
+
+def main(argv=None) -> None:
+    _ab.main("ab_session13", __doc__, _run, argv)
+
+
+if __name__ == "__main__":
+    main()
