@@ -240,7 +240,11 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
     max_splits = max(1, S // (8 * block_s))
     splits = max(1, min(max_splits, -(-per_sm * num_sms // base)))
     if base * splits < resident * num_sms:  # small C x L: fill one resident wave instead
-        splits = max(splits, min(-(-S // block_s), -(-resident * num_sms // base)))
+        wave = resident * num_sms
+        # GQA tiles of <= 16 rows skip the mask on full tiles (`default_full_tiles`), which fits
+        # only 2 programs per SM at 3 stages: their splits stay within the wave (rounded down)
+        fill = wave // base if dv <= 128 and block_r <= FULL_TILES_MAX_ROWS else -(-wave // base)
+        splits = max(splits, min(-(-S // block_s), fill))
         if dv <= 128:  # GQA: a third stage (96 KB, still 2 programs per SM; runs/README.md,
             stages = 3  # "Kernel defaults")
         elif given_block_r is None and block_r > 16:

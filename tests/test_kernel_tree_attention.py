@@ -90,17 +90,22 @@ def test_full_tiles_with_and_without_the_mask(full_tiles):
 
 def test_full_tiles_rule():
     """MLA skips the mask at <= 16-row tiles; GQA too, except at 3 stages where its grid needs
-    more than one wave of 2 programs per SM (the branch fits 2 per SM there, the mask 3)."""
+    more than one wave of 2 programs per SM (the branch fits 2 per SM there, the mask 3). GQA's
+    3-stage plan (small C x L) keeps its splits within that wave."""
     assert ta.default_full_tiles(512, 16, 2, 10_000) and not ta.default_full_tiles(512, 32, 2, 1)
     assert ta.default_full_tiles(128, 16, 2, 10_000, 132)
     assert ta.default_full_tiles(128, 16, 3, 264, 132) and not ta.default_full_tiles(128, 16, 3, 265, 132)
     assert not ta.default_full_tiles(128, 32, 2, 1) and not ta.default_full_tiles(128, 64, 2, 1)
-    # the wrapper's plans: GQA C=1 (one wave at 3 stages) and C=8 L=4096 (288 programs at 3 stages)
-    llama_c1 = ta.split_plan(1, 8, 4, 8193, 128, 132)
-    qwen_c8 = ta.split_plan(8, 4, 8, 4097, 128, 132)
-    assert llama_c1["num_stages"] == 3 and llama_c1["full_tiles"]
-    assert qwen_c8["num_stages"] == 3 and math.prod(qwen_c8["grid"]) > 264 and not qwen_c8["full_tiles"]
-    assert ta.split_plan(8, 4, 8, 4097, 128, 132, full_tiles=True)["full_tiles"]
+    for C, Hkv, R, S in ((1, 8, 4, 8193), (8, 4, 8, 1025), (8, 4, 8, 4097), (8, 8, 4, 1025), (32, 4, 8, 1025),
+                         (4, 8, 16, 4100)):
+        plan = ta.split_plan(C, Hkv, R, S, 128, 132)
+        assert plan["num_stages"] == 3 and math.prod(plan["grid"]) <= 264 and plan["full_tiles"], (C, Hkv, R, S)
+    # splits given past the wave (session 11's 9 for Qwen3 C=8 L=4096: 288 programs) keep the mask
+    past = ta.split_plan(8, 4, 8, 4097, 128, 132, {"num_splits": 9})
+    assert math.prod(past["grid"]) == 288 and not past["full_tiles"]
+    assert ta.split_plan(8, 4, 8, 4097, 128, 132, {"num_splits": 9}, full_tiles=True)["full_tiles"]
+    # MLA's plan still rounds its splits up (64 heads at C=1, L=8192: 260 programs)
+    assert math.prod(ta.split_plan(1, 1, 64, 8193, 512, 132)["grid"]) == 260
 
 
 @pytest.mark.parametrize("growth", [0.5, 12.0])

@@ -3,14 +3,19 @@
 Where should GQA skip the visibility mask on full KV tiles (the split kernel's `FULL_TILES`)?
 Session 12 found it faster at C=1 and at large shapes but slower at C=8-32 in the 3-stage
 small-C x L plan, where the branch's 2 KB more shared memory fits 2 programs per SM instead of 3
-(runs/tuning/session12/offline_compile_gqa_smem_5b626b9.txt). The wrapper's rule
-(`tree_attention.default_full_tiles`, "rule" below) skips the mask unless the plan runs 3 stages
-with more programs than 2 per SM fit in one wave. Against it, per GQA shape:
+(runs/tuning/session12/offline_compile_gqa_smem_5b626b9.txt) and the plan's split count, rounded
+up to fill 2 programs per SM, made 288-384 programs: a second wave.
 
-- "mask": the mask on every tile (session 11's kernels);
-- "full": no mask on full tiles, whatever the plan;
-- "full st2": no mask on full tiles, 2 stages;
-- "full fit": no mask on full tiles, the splits cut so that the grid is one wave of 2 per SM.
+At f3f18e2 (`ab_session13_f3f18e2.log`) the wrapper's first rule ("rule": the mask unless the plan
+ran 3 stages with more programs than 2 per SM fit in one wave) was timed against "mask" (every
+tile masked: session 11's kernels), "full" (no mask on full tiles, whatever the plan), "full st2"
+(that at 2 stages) and "full fit" (that with the splits cut to one wave of 2 per SM). "full fit"
+beat the mask at every 3-stage shape past one wave, so the plan now rounds those splits down
+(`default_config`) and GQA skips the mask at every <= 16-row tile. Now, per shape:
+
+- "default": the wrapper's defaults;
+- "s11": session 11's kernels (the mask on every tile, the splits rounded up);
+- "st2": the defaults at 2 stages.
 
 Interleaved per round, timed as the attention bench times (CUDA graph over KV copies, cold L2:
 `ab_decode._time`). Every variant is checked against the torch reference on the GPU first.
@@ -25,29 +30,30 @@ from ._ab import READ_GBPS
 from ._ab import p as _p
 from .ab_session12 import _check, _interleaved
 
-# (kind, heads, C, q, L) of ab_decode.Case: session 12's tiles and mid shapes (GQA), and more
-# C=8-32 points on both sides of the rule
+# (kind, heads, C, q, L) of ab_decode.Case: session 12's tiles and mid shapes (GQA), more C=2-32
+# points, and small trees (q = 2-4: row tiles of <= 16 rows)
 SHAPES = [("llama", 0, 1, 1, 1024), ("llama", 0, 1, 1, 8192), ("llama", 0, 1, 1, 32768),
           ("qwen", 0, 1, 1, 1024), ("qwen", 0, 1, 1, 8192), ("qwen", 0, 1, 1, 32768),
           ("qwen", 0, 8, 1, 1024), ("qwen", 0, 8, 1, 4096), ("qwen", 0, 8, 1, 8192),
           ("llama", 0, 8, 1, 1024), ("llama", 0, 8, 1, 4096), ("llama", 0, 8, 1, 8192),
           ("qwen", 0, 32, 1, 1024), ("qwen", 0, 32, 1, 4096), ("qwen", 0, 32, 1, 32768),
-          ("llama", 0, 32, 1, 1024), ("llama", 0, 4, 1, 2048), ("qwen", 0, 16, 1, 2048)]
+          ("llama", 0, 32, 1, 1024), ("llama", 0, 4, 1, 2048), ("qwen", 0, 16, 1, 2048),
+          ("llama", 0, 2, 1, 1024), ("llama", 0, 1, 4, 8192), ("llama", 0, 4, 4, 4096), ("qwen", 0, 8, 2, 2048)]
 
 
 def variants(c, num_sms: int) -> dict:
-    """name -> tree_attention_gqa knobs for case c, and the rule's plan (printed)."""
+    """name -> tree_attention_gqa knobs for case c; the default plan is printed."""
     from perfmodel.kernels import tree_attention as ta
 
     R = c.q * (c.Hq // c.Hkv)
-    plan = ta.split_plan(c.C, c.Hkv, R, c.L + c.q, c.D, num_sms)
+    S = c.L + c.q
+    plan = ta.split_plan(c.C, c.Hkv, R, S, c.D, num_sms)
     g = plan["grid"]
-    fit = max(1, (ta.FULL_TILES_GQA_RESIDENT_3STAGE * num_sms) // (g[0] * g[1]))
+    small = plan["num_stages"] == 3  # the small-C x L plan: session 11 rounded its splits up
+    s11_splits = min(-(-S // plan["block_s"]), -(-2 * num_sms // (g[0] * g[1]))) if small else plan["num_splits"]
     _p(f"plan {c.name}: {g[0] * g[1] * g[2]} programs, {plan['num_stages']} stages, block_r {plan['block_r']}, "
-       f"rule full_tiles={plan['full_tiles']}; 'full fit' splits {min(fit, g[2])}")
-    return {"rule": {}, "mask": dict(full_tiles=False), "full": dict(full_tiles=True),
-            "full st2": dict(full_tiles=True, num_stages=2),
-            "full fit": dict(full_tiles=True, num_splits=min(fit, g[2]))}
+       f"splits {plan['num_splits']} (s11 {s11_splits}), full_tiles={plan['full_tiles']}")
+    return {"default": {}, "s11": dict(full_tiles=False, num_splits=s11_splits), "st2": dict(num_stages=2)}
 
 
 def _run(a) -> None:
@@ -68,7 +74,7 @@ def _run(a) -> None:
             res = _interleaved(c, runs, a.rounds)
             nb = c.nbytes()
             for n, ts in res.items():
-                _p(f"{c.name:26s} {n:9s} {' '.join(f'{x:7.1f}' for x in ts)} | best {min(ts):7.1f} us, "
+                _p(f"{c.name:26s} {n:8s} {' '.join(f'{x:7.1f}' for x in ts)} | best {min(ts):7.1f} us, "
                    f"{100 * nb / min(ts) / 1e3 / READ_GBPS:3.0f}% of read")
         del c
         torch.cuda.empty_cache()
