@@ -364,14 +364,17 @@ def default_q_in_loop(dv: int, block_r: int) -> bool:
 # FULL_TILES, knob `full_tiles`) at row tiles of at most this many rows. On the H200
 # (runs/tuning/session12/ab_session12_tiles_df58f91.log, interleaved): MLA 64 heads C=1 L=8192
 # 17.7 -> 16.9 us, 8 heads 10.8 -> 10.3; 8 heads C=128 L=32768 1235.9 -> 1187.0 (95% of read).
-# GQA gained at C=1 (L=8192 Llama 14.1 -> 13.7, Qwen3 10.2 -> 9.7) and at large shapes, but lost
-# at C=8-32 with its 3-stage small-C x L plan (ab_session12_tiles_mid_f46271e.log: Qwen3 C=8
-# L=4096 26.4 -> 32.7, Llama C=8 L=1024 17.3 -> 18.9): there the branch's 2 KB more shared
-# memory fits 2 programs per SM instead of 3 (offline_compile_gqa_smem_5b626b9.txt), and those
-# grids (288-384 programs) ran part in a second wave. So GQA skips the mask only where its
-# programs stay in one wave at 2 per SM, or where it runs 2 stages (`default_full_tiles`).
-# Larger row tiles are not measured: at 32 rows the offline sm_90 compile spills, at 64 Triton
-# 3.6's pipeliner fails on the branch (a compile error).
+# GQA gained at C=1 and at large shapes but lost at C=8-32 in its 3-stage small-C x L plan
+# (ab_session12_tiles_mid_f46271e.log: Qwen3 C=8 L=4096 26.4 -> 32.7): the branch's 2 KB more
+# shared memory fits 2 programs per SM there instead of 3 (offline_compile_gqa_smem_5b626b9.txt),
+# and the plan's splits, rounded up, made 288-384 programs: a second wave. With the splits
+# rounded down to one wave of 2 per SM (`default_config`) it beat the mask at every such shape
+# (runs/tuning/session13/ab_session13_f3f18e2.log), and against session 11's kernels was faster
+# or level at 21 of 22 GQA shapes (ab_session13_7ef5d38.log: Qwen3 C=8 L=4096 26.3 -> 23.2 us,
+# Llama C=1 L=8192 13.9 -> 13.7; slower at Llama C=2 L=1024, 8.0 -> 8.4). Given splits that pass
+# that wave at 3 stages keep the mask (`default_full_tiles`). Larger row tiles are not measured:
+# at 32 rows the offline sm_90 compile spills, at 64 Triton 3.6's pipeliner fails on the branch
+# (a compile error).
 FULL_TILES_MAX_ROWS = 16
 # GQA programs per SM that fit at 3 stages with the branch (2 without it fit 3)
 FULL_TILES_GQA_RESIDENT_3STAGE = 2

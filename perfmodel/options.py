@@ -17,7 +17,7 @@ from typing import Optional
 
 import typer
 
-from perfmodel.request import ProjectionError, Request, make_request
+from perfmodel.request import DEFAULT_PROFILE, ProjectionError, Request, make_request, shipped_profile_names
 
 
 def _split(s: str) -> list[str]:
@@ -67,7 +67,9 @@ class ProjectionOptions:
     graphs: bool = _opt(True, "--graphs/--no-graphs", help="CUDA-graph replay (default) or eager launches.")
     tree_build: str = _opt("gpu", "--tree-build", help="Where DDTree trees are built: gpu | cpu.")
     profile: str | None = _opt(None, "--profile",
-                                  help="Profile JSON (default: the embedded measured H200 profile; 'spec' = spec-derived).")
+                                  help="Profile JSON, or the name of a shipped profile ("
+                                       + ", ".join(shipped_profile_names()) + f"; default: {DEFAULT_PROFILE[:-5]}, the "
+                                       "embedded measured H200 profile); 'spec' = spec-derived.")
     link: str | None = _opt(None, "--link", help="Interconnect (hwspecs/links); default: the GPU's own.")
     host_cpu_factor: float = _opt(1.0, "--host-cpu-factor", help="Host CPU time relative to the profile's host.")
     observed: str | None = _opt(None, "--observed",

@@ -26,6 +26,10 @@ from perfmodel.specs import registry
 from perfmodel.specs.schema import GpuSpec, InterconnectSpec, MemoryKinds, ModelSpec
 
 DEFAULT_PROFILE = "h200-sxm.json"
+# shipped beside it: session 8's profile of 2x H200 over NVLink4 (older kernels), which holds the
+# measured collectives and the 2-GPU e2e points that the embedded 1-GPU profile lacks; `perfmodel
+# validate` predicts its e2e points from its own benches (runs/README.md, "The embedded profile")
+TWO_GPU_PROFILE = "h200-sxm-x2-0565ba9.json"
 PARALLEL = ("tp", "ep", "tp-attn-ep-moe")
 SPEC = ("none", "chain", "ddtree")
 
@@ -107,18 +111,36 @@ def request_error(e: ValidationError) -> str:
 _PROFILES: dict = {}
 
 
-def embedded_profile_path() -> Path | None:
-    p = resources.files("perfmodel").joinpath("data", DEFAULT_PROFILE)
+def embedded_profile_path(name: str = DEFAULT_PROFILE) -> Path | None:
+    """A shipped profile's path (perfmodel/data/; the embedded default unless `name`), or None."""
+    p = resources.files("perfmodel").joinpath("data", name)
     return Path(str(p)) if p.is_file() else None
 
 
+def shipped_profile_names() -> list[str]:
+    """The profiles shipped in perfmodel/data/, by name (without .json)."""
+    d = resources.files("perfmodel").joinpath("data")
+    return sorted(f.name[:-5] for f in d.iterdir() if f.name.endswith(".json"))
+
+
+def profile_path(spec: str) -> Path:
+    """A --profile argument as a path: the file it names, or else a shipped profile of that name
+    (`h200-sxm-x2-0565ba9`, with or without .json); a missing file is left to the reader's error."""
+    path = Path(spec)
+    if path.exists() or path.parent != Path("."):
+        return path
+    shipped = embedded_profile_path(spec if spec.endswith(".json") else spec + ".json")
+    return shipped or path
+
+
 def resolve_profile(spec: str | None, gpu_for_spec: GpuSpec | None = None) -> Profile:
-    """A profile path, 'spec' (spec-derived for `gpu_for_spec`) or None (the embedded one); cached."""
+    """A profile path or shipped profile name, 'spec' (spec-derived for `gpu_for_spec`) or None
+    (the embedded one); cached."""
     from perfmodel.model.derived import spec_derived_profile
 
     if spec == "spec" or (spec is None and embedded_profile_path() is None):
         return spec_derived_profile(gpu_for_spec or registry.load_gpu("h200"), registry.load_memory_kinds())
-    path = Path(spec) if spec else embedded_profile_path()
+    path = profile_path(spec) if spec else embedded_profile_path()
     try:
         key = (str(path.resolve()), path.stat().st_mtime_ns)
     except OSError:

@@ -23,13 +23,20 @@ from perfmodel.model.project import Projector, self_check
 from perfmodel.model.result import Point
 from perfmodel.model.step import Z90, step_estimate
 from perfmodel.profile import Profile, load_profile
-from perfmodel.request import ProjectionError, Request, profile_source_gpu, resolve_profile
+from perfmodel.request import (
+    ProjectionError,
+    Request,
+    embedded_profile_path,
+    profile_path,
+    profile_source_gpu,
+    resolve_profile,
+    shipped_profile_names,
+)
 from perfmodel.specs import registry
 
 
 def shipped_profiles() -> list[Path]:
-    d = Path(str(resources.files("perfmodel").joinpath("data")))
-    return sorted(d.glob("*.json"))
+    return [embedded_profile_path(n + ".json") for n in shipped_profile_names()]
 
 
 def published_rows() -> list[dict]:
@@ -190,7 +197,7 @@ def run_validation(profiles: list[str] | None = None, published: bool = True, ba
     profile lacks kernel fits (a partial run); the published figures are predicted from
     `base` (default: the embedded profile)."""
     base_prof = resolve_profile(base)
-    paths = [str(p) for p in (profiles or shipped_profiles())]
+    paths = [str(profile_path(p)) for p in profiles] if profiles else [str(p) for p in shipped_profiles()]
     rows: list[dict] = []
     for path in paths:
         try:

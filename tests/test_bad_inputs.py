@@ -17,12 +17,15 @@ from typer.testing import CliRunner
 
 from perfmodel.cli import app
 from perfmodel.model.project import embedded_profile_path
+from perfmodel.request import TWO_GPU_PROFILE
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
 H100 = yaml.safe_load((ROOT / "hwspecs/gpus/h100-sxm.yaml").read_text())
 LLAMA = yaml.safe_load((ROOT / "perfmodel/modelspecs/llama-3.1-8b.yaml").read_text())
 PROFILE = json.loads(embedded_profile_path().read_text())
+# the shipped 2-GPU profile: the embedded one was taken on 1 GPU, without collectives
+PROFILE_X2 = json.loads(embedded_profile_path(TWO_GPU_PROFILE).read_text())
 
 
 def _set(d: dict, path: str, value):
@@ -83,8 +86,8 @@ FILES = {
     "prof_e2e_step0": _json(_set(PROFILE, "e2e.0.step_ms", 0)),
     "prof_e2e_ctx_neg": _json(_set(PROFILE, "e2e.0.context", -1)),
     "prof_e2e_ngpus0": _json(_set(PROFILE, "e2e.0.n_gpus", 0)),
-    "prof_coll_lat_nan": _json(_set(PROFILE, "collectives.0.latency_us", float("nan"))),
-    "prof_coll_n1": _json(_set(PROFILE, "collectives.0.n_gpus", 1)),
+    "prof_coll_lat_nan": _json(_set(PROFILE_X2, "collectives.0.latency_us", float("nan"))),
+    "prof_coll_n1": _json(_set(PROFILE_X2, "collectives.0.n_gpus", 1)),
     "prof_gpu_spec": _json(_set(PROFILE, "provenance.gpu_spec", "no-such-gpu")),
     "prof_no_gpu_spec": _json(_set(PROFILE, "provenance.gpu_spec", None)),
     "prof_kind": _json(_set(PROFILE, "provenance.kind", "guessed")),

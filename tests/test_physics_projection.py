@@ -22,6 +22,7 @@ from perfmodel.model.memory import memory_use, param_counts
 from perfmodel.model.project import Projector, Request, project
 from perfmodel.model.step import step_estimate
 from perfmodel.profile import load_profile, save_profile
+from perfmodel.request import TWO_GPU_PROFILE, embedded_profile_path
 from perfmodel.specs import registry
 
 Z90 = 1.645
@@ -121,8 +122,12 @@ def test_kv_reserved_for_speculative_tokens():
 
 
 # ----------------------------------------------------------------------------- collectives
+# the shipped 2-GPU profile (the embedded one was taken on 1 GPU, without collectives)
+X2 = str(embedded_profile_path(TWO_GPU_PROFILE))
+
+
 def _fit(op, graph):
-    return next(c for c in _embedded().collectives if c.op == op and c.graph == graph and c.n_gpus == 2)
+    return next(c for c in load_profile(X2).collectives if c.op == op and c.graph == graph and c.n_gpus == 2)
 
 
 @pytest.mark.parametrize("graphs", [True, False])
@@ -131,7 +136,8 @@ def test_measured_collective_fit_at_2_gpus_prices_as_measured(graphs):
     bytes per GPU / algbw (the bus factor cancels). Qwen3-30B-A3B TP2, C=1: 2 x 48 all-reduces
     of 2048 x 2 B and one 8 B logit gather."""
     ar = _fit("all_reduce", graphs)
-    p = project(Request(target="h200", gpus=2, model="qwen3-30b-a3b", concurrency=[1], graphs=graphs))["points"][0]
+    p = project(Request(target="h200", gpus=2, model="qwen3-30b-a3b", concurrency=[1], graphs=graphs,
+                        profile=X2))["points"][0]
     want = 97 * ar.latency_us + (96 * 4096 + 8) / (ar.bw_GBps * 1e3)
     assert p["breakdown_ms"]["collectives"] * 1e3 == pytest.approx(want, rel=1e-9)
 
@@ -140,7 +146,8 @@ def test_measured_all_to_all_at_2_gpus_for_ep():
     """EP2, C=2: each GPU's one sequence sends its token to 8 experts' owners, dispatch and
     combine per MoE layer: 96 all-to-alls of 8 x 2048 x 2 B, plus one 16 B all-reduce."""
     a2a, ar = _fit("all_to_all", True), _fit("all_reduce", True)
-    p = project(Request(target="h200", gpus=2, model="qwen3-30b-a3b", parallel="ep", concurrency=[2]))["points"][0]
+    p = project(Request(target="h200", gpus=2, model="qwen3-30b-a3b", parallel="ep", concurrency=[2],
+                        profile=X2))["points"][0]
     want = 96 * (a2a.latency_us + 32768 / (a2a.bw_GBps * 1e3)) + ar.latency_us + 16 / (ar.bw_GBps * 1e3)
     assert p["breakdown_ms"]["collectives"] * 1e3 == pytest.approx(want, rel=1e-9)
 
@@ -148,7 +155,7 @@ def test_measured_all_to_all_at_2_gpus_for_ep():
 def test_tp_attention_ep_moe_all_reduces_twice_per_layer():
     ar = _fit("all_reduce", True)
     p = project(Request(target="h200", gpus=2, model="qwen3-30b-a3b", parallel="tp-attn-ep-moe",
-                        concurrency=[1]))["points"][0]
+                        concurrency=[1], profile=X2))["points"][0]
     assert p["breakdown_ms"]["collectives"] * 1e3 == pytest.approx(
         97 * ar.latency_us + (96 * 4096 + 8) / (ar.bw_GBps * 1e3), rel=1e-9)
 

@@ -5,6 +5,7 @@ import pytest
 from perfmodel.model.derived import spec_derived_profile
 from perfmodel.model.project import Projector, Request
 from perfmodel.model.step import step_estimate
+from perfmodel.request import TWO_GPU_PROFILE, embedded_profile_path
 from perfmodel.specs import registry
 from perfmodel.validate import published_rows, run_validation
 
@@ -55,11 +56,10 @@ def test_e2e_rows_predict_multi_gpu_from_the_link_spec():
     """Multi-GPU e2e points are predicted without the measured collectives (the link spec's
     calibrated numbers instead): the same profile with its collective fits removed predicts
     them identically."""
-    from importlib import resources
 
     from perfmodel.profile import load_profile, save_profile
 
-    path = str(resources.files("perfmodel").joinpath("data", "h200-sxm.json"))
+    path = str(embedded_profile_path(TWO_GPU_PROFILE))  # the 2-GPU one
     rows = [r for r in run_validation([path], published=False)["rows"] if r["kind"].startswith("e2e-2gpu")]
     assert rows
     import tempfile
@@ -109,12 +109,11 @@ def test_e2e_two_gpu_points_by_hand():
     """The stored 2-GPU e2e points are Kimi stacks of n_layers over NVLink4 without lm_head:
     predicted without the host loop, with 2 all-reduces of T x 7168 x 2 B per layer priced
     from the link spec (bus factor 2(2-1)/2 = 1)."""
-    from importlib import resources
 
     from perfmodel.model.e2e import predict_e2e
     from perfmodel.profile import load_profile
 
-    prof = load_profile(str(resources.files("perfmodel").joinpath("data", "h200-sxm.json")))
+    prof = load_profile(str(embedded_profile_path(TWO_GPU_PROFILE)))
     h200 = registry.load_gpu("h200")
     c = registry.load_link(h200.default_interconnect).calibrated
     two = [p for p in prof.e2e if p.n_gpus == 2]
