@@ -111,10 +111,15 @@ def request_error(e: ValidationError) -> str:
 _PROFILES: dict = {}
 
 
-def embedded_profile_path(name: str = DEFAULT_PROFILE) -> Path | None:
-    """A shipped profile's path (perfmodel/data/; the embedded default unless `name`), or None."""
+def shipped_profile_path(name: str) -> Path | None:
+    """The path of a profile shipped in perfmodel/data/ (file name, with .json), or None."""
     p = resources.files("perfmodel").joinpath("data", name)
     return Path(str(p)) if p.is_file() else None
+
+
+def embedded_profile_path() -> Path | None:
+    """The embedded default profile's path, or None (an install without it: spec-derived)."""
+    return shipped_profile_path(DEFAULT_PROFILE)
 
 
 def shipped_profile_names() -> list[str]:
@@ -129,7 +134,7 @@ def profile_path(spec: str) -> Path:
     path = Path(spec)
     if path.exists() or path.parent != Path("."):
         return path
-    shipped = embedded_profile_path(spec if spec.endswith(".json") else spec + ".json")
+    shipped = shipped_profile_path(spec if spec.endswith(".json") else spec + ".json")
     return shipped or path
 
 

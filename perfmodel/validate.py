@@ -26,17 +26,17 @@ from perfmodel.profile import Profile, load_profile
 from perfmodel.request import (
     ProjectionError,
     Request,
-    embedded_profile_path,
     profile_path,
     profile_source_gpu,
     resolve_profile,
     shipped_profile_names,
+    shipped_profile_path,
 )
 from perfmodel.specs import registry
 
 
 def shipped_profiles() -> list[Path]:
-    return [embedded_profile_path(n + ".json") for n in shipped_profile_names()]
+    return [shipped_profile_path(n + ".json") for n in shipped_profile_names()]
 
 
 def published_rows() -> list[dict]:

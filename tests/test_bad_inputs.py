@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from perfmodel.cli import app
 from perfmodel.model.project import embedded_profile_path
-from perfmodel.request import TWO_GPU_PROFILE
+from perfmodel.request import TWO_GPU_PROFILE, shipped_profile_path
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,7 +25,7 @@ H100 = yaml.safe_load((ROOT / "hwspecs/gpus/h100-sxm.yaml").read_text())
 LLAMA = yaml.safe_load((ROOT / "perfmodel/modelspecs/llama-3.1-8b.yaml").read_text())
 PROFILE = json.loads(embedded_profile_path().read_text())
 # the shipped 2-GPU profile: the embedded one was taken on 1 GPU, without collectives
-PROFILE_X2 = json.loads(embedded_profile_path(TWO_GPU_PROFILE).read_text())
+PROFILE_X2 = json.loads(shipped_profile_path(TWO_GPU_PROFILE).read_text())
 
 
 def _set(d: dict, path: str, value):

@@ -151,16 +151,16 @@ def test_profile_by_shipped_name(tmp_path, monkeypatch):
     2 H200s' collectives from its measured NVLink4 fits, the embedded 1-GPU one from the link
     spec, so the two differ; a file of that name in the working directory wins; an unknown name
     is one line and exit code 2."""
-    from perfmodel.request import TWO_GPU_PROFILE, embedded_profile_path, profile_path
+    from perfmodel.request import TWO_GPU_PROFILE, profile_path, shipped_profile_path
 
     args = ("project", "--target", "h200", "--gpus", "2", "--model", "qwen3-30b-a3b", "--concurrency", "1",
             "--format", "json")
     by_name = json.loads(run(*args, "--profile", TWO_GPU_PROFILE[:-5]).output)
-    by_path = json.loads(run(*args, "--profile", str(embedded_profile_path(TWO_GPU_PROFILE))).output)
+    by_path = json.loads(run(*args, "--profile", str(shipped_profile_path(TWO_GPU_PROFILE))).output)
     default = json.loads(run(*args).output)
     coll = [d["points"][0]["breakdown_ms"]["collectives"] for d in (by_name, by_path, default)]
     assert coll[0] == coll[1] != coll[2]
-    assert profile_path(TWO_GPU_PROFILE) == embedded_profile_path(TWO_GPU_PROFILE)
+    assert profile_path(TWO_GPU_PROFILE) == shipped_profile_path(TWO_GPU_PROFILE)
     monkeypatch.chdir(tmp_path)
     (tmp_path / TWO_GPU_PROFILE).write_text("{}")
     assert profile_path(TWO_GPU_PROFILE).resolve() == tmp_path / TWO_GPU_PROFILE

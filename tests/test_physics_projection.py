@@ -22,7 +22,7 @@ from perfmodel.model.memory import memory_use, param_counts
 from perfmodel.model.project import Projector, Request, project
 from perfmodel.model.step import step_estimate
 from perfmodel.profile import load_profile, save_profile
-from perfmodel.request import TWO_GPU_PROFILE, embedded_profile_path
+from perfmodel.request import TWO_GPU_PROFILE, shipped_profile_path
 from perfmodel.specs import registry
 
 Z90 = 1.645
@@ -123,7 +123,7 @@ def test_kv_reserved_for_speculative_tokens():
 
 # ----------------------------------------------------------------------------- collectives
 # the shipped 2-GPU profile (the embedded one was taken on 1 GPU, without collectives)
-X2 = str(embedded_profile_path(TWO_GPU_PROFILE))
+X2 = str(shipped_profile_path(TWO_GPU_PROFILE))
 
 
 def _fit(op, graph):

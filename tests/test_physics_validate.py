@@ -5,7 +5,7 @@ import pytest
 from perfmodel.model.derived import spec_derived_profile
 from perfmodel.model.project import Projector, Request
 from perfmodel.model.step import step_estimate
-from perfmodel.request import TWO_GPU_PROFILE, embedded_profile_path
+from perfmodel.request import TWO_GPU_PROFILE, shipped_profile_path
 from perfmodel.specs import registry
 from perfmodel.validate import published_rows, run_validation
 
@@ -59,7 +59,7 @@ def test_e2e_rows_predict_multi_gpu_from_the_link_spec():
 
     from perfmodel.profile import load_profile, save_profile
 
-    path = str(embedded_profile_path(TWO_GPU_PROFILE))  # the 2-GPU one
+    path = str(shipped_profile_path(TWO_GPU_PROFILE))  # the 2-GPU one
     rows = [r for r in run_validation([path], published=False)["rows"] if r["kind"].startswith("e2e-2gpu")]
     assert rows
     import tempfile
@@ -113,7 +113,7 @@ def test_e2e_two_gpu_points_by_hand():
     from perfmodel.model.e2e import predict_e2e
     from perfmodel.profile import load_profile
 
-    prof = load_profile(str(embedded_profile_path(TWO_GPU_PROFILE)))
+    prof = load_profile(str(shipped_profile_path(TWO_GPU_PROFILE)))
     h200 = registry.load_gpu("h200")
     c = registry.load_link(h200.default_interconnect).calibrated
     two = [p for p in prof.e2e if p.n_gpus == 2]
