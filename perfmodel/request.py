@@ -122,10 +122,15 @@ def embedded_profile_path() -> Path | None:
     return shipped_profile_path(DEFAULT_PROFILE)
 
 
+def shipped_profiles() -> list[Path]:
+    """The profiles shipped in perfmodel/data/, sorted by name (the embedded default first)."""
+    d = Path(str(resources.files("perfmodel").joinpath("data")))
+    return sorted(d.glob("*.json"), key=lambda p: p.stem)
+
+
 def shipped_profile_names() -> list[str]:
-    """The profiles shipped in perfmodel/data/, by name (without .json)."""
-    d = resources.files("perfmodel").joinpath("data")
-    return sorted(f.name[:-5] for f in d.iterdir() if f.name.endswith(".json"))
+    """The shipped profiles' names (file names without .json), as --profile takes them."""
+    return [p.stem for p in shipped_profiles()]
 
 
 def profile_path(spec: str) -> Path:

@@ -29,14 +29,9 @@ from perfmodel.request import (
     profile_path,
     profile_source_gpu,
     resolve_profile,
-    shipped_profile_names,
-    shipped_profile_path,
+    shipped_profiles,
 )
 from perfmodel.specs import registry
-
-
-def shipped_profiles() -> list[Path]:
-    return [shipped_profile_path(n + ".json") for n in shipped_profile_names()]
 
 
 def published_rows() -> list[dict]:

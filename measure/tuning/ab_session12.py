@@ -124,6 +124,22 @@ def _interleaved(c, runs: dict, rounds: int) -> dict:
     return res
 
 
+def compare(c, runs: dict, a, width: int, gbps: bool = False, extra=None) -> None:
+    """One shape's A/B: each variant (name -> (fn, its KV copies)) checked against the torch
+    reference (`extra(fn, kvs)`: text for its check line); unless --warm, the passing ones timed
+    over a.rounds interleaved rounds, one line each: its times, the best, and its share of the
+    read ceiling (after its GB/s if gbps)."""
+    ref = c.ref().float()
+    runs = {n: r for n, r in runs.items() if _check(c, n, *r, ref, extra(*r) if extra else "")}
+    if a.warm:
+        return
+    nb = c.nbytes()
+    for n, ts in _interleaved(c, runs, a.rounds).items():
+        rate = f"{nb / min(ts) / 1e3:5.0f} GB/s = " if gbps else ""
+        _p(f"{c.name:26s} {n:{width}s} {' '.join(f'{x:7.1f}' for x in ts)} | best {min(ts):7.1f} us, "
+           f"{rate}{100 * nb / min(ts) / 1e3 / READ_GBPS:3.0f}% of read")
+
+
 def tiles(a) -> None:
     import torch
 
@@ -134,15 +150,7 @@ def tiles(a) -> None:
     _p("\n## attention split kernel's per-tile work, us per call (CUDA graph over KV copies, cold L2), per round")
     for kind, H, C, q, L in (MID_SHAPES if a.mid else TILE_SHAPES):
         c = Case(kind, H, C, q, L)
-        ref = c.ref().float()
-        runs = {n: (c.fn(ta, **kw), c.kvs) for n, kw in TILE_VARIANTS.items()}
-        runs = {n: r for n, r in runs.items() if _check(c, n, *r, ref)}
-        if not a.warm:
-            res = _interleaved(c, runs, a.rounds)
-            nb = c.nbytes()
-            for n, ts in res.items():
-                _p(f"{c.name:26s} {n:10s} {' '.join(f'{x:7.1f}' for x in ts)} | best {min(ts):7.1f} us, "
-                   f"{100 * nb / min(ts) / 1e3 / READ_GBPS:3.0f}% of read")
+        compare(c, {n: (c.fn(ta, **kw), c.kvs) for n, kw in TILE_VARIANTS.items()}, a, 10)
         del c
         torch.cuda.empty_cache()
 
@@ -167,15 +175,8 @@ def _run(a) -> None:
     for model, C, q, L in SHAPES:
         c = Case(model, 0, C, q, L)
         layouts = {"nhd": c.kvs, "hnd": hnd_copies(c.kvs)}
-        ref = c.ref().float()
-        runs = {n: (c.fn(ta, **kw), layouts[lay]) for n, (lay, kw) in VARIANTS.items()}
-        runs = {n: r for n, r in runs.items() if _check(c, n, *r, ref, f"strides {tuple(r[1][0][0].stride())} ")}
-        if not a.warm:
-            res = _interleaved(c, runs, a.rounds)
-            nb = c.nbytes()
-            for n, ts in res.items():
-                _p(f"{c.name:26s} {n:14s} {' '.join(f'{x:7.1f}' for x in ts)} | best {min(ts):7.1f} us, "
-                   f"{nb / min(ts) / 1e3:5.0f} GB/s = {100 * nb / min(ts) / 1e3 / READ_GBPS:3.0f}% of read")
+        compare(c, {n: (c.fn(ta, **kw), layouts[lay]) for n, (lay, kw) in VARIANTS.items()}, a, 14, gbps=True,
+                extra=lambda fn, kvs: f"strides {tuple(kvs[0][0].stride())} ")
         del c, layouts
         torch.cuda.empty_cache()
 

@@ -26,9 +26,8 @@ Interleaved per round, timed as the attention bench times (CUDA graph over KV co
 from __future__ import annotations
 
 from . import _ab
-from ._ab import READ_GBPS
 from ._ab import p as _p
-from .ab_session12 import _check, _interleaved
+from .ab_session12 import compare
 
 # (kind, heads, C, q, L) of ab_decode.Case: session 12's tiles and mid shapes (GQA), more C=2-32
 # points, and small trees (q = 2-4: row tiles of <= 16 rows)
@@ -67,15 +66,7 @@ def _run(a) -> None:
     _p("\n## GQA decode attention, full tiles without the mask, us per call (CUDA graph over KV copies, cold L2)")
     for kind, H, C, q, L in SHAPES:
         c = Case(kind, H, C, q, L)
-        ref = c.ref().float()
-        runs = {n: (c.fn(ta, **kw), c.kvs) for n, kw in variants(c, num_sms).items()}
-        runs = {n: r for n, r in runs.items() if _check(c, n, *r, ref)}
-        if not a.warm:
-            res = _interleaved(c, runs, a.rounds)
-            nb = c.nbytes()
-            for n, ts in res.items():
-                _p(f"{c.name:26s} {n:8s} {' '.join(f'{x:7.1f}' for x in ts)} | best {min(ts):7.1f} us, "
-                   f"{100 * nb / min(ts) / 1e3 / READ_GBPS:3.0f}% of read")
+        compare(c, {n: (c.fn(ta, **kw), c.kvs) for n, kw in variants(c, num_sms).items()}, a, 8)
         del c
         torch.cuda.empty_cache()
 
