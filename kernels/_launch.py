@@ -172,6 +172,29 @@ class FastLauncher:
         device = self._device()
         self._run((device, key), device, grid, args, ptrs, kw)
 
+    def launch_direct(self, key, grid: tuple, ptrs) -> bool:
+        """The cheapest eager launch: the C launcher cached under `key` (as `launch_keyed`
+        caches it) called at once with `ptrs` (every tensor as its data_ptr()) on `grid`, a
+        tuple of all three dimensions.
+        False, having launched nothing, where it cannot: not yet compiled under `key` (or not
+        through the C entry point), under the interpreter, or with a launch hook installed; the
+        caller then goes through `launch_keyed`, which compiles, caches and launches. It builds
+        no argument tuple, constexpr dict or grid tuple, and looks the key up once
+        (measure/tuning/eager_parts.py times it against `launch_keyed`)."""
+        if self._stream is None:  # never launched (or interpreting): the keyed path binds first
+            return False
+        device = self._device()
+        hit = self.cache.get((device, key))
+        if hit is None or not hit[3]:
+            return False
+        hook = self._knobs.launch_enter_hook
+        if hook is not None and getattr(hook, "calls", True):
+            return False
+        run, head, tail, _ = hit
+        self.hits += 1
+        run(*grid, self._stream(device), *head, *ptrs, *tail)
+        return True
+
     def _run(self, key, device, grid, args, ptrs, kw):
         """The cached direct launch under `key`; Triton's own path the first time (compiling
         and caching) or while a launch hook (a profiler) is installed."""

@@ -17,7 +17,9 @@ FLOPs (2/MAC; tree masking not subtracted, matches what the kernel computes):
 """
 from __future__ import annotations
 
+import itertools
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -246,7 +248,10 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
         fill = wave // base if dv <= 128 and block_r <= FULL_TILES_MAX_ROWS else -(-wave // base)
         splits = max(splits, min(-(-S // block_s), fill))
         if dv <= 128:  # GQA: a third stage (96 KB, still 2 programs per SM; runs/README.md,
-            stages = 3  # "Kernel defaults")
+            # "Kernel defaults") where a split has more than GQA_3STAGE_MIN_TILES - 1 tiles: with
+            # one to three tiles per program it only cost shared memory (`GQA_3STAGE_MIN_TILES`)
+            tiles = -(-(-(-S // splits)) // block_s)
+            stages = 3 if tiles >= GQA_3STAGE_MIN_TILES else 2
         elif given_block_r is None and block_r > 16:
             # MLA with many heads (64 at C=1): 16-row tiles and about two waves of programs,
             # one or two tiles each, beat 32-row tiles in one wave (runs/README.md, "Kernel defaults")
@@ -269,6 +274,14 @@ def default_partials(C: int, Hkv: int, R: int, nsplit: int, dv: int) -> str:
 
 
 MLA_SMALL_WAVES = 2  # programs per SM for many-head MLA at small C x L (see default_config)
+# GQA's small-C x L plan runs 3 stages only where each split has at least this many KV tiles. On
+# the H200, the defaults at 2 stages against 3 (runs/tuning/session13/ab_session13_7ef5d38.log,
+# "st2"), best of 3 interleaved rounds: faster at every shape with 1-3 tiles per split but one
+# (Llama C=2 L=1024, 2 tiles: 8.4 -> 8.0 us; Qwen3 C=8 L=1024, 3 tiles: 11.4 -> 11.0; Qwen3 C=1
+# L=8192, 2 tiles: 9.7 -> 9.5; L=1024, 1 tile: 5.0 -> 4.8; Llama C=1 L=1024, 1 tile: 6.2 -> 6.3),
+# slower or level at every shape with 4 or more (Llama C=4 L=2048, 5 tiles: 14.6 -> 15.3; C=1
+# L=8192, 4 tiles: 13.7 -> 13.8)
+GQA_3STAGE_MIN_TILES = 4
 
 
 def _num_sms(device_index: int) -> int:
@@ -418,7 +431,66 @@ def split_plan(C: int, Hkv: int, R: int, S: int, dv: int, num_sms: int = 132, cf
 SPLIT_ONLY = False  # tuning only: skip the combine, return the partials
 
 
+_CFG_NAMES = ("block_r", "block_s", "num_splits", "num_warps", "num_stages", "pdl", "partials", "block_dv",
+              "q_in_loop", "full_tiles")
+
+
+class _Plan(NamedTuple):
+    """What an eager call of one signature (shapes, strides, dtypes, knobs) launches, worked out
+    by its first call (`_run_planned`): both kernels' launch keys, grids and integer arguments,
+    and the one workspace holding the (o, lse) partials. Later calls allocate, read the
+    pointers and launch (`_run`)."""
+    split_key: tuple
+    grid: tuple
+    ints_a: tuple  # the split kernel's integers before sm_scale (L, S, R, Hkv, split_len)
+    ints_b: tuple  # and after it (the strides)
+    combine_key: tuple
+    combine_grid: tuple
+    combine_ints: tuple
+    o_bytes: int  # the partials o at the workspace's start, the lse after it (256-byte aligned)
+    ws_bytes: int
+    out_shape: tuple
+    mask_view: bool  # a contiguous bool mask is read in place as int8
+
+
+_PLANS: dict = {}  # call signature -> _Plan (eager calls; a CUDA graph captures one call's launches)
+_PLAN_IDS = itertools.count()  # launch keys: a plan's number, short to hash (never reused)
+
+
 def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
+    """One call: the cached plan of its signature where there is one (allocate, read pointers,
+    two direct launches: measure/dispatch.py times the eager call), else `_run_planned`."""
+    sig = (q.shape, q.stride(), q.dtype, k.shape, k.stride(), k.dtype, v.shape, v.stride(), v.dtype,
+           None if qpe is None else (qpe.shape, qpe.stride(), qpe.dtype),
+           None if kpe is None else (kpe.shape, kpe.stride(), kpe.dtype),
+           tree_mask.shape, tree_mask.stride(), tree_mask.dtype, q.device, G, Hkv, dv, v_is_k, cfg,
+           PDL_DEFAULT, COMBINE_ONE_PASS)
+    plan = _PLANS.get(sig)
+    if plan is None or SPLIT_ONLY:
+        return _run_planned(q, qpe, k, kpe, v, tree_mask, sm_scale, G=G, Hkv=Hkv, dv=dv, v_is_k=v_is_k,
+                            cfg=cfg, sig=sig)
+    mask = tree_mask if plan.mask_view else tree_mask.to(torch.int8).contiguous()
+    ws = torch.empty(plan.ws_bytes, dtype=torch.uint8, device=q.device)
+    out = torch.empty(plan.out_shape, dtype=q.dtype, device=q.device)
+    pq, pk, pv, pm, pout = q.data_ptr(), k.data_ptr(), v.data_ptr(), mask.data_ptr(), out.data_ptr()
+    pqpe = pq if qpe is None else qpe.data_ptr()
+    pkpe = pk if kpe is None else kpe.data_ptr()
+    po = ws.data_ptr()
+    pl = po + plan.o_bytes
+    if not (pq | pk | pv | pm | pout | pqpe | pkpe | po) & 15 and _get_kernel().launch_direct(
+            plan.split_key, plan.grid, (pq, pqpe, pk, pkpe, pv, pm, po, pl, *plan.ints_a, float(sm_scale), *plan.ints_b)):
+        if not _get_combine().launch_direct(plan.combine_key, plan.combine_grid, (po, pl, pout, *plan.combine_ints)):
+            raise RuntimeError("tree attention: the combine's direct launch failed after the split kernel's")
+        return out
+    # a misaligned pointer, or direct launches not possible now (a launch hook): Triton's own path
+    return _run_planned(q, qpe, k, kpe, v, tree_mask, sm_scale, G=G, Hkv=Hkv, dv=dv, v_is_k=v_is_k, cfg=cfg,
+                        sig=None)
+
+
+def _run_planned(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg, sig):
+    """One call worked out in full. With `sig` (a call signature without a plan), where its
+    pointers are 16-byte aligned and it runs on a CUDA GPU outside the interpreter, it launches
+    under that plan's keys (compiling them) and stores the plan for the next calls."""
     C, Q = q.shape[0], q.shape[1]
     S = k.shape[1]
     L = S - Q
@@ -426,7 +498,7 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     interpret = interpreting()
     facts = facts_of(q.device)
     num_sms = facts.num_sms if facts else 132
-    cfg = dict(cfg or {})
+    cfg = {n: c for n, c in zip(_CFG_NAMES, cfg) if c is not None}
     pdl = cfg.pop("pdl", None)
     q_in_loop = cfg.pop("q_in_loop", None)
     full_tiles = cfg.pop("full_tiles", None)
@@ -439,12 +511,16 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         partials = default_partials(C, Hkv, R, nsplit, dv) if q.dtype == torch.bfloat16 else "fp32"
     if partials not in ("fp32", "bf16"):
         raise ValueError(f"partials={partials!r}: expected 'fp32' or 'bf16'")
-    o = torch.empty((C, Hkv, nsplit, R, dv), dtype=torch.float32 if partials == "fp32" else torch.bfloat16,
-                    device=q.device)
-    lse = torch.empty((C, Hkv, nsplit, R), dtype=torch.float32, device=q.device)
+    o_dtype = torch.float32 if partials == "fp32" else torch.bfloat16
+    # the partials o and lse in one workspace (one allocation per call), o first, lse 256-byte aligned
+    o_shape, lse_shape = (C, Hkv, nsplit, R, dv), (C, Hkv, nsplit, R)
+    o_bytes = cdiv(math.prod(o_shape) * (4 if partials == "fp32" else 2), 256) * 256
+    ws = torch.empty(o_bytes + math.prod(lse_shape) * 4, dtype=torch.uint8, device=q.device)
+    o = ws[:o_bytes].view(o_dtype)[:math.prod(o_shape)].view(o_shape)
+    lse = ws[o_bytes:].view(torch.float32).view(lse_shape)
     # a bool mask is read in place as int8 (same bytes): no conversion kernel in the graph
-    mask = tree_mask.view(torch.int8) if tree_mask.dtype == torch.bool and tree_mask.is_contiguous() \
-        else tree_mask.to(torch.int8).contiguous()
+    mask_view = tree_mask.dtype == torch.bool and tree_mask.is_contiguous()
+    mask = tree_mask.view(torch.int8) if mask_view else tree_mask.to(torch.int8).contiguous()
     dpe = 0 if qpe is None else qpe.shape[-1]
     qpe_ = qpe if qpe is not None else q
     kpe_ = kpe if kpe is not None else k
@@ -452,23 +528,32 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
     skh = k.stride(2) if k.dim() == 4 else 0
     svh = v.stride(2) if v.dim() == 4 else 0
     assert q.stride(-1) == 1 and k.stride(-1) == 1 and v.stride(-1) == 1, "last dim must be contiguous"
-    _get_kernel()[grid](
-        q, qpe_, k, kpe_, v, mask, o, lse,
-        L, S, R, Hkv, split_len, float(sm_scale),
-        q.stride(0), q.stride(1), q.stride(2), qpe_.stride(0), qpe_.stride(1), qpe_.stride(2),
-        k.stride(0), k.stride(1), skh, kpe_.stride(0), kpe_.stride(1), v.stride(0), v.stride(1), svh,
-        mask.stride(0), mask.stride(1),
-        o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
-        G=G, DK=q.shape[-1], DPE=dpe, DV=dv, V_IS_K=v_is_k,
-        BLOCK_R=d["block_r"], BLOCK_S=d["block_s"],
-        DOT_F32=interpret, PDL=pdl, BLOCK_DV=d["block_dv"], Q_IN_LOOP=d["q_in_loop"],
-        FULL_TILES=d["full_tiles"],
-        num_warps=d["num_warps"], num_stages=d["num_stages"],
-    )
+    ints_a = (L, S, R, Hkv, split_len)
+    ints_b = (q.stride(0), q.stride(1), q.stride(2), qpe_.stride(0), qpe_.stride(1), qpe_.stride(2),
+              k.stride(0), k.stride(1), skh, kpe_.stride(0), kpe_.stride(1), v.stride(0), v.stride(1), svh,
+              mask.stride(0), mask.stride(1),
+              o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2))
+    kw = dict(G=G, DK=q.shape[-1], DPE=dpe, DV=dv, V_IS_K=v_is_k,
+              BLOCK_R=d["block_r"], BLOCK_S=d["block_s"],
+              DOT_F32=interpret, PDL=pdl, BLOCK_DV=d["block_dv"], Q_IN_LOOP=d["q_in_loop"],
+              FULL_TILES=d["full_tiles"],
+              num_warps=d["num_warps"], num_stages=d["num_stages"])
+    tensors = (q, qpe_, k, kpe_, v, mask, o, lse)
+    out = torch.empty((C, Q, Hkv * G, dv), dtype=q.dtype, device=q.device)
+    ptrs = tuple(t.data_ptr() for t in tensors) + (out.data_ptr(),)
+    planned = (sig is not None and not interpret and facts is not None and q.is_cuda and k.is_cuda
+               and v.is_cuda and tree_mask.is_cuda and not SPLIT_ONLY and not any(p & 15 for p in ptrs))
+    split_args = (*tensors, *ints_a, float(sm_scale), *ints_b)
+    if planned:
+        plan_id = next(_PLAN_IDS)
+        split_key = ("split", plan_id)
+        _get_kernel().launch_keyed(split_key, grid, split_args,
+                                   (*ptrs[:8], *ints_a, float(sm_scale), *ints_b), kw)
+    else:
+        _get_kernel()[grid](*split_args, **kw)
     if SPLIT_ONLY:  # tuning (measure/tuning/sweep_decode.py): the split kernel alone
         return o
     # log-sum-exp merge of the splits (log2 domain), written straight into [C, Q, H, dv]
-    out = torch.empty((C, Q, Hkv * G, dv), dtype=q.dtype, device=q.device)
     # columns per program: all of them when the rows alone give >= 4 programs per SM, else
     # narrower (down to 32) so that small-C decode spreads the merge over the GPU
     block_d = dv
@@ -476,13 +561,21 @@ def _run(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, cfg):
         block_d //= 2
     block_p = min(next_pow2(nsplit), max(2, 8192 // block_d))  # <= 8192 fp32 per tile
     tile = block_p * block_d
-    _get_combine()[(C * Hkv, R, dv // block_d)](
-        o, lse, out, nsplit, R, Hkv,
-        o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
-        out.stride(0), out.stride(1), out.stride(2),
-        G=G, BLOCK_D=block_d, BLOCK_P=max(2, block_p), PDL=pdl, ONE_PASS=COMBINE_ONE_PASS and nsplit <= block_p and (dv <= 128 or block_p <= 64),
-        num_warps=8 if tile >= 8192 else 4 if tile >= 2048 else 2, launch_pdl=pdl,
-    )
+    combine_grid = (C * Hkv, R, dv // block_d)
+    combine_ints = (nsplit, R, Hkv,
+                    o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2),
+                    out.stride(0), out.stride(1), out.stride(2))
+    combine_kw = dict(G=G, BLOCK_D=block_d, BLOCK_P=max(2, block_p), PDL=pdl,
+                      ONE_PASS=COMBINE_ONE_PASS and nsplit <= block_p and (dv <= 128 or block_p <= 64),
+                      num_warps=8 if tile >= 8192 else 4 if tile >= 2048 else 2, launch_pdl=pdl)
+    if planned:
+        combine_key = ("combine", plan_id)
+        _get_combine().launch_keyed(combine_key, combine_grid, (o, lse, out, *combine_ints),
+                                    (ptrs[6], ptrs[7], ptrs[8], *combine_ints), combine_kw)
+        _PLANS[sig] = _Plan(split_key, grid, ints_a, ints_b, combine_key, combine_grid, combine_ints, o_bytes,
+                            ws.numel(), tuple(out.shape), mask_view)
+    else:
+        _get_combine()[combine_grid](o, lse, out, *combine_ints, **combine_kw)
     return out
 
 
@@ -494,9 +587,7 @@ def tree_attention_gqa(q, k, v, tree_mask, sm_scale=None, *, block_r=None, block
     Hkv = k.shape[2]
     assert Hq % Hkv == 0 and D & (D - 1) == 0, f"{Hq=} {Hkv=} {D=} (D a power of two)"
     scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)
-    cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
-               num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials, block_dv=block_dv,
-               q_in_loop=q_in_loop, full_tiles=full_tiles)
+    cfg = (block_r, block_s, num_splits, num_warps, num_stages, pdl, partials, block_dv, q_in_loop, full_tiles)
     return _run(q, None, k, None, v, tree_mask, scale, G=Hq // Hkv, Hkv=Hkv, dv=D,
                 v_is_k=False, cfg=cfg)
 
@@ -508,9 +599,7 @@ def tree_attention_mla(q_latent, q_rope, ckv, kpe, tree_mask, sm_scale, *, block
     -> [C,Q,H,512]; score = q_latent.ckv + q_rope.kpe, value = ckv (one latent head).
     block_dv < 512 splits the output columns over programs (each recomputes the scores)."""
     C, Q, H, DL = q_latent.shape
-    cfg = dict(block_r=block_r, block_s=block_s, num_splits=num_splits,
-               num_warps=num_warps, num_stages=num_stages, pdl=pdl, partials=partials, block_dv=block_dv,
-               q_in_loop=q_in_loop, full_tiles=full_tiles)
+    cfg = (block_r, block_s, num_splits, num_warps, num_stages, pdl, partials, block_dv, q_in_loop, full_tiles)
     return _run(q_latent, q_rope, ckv, kpe, ckv, tree_mask, sm_scale, G=H, Hkv=1, dv=DL,
                 v_is_k=True, cfg=cfg)
 

@@ -118,3 +118,75 @@ def test_host_cdiv_and_next_pow2_match_triton():
         assert _launch.next_pow2(a) == triton.next_power_of_2(a), a
         for b in (1, 2, 3, 16, 64, 255, 256, 1000):
             assert _launch.cdiv(a, b) == triton.cdiv(a, b), (a, b)
+
+
+def test_launch_direct_only_where_the_keyed_path_cached_a_c_entry():
+    """launch_direct launches nothing (False) before the first keyed launch, for a key not yet
+    compiled, under a launch hook, or where only the generic launcher was cached; otherwise it
+    calls the cached C entry with the grid, the stream and the pointers, as launch_keyed does."""
+    def kernel(x_ptr, n, BLOCK):
+        pass
+
+    calls = []
+    fake = _FakeJit(kernel)
+
+    def getitem(grid):
+        def call(*args, **kw):
+            fake.compiles += 1
+            return types.SimpleNamespace(function="f", packed_metadata="m", run=_FakeCudaLauncher(calls))
+        return call
+
+    fake.__class__ = type("FakeJitD", (_FakeJit,), {"__getitem__": lambda self, g: getitem(g)})
+    fl = _launch.FastLauncher(fake)
+    fl.interpret = False
+    x = torch.zeros(64)
+    assert not fl.launch_direct("k", (5, 1, 1), (x.data_ptr(), 16))  # never bound: the keyed path binds
+    fl._knobs = types.SimpleNamespace(launch_enter_hook=types.SimpleNamespace(calls=[]))
+    fl._device, fl._stream = (lambda: 0), (lambda dev: 99)
+    assert not fl.launch_direct("k", (5, 1, 1), (x.data_ptr(), 16))  # not compiled under "k"
+    fl.launch_keyed("k", (5,), (x, 16), (x.data_ptr(), 16), dict(BLOCK=64))  # compiles
+    assert fake.compiles == 1 and calls == [] and fl.hits == 0
+    assert fl.launch_direct("k", (7, 1, 1), (x.data_ptr(), 32))
+    assert fl.hits == 1 and calls[-1] == (7, 1, 1, 99, "f", False, True, None, None, "m", None, None, None,
+                                          x.data_ptr(), 32, 64)
+    assert not fl.launch_direct("other", (7, 1, 1), (x.data_ptr(), 32))
+    fl._device = lambda: 1  # another device: its own compile
+    assert not fl.launch_direct("k", (7, 1, 1), (x.data_ptr(), 32))
+    fl._device = lambda: 0
+    fl._knobs.launch_enter_hook.calls.append(print)  # a profiler's hook: Triton's own path
+    assert not fl.launch_direct("k", (7, 1, 1), (x.data_ptr(), 32)) and fl.hits == 1 and len(calls) == 1
+    fl._knobs.launch_enter_hook.calls.clear()
+    fl.cache[(0, "k")] = fl.cache[(0, "k")][:3] + (False,)  # the generic launcher only: no raw pointers
+    assert not fl.launch_direct("k", (7, 1, 1), (x.data_ptr(), 32)) and len(calls) == 1
+
+
+def test_rmsnorm_eager_path_launches_directly_after_the_first_call(monkeypatch):
+    """The rmsnorm wrapper's fast path compiles through launch_keyed once, then launches
+    through launch_direct with the same key and pointers (its results are checked on the GPU
+    and in the interpreter by tests/test_kernel_small_ops.py)."""
+    from perfmodel.kernels import rmsnorm as r
+
+    seen = []
+
+    class _Stub:
+        def __init__(self):
+            self.keyed = {}
+
+        def launch_direct(self, key, gx, ptrs):
+            seen.append(("direct", key, gx, ptrs))
+            return key in self.keyed
+
+        def launch_keyed(self, key, grid, args, ptrs, kw):
+            seen.append(("keyed", key, grid, ptrs))
+            self.keyed[key] = kw
+
+    stub = _Stub()
+    monkeypatch.setattr(r, "_KERNEL", stub)
+    x, w = torch.randn(3, 64), torch.ones(64)
+    out = torch.empty_like(x)
+    r.rmsnorm(x, w, out=out)
+    r.rmsnorm(x, w, out=out)
+    key = (x.dtype, w.dtype, None, 64, False)
+    ptrs = (x.data_ptr(), x.data_ptr(), w.data_ptr(), out.data_ptr(), out.data_ptr(), 64, 64, 0, 64, 64, 1e-6)
+    assert seen == [("direct", key, (3, 1, 1), ptrs), ("keyed", key, (3,), ptrs), ("direct", key, (3, 1, 1), ptrs)]
+    assert stub.keyed[key] == dict(ADD=False, BLOCK=64, num_warps=1)

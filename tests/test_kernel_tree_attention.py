@@ -96,8 +96,7 @@ def test_full_tiles_rule():
     assert ta.default_full_tiles(128, 16, 2, 10_000, 132)
     assert ta.default_full_tiles(128, 16, 3, 264, 132) and not ta.default_full_tiles(128, 16, 3, 265, 132)
     assert not ta.default_full_tiles(128, 32, 2, 1) and not ta.default_full_tiles(128, 64, 2, 1)
-    for C, Hkv, R, S in ((1, 8, 4, 8193), (8, 4, 8, 1025), (8, 4, 8, 4097), (8, 8, 4, 1025), (32, 4, 8, 1025),
-                         (4, 8, 16, 4100)):
+    for C, Hkv, R, S in ((1, 8, 4, 8193), (8, 4, 8, 4097), (8, 8, 4, 1025), (32, 4, 8, 1025), (4, 8, 16, 4100)):
         plan = ta.split_plan(C, Hkv, R, S, 128, 132)
         assert plan["num_stages"] == 3 and math.prod(plan["grid"]) <= 264 and plan["full_tiles"], (C, Hkv, R, S)
     # splits given past the wave (session 11's 9 for Qwen3 C=8 L=4096: 288 programs) keep the mask
@@ -106,6 +105,17 @@ def test_full_tiles_rule():
     assert ta.split_plan(8, 4, 8, 4097, 128, 132, {"num_splits": 9}, full_tiles=True)["full_tiles"]
     # MLA's plan still rounds its splits up (64 heads at C=1, L=8192: 260 programs)
     assert math.prod(ta.split_plan(1, 1, 64, 8193, 512, 132)["grid"]) == 260
+
+
+def test_gqa_small_plan_runs_3_stages_only_with_4_or_more_tiles_per_split():
+    """GQA's small-C x L plan: 2 stages where each split has 1-3 KV tiles of 64 positions
+    (a third stage only cost shared memory there), 3 from 4 tiles on; larger shapes keep 2."""
+    for C, Hkv, R, S, tiles, stages in ((1, 8, 4, 1025, 1, 2), (1, 4, 8, 8193, 2, 2), (2, 8, 4, 1025, 2, 2),
+                                        (8, 4, 8, 1025, 3, 2), (1, 8, 4, 8193, 4, 3), (8, 8, 4, 1025, 5, 3),
+                                        (1, 4, 8, 32769, 8, 3), (8, 8, 4, 8193, 26, 2)):
+        plan = ta.split_plan(C, Hkv, R, S, 128, 132)
+        assert (plan["split_len"] // plan["block_s"], plan["num_stages"]) == (tiles, stages), (C, Hkv, R, S)
+        assert plan["full_tiles"]
 
 
 @pytest.mark.parametrize("growth", [0.5, 12.0])
@@ -266,3 +276,67 @@ def test_default_config_fills_one_wave_at_small_c_and_keeps_large_shapes():
     assert ta.default_config(32, 1, 72, 8193, 512)["block_r"] == 32  # C=32, 9-token trees, 8 heads
     assert ta.default_config(128, 1, 8, 32769, 512)["num_splits"] == 9
     assert ta.default_config(32, 4, 8, 32769, 128)["num_splits"] == 3
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_eager_calls_after_the_first_launch_from_their_plan():
+    """The first call of a signature plans and compiles under the plan's keys; later calls
+    launch directly from the plan (FastLauncher hits) with new data and a new scale, also
+    inside a CUDA graph, and give the reference results; a misaligned view and a launch hook
+    take Triton's own path and still give them."""
+    from triton import knobs
+
+    gen = torch.Generator().manual_seed(5)
+    C, Q, L, Hq, Hkv, D = 2, 3, 300, 8, 2, 64
+    mask = random_tree_mask(C, Q, gen)
+
+    def data():
+        return [torch.randn(C, *s, generator=gen).to(DEV, torch.bfloat16)
+                for s in ((Q, Hq, D), (L + Q, Hkv, D), (L + Q, Hkv, D))]
+
+    kernel, combine = ta._get_kernel(), ta._get_combine()
+    q, k, v = data()
+    ta.tree_attention_gqa(q, k, v, mask)
+    n_plans, hits = len(ta._PLANS), (kernel.hits, combine.hits)
+    for scale in (0.1, 0.2):
+        q, k, v = data()
+        ref = ta.tree_attention_gqa_reference(q.float(), k.float(), v.float(), mask, scale)
+        assert_close(ta.tree_attention_gqa(q, k, v, mask, scale), ref, torch.bfloat16, f"planned gqa {scale=}")
+    assert len(ta._PLANS) == n_plans and (kernel.hits, combine.hits) == (hits[0] + 2, hits[1] + 2)
+    # MLA, then inside a CUDA graph replayed on new data
+    H = 16
+    ql, qr = (torch.randn(1, 1, H, d, device=DEV, dtype=torch.bfloat16) for d in (512, 64))
+    ckv, kpe = (torch.randn(1, 1025, d, device=DEV, dtype=torch.bfloat16) for d in (512, 64))
+    one = torch.ones(1, 1, 1, dtype=torch.bool, device=DEV)
+    ta.tree_attention_mla(ql, qr, ckv, kpe, one, 0.07)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        ta.tree_attention_mla(ql, qr, ckv, kpe, one, 0.07)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = ta.tree_attention_mla(ql, qr, ckv, kpe, one, 0.07)
+    for _ in range(2):
+        for t in (ql, qr, ckv, kpe):
+            t.normal_()
+        g.replay()
+        torch.cuda.synchronize()
+        ref = ta.tree_attention_mla_reference(ql, qr, ckv, kpe, one, 0.07)
+        assert_close(out, ref, torch.bfloat16, "planned mla in a graph")
+    # a view 2 bytes off alignment: Triton's own path, same results
+    qq = torch.randn(C * Q * Hq * D + 1, generator=gen).to(DEV, torch.bfloat16)[1:].view(C, Q, Hq, D)
+    q, k, v = data()
+    ref = ta.tree_attention_gqa_reference(qq.float(), k.float(), v.float(), mask)
+    hits = kernel.hits
+    assert_close(ta.tree_attention_gqa(qq, k, v, mask), ref, torch.bfloat16, "misaligned q")
+    # a launch hook (a profiler): Triton's own path
+    seen = []
+    knobs.runtime.launch_enter_hook.add(seen.append)
+    try:
+        ref = ta.tree_attention_gqa_reference(q.float(), k.float(), v.float(), mask)
+        assert_close(ta.tree_attention_gqa(q, k, v, mask), ref, torch.bfloat16, "under a launch hook")
+    finally:
+        knobs.runtime.launch_enter_hook.remove(seen.append)
+    assert seen and kernel.hits == hits

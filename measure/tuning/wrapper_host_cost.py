@@ -1,7 +1,9 @@
 """Host (Python) work of one eager call of the attention and MoE wrappers at decode size, with
 their kernel launches stubbed out: what the wrapper itself costs before the launcher runs.
 Runs on the CPU (no GPU, no interpreter: the stubs replace the launchers). Best of 5 rounds of
-2000 calls each.
+2000 calls each. For attention that is the path of a signature's first call (`_run_planned`: on
+the CPU no call is planned); later calls on a GPU launch from the plan (kernels/tree_attention.py
+`_run`), which measure/dispatch.py times with its launches.
 
     python -m perfmodel.measure.tuning.wrapper_host_cost
 """
