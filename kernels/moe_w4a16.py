@@ -38,6 +38,9 @@ FLOPs: 6*T*k*H*I (2 per MAC; gate+up 2I*H MACs, down H*I MACs per pair).
 """
 from __future__ import annotations
 
+import itertools
+from typing import NamedTuple
+
 import torch
 
 from ._launch import FastLauncher, cdiv, facts_of, next_pow2
@@ -772,12 +775,13 @@ def _launch(
     if split_act or final_cast:
         assert counters is not None and counters.numel() >= (grid[0] * grid[1] if split_act else grid[0])
         assert atomic == final_cast, "SPLIT_ACT stores c, FINAL_CAST sums with atomics"
-    _MOE_GEMM[grid](
+    _fire(_MOE_GEMM, grid, (
         a, qweight, scales, c, tw, routing.sorted_pair_ids, routing.block_expert_ids,
         n, k_dim, routing.num_pairs, n if gate_up else 0, np_ - 1, kb_per_split, num_kb,
         a.stride(0), qweight.stride(0), scales.stride(0), c.stride(0),
         ws if ws is not None else c, counters if counters is not None else routing.block_expert_ids,
         ws.stride(0) if ws is not None else 0, out_rows, qweight.shape[0] if n_experts is None else n_experts,
+    ), dict(
         A_ROW_DIV=a_row_div, C_ROW_DIV=c_row_div, GATE_UP=gate_up,
         MUL_ROUTED_WEIGHT=topk_weights is not None, ATOMIC=atomic,
         DEQUANT=DEQUANT_CVT if interp else cfg.dequant,
@@ -790,8 +794,19 @@ def _launch(
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **({"launch_pdl": True} if pdl_wait and not interp else {}),
         **({} if cfg.max_regs is None or interp else dict(maxnreg=cfg.max_regs)),
-    )
+    ))
 
+
+_RECORD: list | None = None  # while a pair-path plan is made (`_plan_pair_layer`): the launches, not made
+
+
+def _fire(launcher, grid, args, kw) -> None:
+    """One launch of the pair path's kernels (`_launch`, `_down_pairs`), or its record while a
+    plan is made."""
+    if _RECORD is not None:
+        _RECORD.append((launcher, grid, args, kw))
+    else:
+        launcher[grid](*args, **kw)
 
 _CONFIGS: dict = {}
 
@@ -869,6 +884,16 @@ def fused_moe_w4a16(
     down_pairs (default: at most DOWN_PAIRS_MAX_P pairs; pair path only): down as one program
     per column tile that sums every pair in registers (`_down_pairs`), no atomics or arrival;
     down_config then sets its tile (default `down_pairs_config`)."""
+    sig = None
+    if (block_m is None and gate_up_config is None and down_config is None and fused_epilogues is None
+            and direct is None and pair_blocks is None and pdl is None and down_pairs is None):
+        sig = _pair_sig(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights)
+        plan = _PAIR_PLANS.get(sig) if sig is not None else None
+        if plan is not None:
+            out = _run_pair_plan(plan, x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights)
+            if out is not None:
+                return out
+            sig = None  # not launched directly now (a launch hook, a misaligned pointer): no new plan
     T, H = x.shape
     E = w13_q.shape[0]
     I = w13_q.shape[1] * TILE_N // 2  # I is a multiple of 32, so 2I needs no column padding
@@ -885,6 +910,9 @@ def fused_moe_w4a16(
         gu, dn = as_config(gate_up_config, gu), as_config(down_config, dn)
         ws = _persistent_workspace(x.device, sum(_pair_workspace(T, k, H, I, gu, dn)))
         if ws is not None:
+            if sig is not None:
+                return _plan_pair_layer(sig, x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, E=E, I=I,
+                                        gu=gu, dn=dn)
             return _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, E=E, I=I, gu=gu, dn=dn,
                                pdl=pdl, down_pairs=down_pairs, down_config=down_config)
     if direct if direct is not None else (T <= DIRECT_MAX_T and block_m is None):
@@ -1126,13 +1154,24 @@ def _persistent_workspace(device: torch.device, n: int) -> torch.Tensor | None:
     return ws
 
 
-def _pair_routing(topk_ids: torch.Tensor, E: int) -> AlignedRouting:
-    """One block of PAIR_BLOCK_M rows per pair: row 0 is the pair, the rest padding (pair id P);
-    the block's expert is the pair's id (ids outside [0, E) mark unused blocks in the kernel)."""
-    P = topk_ids.numel()
-    ids = topk_ids.reshape(-1)
+def _pair_inputs(x, topk_ids, topk_weights):
+    """What the pair path's kernels read of a call's inputs: x contiguous, the expert ids as
+    contiguous int32 [T * k] and the routed weights as fp32 [T * k] (no copies where they
+    already are)."""
+    ids = topk_ids.contiguous().reshape(-1)
     if ids.dtype != torch.int32:
         ids = ids.to(torch.int32)
+    tw = topk_weights.reshape(-1)
+    if tw.dtype != torch.float32:
+        tw = tw.to(torch.float32)
+    return x.contiguous(), ids, tw
+
+
+def _pair_routing(ids: torch.Tensor, E: int) -> AlignedRouting:
+    """One block of PAIR_BLOCK_M rows per pair: row 0 is the pair, the rest padding (pair id P);
+    the block's expert is the pair's id (ids outside [0, E) mark unused blocks in the kernel).
+    `ids`: int32 [P] (`_pair_inputs`)."""
+    P = ids.numel()
     key = (P, ids.device.type, ids.device.index)
     sorted_ids = _PAIR_IDS.get(key)
     if sorted_ids is None:
@@ -1149,11 +1188,8 @@ def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I
     T, H = x.shape
     k = topk_ids.shape[1]
     P = T * k
-    tw = topk_weights.reshape(-1)
-    if tw.dtype != torch.float32:
-        tw = tw.to(torch.float32)
-    x = x.contiguous()
-    routing = _pair_routing(topk_ids.contiguous(), E)
+    x, ids, tw = _pair_inputs(x, topk_ids, topk_weights)
+    routing = _pair_routing(ids, E)
     split_act = _k_splits(padded_k(H) // KBLOCK, gu.split_k)[1] > 1
     g_n, acc_n, cnt_gu, _ = _pair_workspace(T, k, H, I, gu, dn)
     g = ws[:g_n].view(P, 2 * I)
@@ -1173,6 +1209,125 @@ def _pair_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I
     _launch(h, w2_q, w2_s, out, tw, routing, n=H, k_dim=I, a_row_div=1, c_row_div=k, gate_up=False, atomic=True,
             cfg=dn, ws=acc, counters=counters[cnt_gu:], out_rows=T, n_experts=E, self_clean=True, pdl_wait=pdl)
     return out
+
+
+# Eager calls of the pair path from a plan. The first call of a signature (shapes, strides,
+# dtypes, device, the module's knobs) records the path's launches instead of making them
+# (`_fire`), sorts every tensor argument into an input of the call (x, the weights, the ids, the
+# routed weights), a buffer the plan keeps (the persistent workspace, the pair block layout) or
+# a buffer the call allocates (the intermediate, the output), and launches them under the plan's
+# keys (compiling them there). Later calls allocate, read the inputs' pointers and launch each
+# kernel's C launcher at once (`FastLauncher.launch_direct`): no configs, routing, views or
+# argument keying per call. measure/dispatch.py times the eager call.
+_PAIR_PLANS: dict = {}
+_PLAN_IDS = itertools.count()  # launch keys: a plan's number (never reused)
+# the module's knobs that pick the pair path's kernels and launches (tuning tools set them)
+_PLAN_KNOBS = ("PAIR_BLOCKS_MAX_T", "PAIR_BLOCKS_MAX_PAIRS", "DIRECT_MAX_T", "MOE_PDL", "MOE_PDL_MAX_T",
+               "MOE_PDL_MAX_L2_SHARE", "DOWN_PAIRS_PRELOAD_MAX_KB", "DOWN_PAIRS_MAX_P", "DOWN_PAIRS_MAX_PB",
+               "DOWN_PAIRS_TARGET_PER_SM", "DOWN_PAIRS_MAX_WARPS_RAGGED_K", "FUSED_ACT_MAX_T", "ARRIVE_FENCE",
+               "ATOMIC_READ")
+
+
+class _PairPlan(NamedTuple):
+    launches: tuple  # (launcher, key, grid, pointer-and-integer template, ((position, value index), ...))
+    allocs: tuple  # (shape, dtype) of each buffer a call allocates
+    out_alloc: int  # which of them the call returns
+    keep: tuple  # the buffers the plan's static pointers point into (kept alive)
+
+
+def _pair_sig(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights):
+    """The call's signature for `_PAIR_PLANS`, or None where no plan is made: off a CUDA GPU,
+    under the interpreter, or with one of the path's functions replaced (tests, tuning)."""
+    if not x.is_cuda or (_pair_layer, _down_pairs, _launch, _fire, interpreting, pdl_default, default_configs,
+                         down_pairs_config, _persistent_workspace, _pair_routing, _pair_inputs) != _PLAN_FUNCS:
+        return None
+    if interpreting():
+        return None
+    g = globals()
+    return (x.shape, x.stride(), x.dtype, x.device, w13_q.shape, w13_q.stride(), w13_q.dtype, w13_s.shape,
+            w13_s.stride(), w13_s.dtype, w2_q.shape, w2_q.stride(), w2_q.dtype, w2_s.shape, w2_s.stride(),
+            w2_s.dtype, topk_ids.shape, topk_ids.stride(), topk_ids.dtype, topk_weights.shape, topk_weights.stride(),
+            topk_weights.dtype, *(g[n] for n in _PLAN_KNOBS))
+
+
+def _plan_pair_layer(sig, x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, ws, *, E, I, gu, dn):
+    """The pair path's first call of `sig`: records its launches, makes them under the plan's
+    keys and stores the plan, where every tensor argument is one of the call's inputs, inside
+    a kept buffer or a whole buffer of the call's, with 16-byte aligned pointers; otherwise it
+    launches as recorded and stores nothing."""
+    global _RECORD
+    xc, ids, tw = _pair_inputs(x, topk_ids, topk_weights)  # the layer reads these same tensors
+    _RECORD = []
+    try:
+        out = _pair_layer(xc, w13_q, w13_s, w2_q, w2_s, ids.view(topk_ids.shape), tw.view(topk_weights.shape), ws,
+                          E=E, I=I, gu=gu, dn=dn)
+        record = _RECORD
+    finally:
+        _RECORD = None
+    inputs = (xc, ids, tw, w13_q, w13_s, w2_q, w2_s)
+    index = {t.data_ptr(): i for i, t in enumerate(inputs)}
+    ids_layout = _PAIR_IDS.get((topk_ids.numel(), x.device.type, x.device.index))
+    kept = [b for b in (ws, ids_layout) if b is not None]
+    allocs, alloc_index, plannable = [], {}, True
+    launches = []
+    plan_id = next(_PLAN_IDS)
+    for j, (launcher, grid, args, kw) in enumerate(record):
+        template, dyn = [], []
+        for pos, a in enumerate(args):
+            if not isinstance(a, torch.Tensor):
+                template.append(a)
+                continue
+            p = a.data_ptr()
+            template.append(p)
+            if p & 15:
+                plannable = False
+            if p in index:
+                dyn.append((pos, index[p]))
+            elif any(b.data_ptr() <= p < b.data_ptr() + b.untyped_storage().nbytes() for b in kept):
+                pass  # a static pointer into a kept buffer
+            elif a.storage_offset() == 0 and a.is_contiguous() and a.numel() * a.element_size() == \
+                    a.untyped_storage().nbytes():
+                if p not in alloc_index:
+                    alloc_index[p] = len(allocs)
+                    allocs.append((tuple(a.shape), a.dtype))
+                dyn.append((pos, len(inputs) + alloc_index[p]))
+            else:
+                plannable = False
+        launches.append((launcher, ("pair", plan_id, j), tuple(grid) + (1,) * (3 - len(grid)), tuple(template),
+                         tuple(dyn)))
+    out_alloc = alloc_index.get(out.data_ptr())
+    plannable = plannable and out_alloc is not None and allocs[out_alloc] == (tuple(out.shape), out.dtype)
+    for (launcher, key, grid, template, _), (_, _, args, kw) in zip(launches, record):
+        if plannable:
+            launcher.launch_keyed(key, grid, args, template, kw)
+        else:
+            launcher[grid](*args, **kw)
+    if plannable:
+        _PAIR_PLANS[sig] = _PairPlan(tuple(launches), tuple(allocs), out_alloc, tuple(kept))
+    return out
+
+
+def _run_pair_plan(plan, x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights):
+    """A call from its plan: the output, or None having launched nothing (a pointer not 16-byte
+    aligned, or the direct launch not possible now: a launch hook)."""
+    xc, ids, tw = _pair_inputs(x, topk_ids, topk_weights)
+    bufs = [torch.empty(shape, dtype=dtype, device=x.device) for shape, dtype in plan.allocs]
+    vals = [xc.data_ptr(), ids.data_ptr(), tw.data_ptr(), w13_q.data_ptr(), w13_s.data_ptr(), w2_q.data_ptr(),
+            w2_s.data_ptr(), *(b.data_ptr() for b in bufs)]
+    m = 0
+    for v in vals:
+        m |= v
+    if m & 15:
+        return None
+    for n, (launcher, key, grid, template, dyn) in enumerate(plan.launches):
+        args = list(template)
+        for pos, i in dyn:
+            args[pos] = vals[i]
+        if not launcher.launch_direct(key, grid, args):
+            if n:
+                raise RuntimeError("MoE pair path: a direct launch failed after the first one's")
+            return None
+    return bufs[plan.out_alloc]
 
 
 # down of the pair path as one program per column tile that sums every pair in registers
@@ -1219,16 +1374,17 @@ def _down_pairs(h, w2_q, w2_s, out, ids, tw, *, E, k, cfg, pdl_wait=False, prelo
     interp = interpreting()
     np_ = w2_q.shape[1] * TILE_N
     warps = cfg.num_warps if I % KBLOCK == 0 else min(cfg.num_warps, DOWN_PAIRS_MAX_WARPS_RAGGED_K)
-    _DOWN_PAIRS[(cdiv(H, cfg.block_n),)](
+    _fire(_DOWN_PAIRS, (cdiv(H, cfg.block_n),), (
         h, w2_q, w2_s, out, ids, tw,
         H, I, P, E, w2_q.shape[2], np_ - 1,
         h.stride(0), w2_q.stride(0), w2_s.stride(0), out.stride(0),
+    ), dict(
         K_TOP=k, T_OUT=T, PB=pb, DEQUANT=DEQUANT_CVT if interp else cfg.dequant, DOT_F32=interp,
         EVEN_K=I % KBLOCK == 0, BLOCK_N=cfg.block_n, PDL_WAIT=pdl_wait and not interp,
         PRELOAD=preload,
         num_warps=warps, num_stages=cfg.num_stages,
         **({"launch_pdl": True} if pdl_wait and not interp else {}),
-    )
+    ))
 
 
 def expert_bytes(H: int, I: int) -> float:
@@ -1243,3 +1399,9 @@ def bytes_moved(topk_ids: torch.Tensor, E: int, H: int, I: int) -> float:
 
 def flops(T: int, k: int, H: int, I: int) -> float:
     return moe_flops(T, k, H, I)
+
+
+# the functions a pair-path plan stands for: a plan is neither made nor used while one of them
+# is replaced (`_pair_sig`)
+_PLAN_FUNCS = (_pair_layer, _down_pairs, _launch, _fire, interpreting, pdl_default, default_configs,
+               down_pairs_config, _persistent_workspace, _pair_routing, _pair_inputs)

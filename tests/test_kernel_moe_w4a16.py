@@ -594,3 +594,83 @@ def test_ptx_fingerprint_ignores_debug_information_only():
     assert stripped(a) == stripped(b) == body
     assert stripped(a.replace("b32", "b64")) != stripped(b)
     assert {"gate_up_pair", "down_pairs_preload", "down_atomic_pair"} <= set(CONFIGS)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("T,ids_dtype,tw_dtype", [(1, torch.int32, torch.float32), (1, torch.int64, torch.bfloat16),
+                                                  (3, torch.int64, torch.float32)])
+def test_pair_path_eager_calls_launch_from_their_plan(T, ids_dtype, tw_dtype, monkeypatch):
+    """The pair path's first call of a signature plans it; later calls with other tokens,
+    experts and weights launch directly from the plan (FastLauncher hits, no new plan) and give
+    the reference results, also inside a CUDA graph (ids and weights converted per call where
+    they are not int32 / fp32); a launch hook, or a replaced function of the path, takes the
+    planned-for path again (no direct launches) with the same results."""
+    from triton import knobs
+
+    E, H, I, k = 16, 256, 64, 4
+    wts, ids, tw, x, _ = _case(T, E, H, I, k, 40 + T)
+    kl = _kernel_layout(wts)
+    gen = torch.Generator().manual_seed(T)
+
+    def call(x, ids, tw):
+        return m.fused_moe_w4a16(x, *kl, ids.to(ids_dtype), tw.to(tw_dtype))
+
+    call(x, ids, tw)
+    n_plans, hits = len(m._PAIR_PLANS), (m._MOE_GEMM.hits, m._DOWN_PAIRS.hits)
+    for _ in range(3):
+        ids, tw = _routing(T, E, k, gen)
+        x = torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16)
+        ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw.to(tw_dtype).float())
+        assert_close(call(x, ids, tw), ref, torch.bfloat16, f"planned {T=}")
+    assert len(m._PAIR_PLANS) == n_plans
+    hits_now = (m._MOE_GEMM.hits, m._DOWN_PAIRS.hits)
+    assert sum(hits_now) - sum(hits) == 3 * 2  # gate_up and down, three calls
+    # inside a CUDA graph, replayed on new inputs
+    xs, ids_s, tw_s = x.clone(), ids.to(ids_dtype).clone(), tw.to(tw_dtype).clone()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        m.fused_moe_w4a16(xs, *kl, ids_s, tw_s)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = m.fused_moe_w4a16(xs, *kl, ids_s, tw_s)
+    for _ in range(2):
+        ids, tw = _routing(T, E, k, gen)
+        xs.copy_(torch.randn(T, H, generator=gen).to(DEV, torch.bfloat16))
+        ids_s.copy_(ids.to(ids_dtype))
+        tw_s.copy_(tw.to(tw_dtype))
+        g.replay()
+        torch.cuda.synchronize()
+        ref = m.fused_moe_w4a16_reference(xs.float(), *wts, ids, tw_s.float())
+        assert_close(out, ref, torch.bfloat16, f"planned {T=} in a graph")
+    # a launch hook: Triton's own path, no direct launches
+    ref = m.fused_moe_w4a16_reference(x.float(), *wts, ids, tw.to(tw_dtype).float())
+    hooked = []
+    knobs.runtime.launch_enter_hook.add(hooked.append)
+    try:
+        before = (m._MOE_GEMM.hits, m._DOWN_PAIRS.hits)
+        assert_close(call(x, ids, tw), ref, torch.bfloat16, f"under a launch hook {T=}")
+        assert (m._MOE_GEMM.hits, m._DOWN_PAIRS.hits) == before and hooked
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hooked.append)
+    # a replaced function of the path: no plan used or made
+    calls = []
+    real = m._pair_layer
+    monkeypatch.setattr(m, "_pair_layer", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    assert_close(call(x, ids, tw), ref, torch.bfloat16, f"patched {T=}")
+    assert calls == [1] and len(m._PAIR_PLANS) == n_plans
+
+
+def test_pair_plan_is_made_only_on_a_cuda_gpu_outside_the_interpreter():
+    """On the CPU (the interpreter) no signature is planned: every call takes the full path."""
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU path")
+    wts, ids, tw, x, ref = _case(1, 8, 128, 64, 2, 9)
+    kl = _kernel_layout(wts)
+    assert m._pair_sig(x, *kl, ids, tw) is None
+    n = len(m._PAIR_PLANS)
+    assert_close(m.fused_moe_w4a16(x, *kl, ids, tw, gate_up_config=dict(dequant=0), down_config=dict(dequant=0)),
+                 ref, torch.bfloat16, "cpu")
+    assert len(m._PAIR_PLANS) == n
