@@ -6,7 +6,8 @@
     into a given output (`out=`), without the allocation, as the torch op (in place) runs.
   * launch_eager_call_us: the same for one call of each attention and MoE wrapper at decode
     size, all its kernels together (`_eager_calls`): their wrappers plan splits and allocate
-    workspaces, which a one-kernel norm does not.
+    workspaces, which a one-kernel norm does not; the W4A16 MoE also just past its planned
+    pair path ("moe_w4a16@T5": the aligned path, which it takes from 5 tokens).
   * graph_node_us: GPU time of a graph of N+1 tiny kernels minus a graph of 1, per node.
   * graph_launch_us: host wall time of replaying a 1-node graph, per replay.
   * host_step_us: one Python decode-loop step: argmax over a [1, V/8] logits row, .item()
@@ -133,11 +134,12 @@ def run(ctx: BenchContext) -> BenchOutput:
 
 def _eager_calls(torch, N: int) -> dict:
     """Host time of one eager call of each attention and MoE class's wrapper at decode size
-    (C = 1, q = 1, L = 1024; T = 1 routed token), as the e2e stack calls them: the launches of
+    (C = 1, q = 1, L = 1024; T = 1 routed token; the W4A16 MoE also at PAIR_BLOCKS_MAX_T + 1
+    tokens), as the e2e stack calls them: the launches of
     all the call's kernels plus the wrapper's own Python work (split planning, workspace
     allocation)."""
     from perfmodel.kernels.moe_bf16 import fused_moe_bf16
-    from perfmodel.kernels.moe_w4a16 import fused_moe_w4a16, random_kernel_weights
+    from perfmodel.kernels.moe_w4a16 import PAIR_BLOCKS_MAX_T, fused_moe_w4a16, random_kernel_weights
     from perfmodel.kernels.tree_attention import tree_attention_gqa, tree_attention_mla
 
     from .attention import random_tree_mask
@@ -160,6 +162,12 @@ def _eager_calls(torch, N: int) -> dict:
     x = randn(1, H)
     ids, wts = uniform_topk(1, E, top)
     out["moe_w4a16"] = _host_per_call(lambda: fused_moe_w4a16(x, w13, s13, w2, s2, ids, wts), N, torch)
+    # past its planned pair path (up to PAIR_BLOCKS_MAX_T tokens) the wrapper aligns the routing:
+    # timed at the first token count there, for calls of that many tokens or more
+    t = PAIR_BLOCKS_MAX_T + 1
+    xt = randn(t, H)
+    ids_t, wts_t = uniform_topk(t, E, top)
+    out[f"moe_w4a16@T{t}"] = _host_per_call(lambda: fused_moe_w4a16(xt, w13, s13, w2, s2, ids_t, wts_t), N, torch)
     del w13, s13, w2, s2
     H, E, top, I = QWEN3_30B["hidden"], QWEN3_30B["n_experts"], QWEN3_30B["top_k"], QWEN3_30B["moe_inter"]
     b13, b2, xb = randn(E, 2 * I, H, scale=0.02), randn(E, H, I, scale=0.02), randn(1, H)

@@ -179,7 +179,9 @@ class Overheads(_M):
                                 "(None in older profiles: priced as launch_eager_us)")
     launch_eager_call_us: dict[str, Annotated[float, Field(gt=0)]] = Field(
         {}, description="host cost of one eager call of a kernel class's Triton wrapper, all its kernels together "
-                        "(attention: split + combine; MoE: align + gate_up + down), by class; a class not listed is "
+                        "(attention: split + combine; MoE: align + gate_up + down), by class, at one token; "
+                        "'<class>@T<n>': the same timed at n tokens, for calls of n or more (a wrapper "
+                        "that takes another path past some size); a class not listed is "
                         "priced per kernel at launch_eager_triton_us")
     graph_node_us: float = Field(ge=0, description="GPU-side cost per node inside a CUDA graph")
     graph_launch_us: float = Field(ge=0, description="host cost to replay one graph")

@@ -483,6 +483,24 @@ def test_eager_launch_prices_a_timed_wrapper_per_call_and_other_kernels_per_kern
                                                           launch_eager_us=6.0)) == 61 * 4 * 10.0
 
 
+def test_eager_call_cost_follows_the_tokens_past_a_wrapper_path_boundary():
+    """A wrapper timed at one token (30 us, a planned path) and at 5 tokens (140 us, the path
+    past its boundary): calls of 1-4 tokens cost 30 us, of 5 or more 140 us; another class's
+    "@T" entry and a malformed one change nothing. Hand-worked."""
+    from types import SimpleNamespace
+
+    from perfmodel.model.ops import Op
+    from perfmodel.model.step import eager_call_us, eager_launch_us
+
+    table = {"moe_w4a16": 30.0, "moe_w4a16@T5": 140.0, "moe_bf16@T2": 999.0, "moe_w4a16@Tx": 1.0}
+    assert [eager_call_us(table, "moe_w4a16", t) for t in (1, 4, 5, 72)] == [30.0, 30.0, 140.0, 140.0]
+    assert eager_call_us(table, "attention_mla", 8) is None
+    assert eager_call_us({"moe_w4a16@T5": 140.0}, "moe_w4a16", 1) is None
+    o = SimpleNamespace(launch_eager_call_us=table, launch_eager_triton_us=10.0, launch_eager_us=6.0)
+    moe = Op("routed_experts", "moe", "moe_w4a16", bytes=1.0, flops=1.0, count=61, tokens=72)
+    assert eager_launch_us(moe, "triton", o) == 61 * 140.0
+
+
 def test_eager_timeline_is_the_queue_not_the_sum_or_the_max():
     """Two ops per layer, two layers: A (GPU 10 us, host 2 us), B (GPU 1 us, host 8 us). Worked
     by hand: A issued at 2, ends 12; B issued at 10, ends 13; A issued at 12, ends 23; B

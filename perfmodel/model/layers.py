@@ -271,7 +271,7 @@ def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_den
                 Op("routed_experts", "moe", cls,
                    bytes=bytes_w + (T * k / s) * 2 * H * ACT,
                    flops=2.0 * T * k * 3 * H * I / s, count=count_moe,
-                   compute_dtype=compute_dtype(wd),
+                   compute_dtype=compute_dtype(wd), tokens=T,
                    probe=Probe("moe", (("E", E), ("H", H), ("I", I // s), ("k", k)), "T", T,
                                {"int4_g32": "triton_w4a16", "bf16": "triton_bf16"}[wd])
                    if not lay.experts_ep and wd in ("int4_g32", "bf16") and I % s == 0 else None)]

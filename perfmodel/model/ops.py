@@ -49,6 +49,7 @@ class Op:
     variant: str = ""  # op within the class (e.g. "rmsnorm"): priced by `<class>.<variant>` if the profile has it
     probe: object = None  # lookup.Probe: the profile samples that time this very op, if any
     units: int = 0  # work units if the kernel keeps each sequence's prefix unsplit (profile.attention_units)
+    tokens: int = 1  # rows per call (MoE: routed tokens): picks the eager wrapper cost measured nearest below
 
     @property
     def n_kernels(self) -> int:

@@ -169,13 +169,29 @@ def eager_timeline_us(timeline: list[tuple[float, float, int]]) -> float:
     return end
 
 
+def eager_call_us(table: dict, kernel_class: str, tokens: int = 1) -> float | None:
+    """The profile's host cost of one eager wrapper call of a class (`launch_eager_call_us`) for
+    a call of `tokens` rows: the entry "<class>@T<n>" with the largest n <= tokens, else the
+    plain "<class>" entry (timed at one token), else None. A wrapper may take another path past
+    some size (the W4A16 MoE: its planned pair path up to 4 tokens, then the aligned path), so
+    the profile times it on both sides of the boundary (measure/dispatch.py)."""
+    best_n, best = 1, table.get(kernel_class)
+    for key, us in table.items():
+        base, sep, n = key.partition("@T")
+        if sep and base == kernel_class and n.isdigit() and best_n < int(n) <= tokens:
+            best_n, best = int(n), us
+    return best
+
+
 def eager_launch_us(op: Op, launcher: str, o) -> float:
     """Host time to launch all `count` calls of an op eagerly: a Triton class whose wrapper the
     profile timed per call (attention, MoE: their wrappers plan splits and allocate
-    workspaces) at that cost per call; other Triton kernels at the one-kernel wrapper's cost
-    per kernel; torch ops at a torch launch per kernel."""
-    if launcher == "triton" and op.kernel_class in o.launch_eager_call_us:
-        return op.count * o.launch_eager_call_us[op.kernel_class]
+    workspaces) at that cost per call (`eager_call_us`, by the op's tokens); other Triton
+    kernels at the one-kernel wrapper's cost per kernel; torch ops at a torch launch per kernel."""
+    if launcher == "triton":
+        per_call = eager_call_us(o.launch_eager_call_us, op.kernel_class, op.tokens)
+        if per_call is not None:
+            return op.count * per_call
     return op.n_kernels * (o.launch_eager_triton_us if launcher == "triton" else o.launch_eager_us)
 
 
