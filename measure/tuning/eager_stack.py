@@ -1,0 +1,165 @@
+"""Where the host time of an eager e2e step goes: the e2e bench's eager point (the Kimi TP8
+stack of 4 layers, C=8, q=9, L=4096, no CUDA graph) taken apart on the GPU's host.
+
+For each of --reps steps (after warm-up; the device drains between steps):
+    issue    host time to issue the whole step (perf_counter around `stack.step`, no sync)
+    step     the same plus the wait for the GPU (synchronize after), host clock
+    gpu      CUDA events around the step (what the e2e bench reports for it)
+and per call site, the host time inside each wrapped function (F.linear, torch.bmm,
+torch.addmm, the small ops, tree_attention_mla, fused_moe_w4a16), summed over the step; "glue"
+is the issue time left outside them (views, slices, the loop). The model's eager term prices
+each call from the dispatch bench's isolated loops (`perfmodel/model/step.py`
+`eager_launch_us`); this shows which calls cost more inside a real step, and whether the GPU or
+the host sets the step's time.
+
+    python -m perfmodel.measure.tuning.eager_stack [--reps 30] [--C 8 --q 9 --L 4096]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections import defaultdict
+
+from ._ab import p, start
+
+_FUNCS = (  # (module path, attribute): the calls the e2e stack's step makes through module attributes
+    ("torch.nn.functional", "linear"), ("torch", "bmm"), ("torch", "addmm"),
+    ("perfmodel.measure.ops", "rmsnorm"), ("perfmodel.measure.ops", "add_rmsnorm"), ("perfmodel.measure.ops", "rope"),
+    ("perfmodel.measure.ops", "router_topk"), ("perfmodel.measure.ops", "silu_mul"),
+    ("perfmodel.measure.ops", "residual_add"),
+    ("perfmodel.kernels.tree_attention", "tree_attention_mla"), ("perfmodel.kernels.moe_w4a16", "fused_moe_w4a16"),
+)
+
+
+class _Tracer:
+    """Wraps each function of _FUNCS to add its host time to `spent[name]` (outermost call only:
+    a wrapper calling F.linear inside counts once, as the wrapper)."""
+
+    def __init__(self):
+        self.spent = defaultdict(float)
+        self.calls = defaultdict(int)
+        self.depth = 0
+        self.saved = []
+
+    def install(self):
+        import importlib
+
+        for mod_name, attr in _FUNCS:
+            mod = importlib.import_module(mod_name)
+            fn = getattr(mod, attr)
+            self.saved.append((mod, attr, fn))
+            setattr(mod, attr, self._wrap(f"{attr}", fn))
+
+    def remove(self):
+        for mod, attr, fn in reversed(self.saved):
+            setattr(mod, attr, fn)
+        self.saved.clear()
+
+    def _wrap(self, name, fn):
+        def timed(*a, **kw):
+            self.depth += 1
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                self.depth -= 1
+                if self.depth == 0:
+                    self.spent[name] += time.perf_counter() - t0
+                    self.calls[name] += 1
+        return timed
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--C", type=int, default=8)
+    ap.add_argument("--q", type=int, default=9)
+    ap.add_argument("--L", type=int, default=4096)
+    a = ap.parse_args(argv)
+    t_start = start("eager_stack")
+    import torch
+
+    from ..e2e import KimiStack
+
+    stack = KimiStack(n_layers=4, tp=8)
+    st = stack.state(a.C, a.q, a.L)
+    for _ in range(5):
+        stack.step(st)
+    torch.cuda.synchronize()
+
+    def timed_steps(reps):
+        issue, step, gpu = [], [], []
+        for _ in range(reps):
+            torch.cuda.synchronize()
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            t0 = time.perf_counter()
+            e0.record()
+            stack.step(st)
+            e1.record()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            t2 = time.perf_counter()
+            issue.append((t1 - t0) * 1e6)
+            step.append((t2 - t0) * 1e6)
+            gpu.append(e0.elapsed_time(e1) * 1e3)
+        return issue, step, gpu
+
+    def line(label, xs):
+        xs = sorted(xs)
+        p(f"{label:<28} median {statistics.median(xs):8.1f} us  (min {xs[0]:8.1f}, max {xs[-1]:8.1f})")
+
+    p(f"## eager step, Kimi TP8 stack, 4 layers, C={a.C} q={a.q} L={a.L}, {a.reps} steps")
+    issue, step, gpu = timed_steps(a.reps)
+    line("issue (host)", issue)
+    line("step (issue + drain, host)", step)
+    line("gpu (events)", gpu)
+
+    # the GPU time alone: the same step as a CUDA graph
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        stack.step(st)
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(g):
+        stack.step(st)
+    gt = []
+    for _ in range(a.reps):
+        torch.cuda.synchronize()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        g.replay()
+        e1.record()
+        torch.cuda.synchronize()
+        gt.append(e0.elapsed_time(e1) * 1e3)
+    line("gpu (graph replay, warm L2)", gt)
+
+    tr = _Tracer()
+    tr.install()
+    try:
+        tr_issue = []
+        for _ in range(a.reps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            stack.step(st)
+            tr_issue.append((time.perf_counter() - t0) * 1e6)
+        torch.cuda.synchronize()
+    finally:
+        tr.remove()
+    n = a.reps
+    p(f"## host time per step by call site (traced; the tracer adds its own cost), {n} steps")
+    line("issue (traced)", tr_issue)
+    total_in = 0.0
+    for name in sorted(tr.spent, key=lambda k: -tr.spent[k]):
+        us = tr.spent[name] / n * 1e6
+        calls = tr.calls[name] / n
+        total_in += us
+        p(f"{name:<28} {us:8.1f} us per step, {calls:5.1f} calls, {us / calls:7.1f} us per call")
+    p(f"{'glue (outside those)':<28} {statistics.mean(tr_issue) - total_in:8.1f} us per step")
+    p(f"# done at {time.time() - t_start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
