@@ -7,7 +7,9 @@
   * launch_eager_call_us: the same for one call of each attention and MoE wrapper at decode
     size, all its kernels together (`_eager_calls`): their wrappers plan splits and allocate
     workspaces, which a one-kernel norm does not; the W4A16 MoE also just past its planned
-    pair path ("moe_w4a16@T5": the aligned path, which it takes from 5 tokens).
+    pair path ("moe_w4a16@T5": the aligned path, which it takes from 5 tokens); and, by class or
+    "<class>.<variant>", the e2e stack's other calls as it makes them (`_eager_small_calls`: a
+    torch GEMM, RoPE, the router top-k, SiLU*mul, the fused add + RMSNorm).
   * graph_node_us: GPU time of a graph of N+1 tiny kernels minus a graph of 1, per node.
   * graph_launch_us: host wall time of replaying a 1-node graph, per replay.
   * host_step_us: one Python decode-loop step: argmax over a [1, V/8] logits row, .item()
@@ -57,7 +59,8 @@ def run(ctx: BenchContext) -> BenchOutput:
         calls = {}
         ctx.log(f"dispatch: per-wrapper eager calls skipped ({type(e).__name__}: {str(e).splitlines()[0][:100]})")
     for cls, t in calls.items():
-        samples.append(make_sample({"what": "eager_call", "class": cls, "N": N // 4}, t, provider=f"triton ({cls} wrapper)"))
+        samples.append(make_sample({"what": "eager_call", "class": cls, "N": N // 4}, t,
+                                   provider=_CALL_PROVIDERS.get(cls, f"triton ({cls} wrapper)")))
 
     def graph_of(n):
         s = torch.cuda.Stream()
@@ -174,8 +177,41 @@ def _eager_calls(torch, N: int) -> dict:
     ids, wts = uniform_topk(1, E, top)
     out["moe_bf16"] = _host_per_call(lambda: fused_moe_bf16(xb, b13, b2, ids, wts), N, torch)
     del b13, b2
+    out.update(_eager_small_calls(torch, N))
     torch.cuda.empty_cache()
     return out
+
+
+def _eager_small_calls(torch, N: int) -> dict:
+    """Host time of one eager call, at one token, of the ops the e2e stack (`e2e.KimiStack.step`)
+    launches outside the attention and MoE wrappers, as it calls them: a torch GEMM
+    (`F.linear`: cuBLAS's host path is not one elementwise torch launch), RoPE on the rotary
+    slice of the q projection (a strided view), the router top-k, SiLU*mul (torch: chunk, silu,
+    mul) and the fused add + RMSNorm (two outputs)."""
+    import torch.nn.functional as F
+
+    from .ops import add_rmsnorm, rope, router_topk, silu_mul
+
+    k, nh = KIMI, KIMI["n_heads"] // 8
+    H = k["hidden"]
+    x, r, w = randn(1, H), randn(1, H), randn(H)
+    wq = randn(k["q_lora"], H, scale=0.02)
+    qf = randn(1, 1, nh, k["qk_nope"] + k["qk_rope"])
+    cos, sin = randn(1, 1, 1, k["qk_rope"] // 2), randn(1, 1, 1, k["qk_rope"] // 2)
+    logits = randn(1, k["n_experts"])
+    gu = randn(1, 2 * k["shared_inter"] // 8)
+    nope = k["qk_nope"]
+    return {
+        "gemm_bf16": _host_per_call(lambda: F.linear(x, wq), N, torch),
+        "elementwise.rope": _host_per_call(lambda: rope(qf[..., nope:], cos, sin), N, torch),
+        "elementwise.router_topk": _host_per_call(lambda: router_topk(logits, k["top_k"]), N, torch),
+        "elementwise.silu_mul": _host_per_call(lambda: silu_mul(gu), N, torch),
+        "elementwise.add_rmsnorm": _host_per_call(lambda: add_rmsnorm(x, r, w), N, torch),
+    }
+
+
+# what launches each timed call (the samples' provider)
+_CALL_PROVIDERS = {"gemm_bf16": "torch (F.linear, cuBLAS)", "elementwise.silu_mul": "torch (chunk, silu, mul)"}
 
 
 def _host_per_call(fn, N: int, torch):

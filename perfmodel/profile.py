@@ -178,11 +178,12 @@ class Overheads(_M):
         None, gt=0, description="host cost of one eager call of a Triton kernel through its Python launcher "
                                 "(None in older profiles: priced as launch_eager_us)")
     launch_eager_call_us: dict[str, Annotated[float, Field(gt=0)]] = Field(
-        {}, description="host cost of one eager call of a kernel class's Triton wrapper, all its kernels together "
-                        "(attention: split + combine; MoE: align + gate_up + down), by class, at one token; "
-                        "'<class>@T<n>': the same timed at n tokens, for calls of n or more (a wrapper "
-                        "that takes another path past some size); a class not listed is "
-                        "priced per kernel at launch_eager_triton_us")
+        {}, description="host cost of one eager call of a kernel class's wrapper, all its kernels together "
+                        "(attention: split + combine; MoE: align + gate_up + down; gemm_bf16: a torch GEMM "
+                        "through cuBLAS), by class or '<class>.<variant>' (a small op as the e2e stack calls "
+                        "it), at one token; '<class>@T<n>': the same timed at n tokens, for calls of n or more "
+                        "(a wrapper that takes another path past some size); a class not listed is priced "
+                        "per kernel at launch_eager_triton_us (Triton) or launch_eager_us (torch)")
     graph_node_us: float = Field(ge=0, description="GPU-side cost per node inside a CUDA graph")
     graph_launch_us: float = Field(ge=0, description="host cost to replay one graph")
     host_step_us: float = Field(ge=0, description="per decode step host work: scheduling, sampling, sync")

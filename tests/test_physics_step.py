@@ -463,8 +463,8 @@ def test_calibration_factors_by_hand():
 def test_eager_launch_prices_a_timed_wrapper_per_call_and_other_kernels_per_kernel():
     """A wrapper the profile timed per call (MoE: align + gate_up + down, 30 us for the lot)
     costs 30 us per call, whatever its kernel count; an untimed Triton class costs the
-    one-kernel wrapper's 10 us per kernel; a torch op 6 us per kernel, even of a class whose
-    Triton wrapper was timed. Hand-worked totals."""
+    one-kernel wrapper's 10 us per kernel; a torch op 6 us per kernel, and so does another
+    kernel set's implementation of a class whose own wrapper was timed. Hand-worked totals."""
     from types import SimpleNamespace
 
     from perfmodel.model.ops import Op
@@ -475,12 +475,60 @@ def test_eager_launch_prices_a_timed_wrapper_per_call_and_other_kernels_per_kern
     norm = Op("attn_norm", "elementwise", "elementwise", bytes=1.0, flops=1.0, count=61)
     gemm = Op("q_a", "dense", "gemm_bf16", bytes=1.0, flops=1.0, count=61)
     assert eager_launch_us(moe, "triton", o) == 61 * 30.0
-    assert eager_launch_us(moe, "torch", o) == 61 * 4 * 6.0
+    assert eager_launch_us(moe, "torch", o, timed=False) == 61 * 4 * 6.0
     assert eager_launch_us(norm, "triton", o) == 61 * 1 * 10.0
     assert eager_launch_us(gemm, "torch", o) == 61 * 1 * 6.0
     # the moe class without a timed wrapper: its 4 kernels at the one-kernel cost each
     assert eager_launch_us(moe, "triton", SimpleNamespace(launch_eager_call_us={}, launch_eager_triton_us=10.0,
                                                           launch_eager_us=6.0)) == 61 * 4 * 10.0
+
+
+def test_eager_call_cost_by_variant_before_class_and_for_torch_calls():
+    """Timed calls price torch-launched ops too (a GEMM through cuBLAS at 22 us, not a 6 us torch
+    launch), and an op's "<class>.<variant>" entry before its class's: RoPE at 40 us per call,
+    another elementwise variant at the one-kernel Triton launch (no "elementwise" entry), the
+    same GEMM of another kernel set at the torch launch. Hand-worked totals."""
+    from types import SimpleNamespace
+
+    from perfmodel.model.ops import Op
+    from perfmodel.model.step import eager_launch_us
+
+    o = SimpleNamespace(launch_eager_call_us={"gemm_bf16": 22.0, "elementwise.rope": 40.0},
+                        launch_eager_triton_us=10.0, launch_eager_us=6.0)
+    gemm = Op("q_a", "dense", "gemm_bf16", bytes=1.0, flops=1.0, count=4)
+    rope = Op("q_rope", "elementwise", "elementwise", bytes=1.0, flops=1.0, count=4, variant="rope")
+    norm = Op("q_norm", "elementwise", "elementwise", bytes=1.0, flops=1.0, count=4, variant="rmsnorm")
+    assert eager_launch_us(gemm, "torch", o) == 4 * 22.0
+    assert eager_launch_us(rope, "triton", o) == 4 * 40.0
+    assert eager_launch_us(norm, "triton", o) == 4 * 10.0
+    assert eager_launch_us(gemm, "torch", o, timed=False) == 4 * 6.0
+
+
+def test_eager_step_prices_the_torch_set_without_perfmodels_timed_calls():
+    """The step model passes `timed` by the law's kernel set: with the torch kernel set the
+    elementwise ops run torch's implementation, so their eager cost ignores the entries timed on
+    perfmodel's Triton ones; the GEMM, the same in both sets, keeps its entry. Checked on the
+    embedded profile: inflating the RoPE entry moves the perfmodel-set eager step, not the
+    torch-set one."""
+    from dataclasses import replace
+
+    from perfmodel.model.project import embedded_profile_path
+    from perfmodel.profile import load_profile
+
+    m = registry.load_model("kimi-k2.6")
+    h200 = registry.load_gpu("h200")
+    prof = load_profile(str(embedded_profile_path()))
+    res = {}
+    for kset in ("perfmodel", "torch"):
+        mach = build_machine(h200, 1, None, prof, h200, registry.load_memory_kinds(), graph=False, kernel_set=kset)
+        big = replace(mach, overheads=replace(mach.overheads, launch_eager_call_us={
+            **mach.overheads.launch_eager_call_us, "elementwise.rope": 5000.0}))
+        lay = Layout("tp", 1, tp_shape=8)
+        a = step_estimate(m, mach, lay, 1, 1, 4096, graph=False, n_layers=4, n_dense=0).step_us
+        b = step_estimate(m, big, lay, 1, 1, 4096, graph=False, n_layers=4, n_dense=0).step_us
+        res[kset] = b - a
+    assert res["perfmodel"] > 4 * 4000.0
+    assert res["torch"] == pytest.approx(0.0, abs=1e-6)
 
 
 def test_eager_call_cost_follows_the_tokens_past_a_wrapper_path_boundary():

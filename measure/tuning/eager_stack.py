@@ -158,6 +158,34 @@ def main(argv=None) -> None:
         total_in += us
         p(f"{name:<28} {us:8.1f} us per step, {calls:5.1f} calls, {us / calls:7.1f} us per call")
     p(f"{'glue (outside those)':<28} {statistics.mean(tr_issue) - total_in:8.1f} us per step")
+
+    # the same calls in hot loops (as the dispatch bench times launches), at this step's shapes
+    import torch.nn.functional as F
+
+    from ..dispatch import _host_per_call
+    from ..ops import rmsnorm
+
+    W = stack.layers[0]
+    h = torch.randn(a.C * a.q, stack.H, device="cuda", dtype=torch.bfloat16)
+    qa = F.linear(h, W["q_a"])
+    p("## the same calls alone, back to back (the dispatch bench's method), us per call")
+    for name, fn in (("linear q_a", lambda: F.linear(h, W["q_a"])), ("rmsnorm q_a_ln", lambda: rmsnorm(qa, W["q_a_ln"])),
+                     ("x.add_(1.0)", lambda: h.add_(0.0))):
+        p(f"{name:<28} {_host_per_call(fn, 500, torch).median_ms * 1e3:8.1f}")
+
+    # implicit host-device synchronisations inside one step (torch's sync debug mode)
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode(1)
+        try:
+            stack.step(st)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    p(f"## implicit synchronisations in one step: {len(caught)}")
+    for w in caught[:10]:
+        p(f"  {w.filename}:{w.lineno}: {str(w.message).splitlines()[0]}")
     p(f"# done at {time.time() - t_start:.0f} s")
 
 

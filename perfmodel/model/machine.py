@@ -211,6 +211,7 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
             t0_us=t0, bw_GBps=bw_t, tflops=f.tflops * f_ratio,
             rel_unc_bw=max(unc_bw, 0.03), rel_unc_t0=((0.1 if same else 0.3)**2 + vendor_unc**2) ** 0.5,
             launcher=f.launcher, graph_nodes=nodes, unit_GBps=f.unit_GBps, slots=int(gpu.sm_count.value), **l2,
+            kernel_set=cls.partition("@")[2] or "perfmodel",
             rule=(rule_bw + f"; F {f.tflops:.0f} TF × {f_ratio:.3f}; t0 {f.t0_us:.1f} us carried, of which "
                   f"{nodes * node_us:.2f} us graph nodes priced as dispatch"
                   + (f"; ±{vendor_unc:.0%} across vendors" if vendor_unc else "")),

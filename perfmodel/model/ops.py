@@ -72,6 +72,7 @@ class KernelLaw:
     graph_nodes: float = 0.0  # CUDA-graph nodes per call taken out of the fitted floor (priced as dispatch)
     unit_GBps: float | None = None  # per work-unit rate of an unsplit kernel (profile.KernelFit.unit_GBps) ...
     slots: int = 0  # ... whose units run in waves over this many SMs
+    kernel_set: str = "perfmodel"  # the kernel set whose fit this law is (profile.KERNEL_SETS)
 
     def bandwidth(self, call_bytes: float) -> float:
         """The rate one call of `call_bytes` streams at: L2-resident where it fits, else DRAM."""

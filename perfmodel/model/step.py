@@ -98,7 +98,7 @@ def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | Non
                 unc, unc_t0 = SAMPLE_UNC, SAMPLE_UNC
         acc.ops.append(e)
         acc.n_kernels += op.n_kernels
-        host_us = eager_launch_us(op, law.launcher, o)
+        host_us = eager_launch_us(op, law.launcher, o, timed=law.kernel_set == "perfmodel")
         floor = min(law.t0_us * op.count, e.total_us)
         node = law.graph_nodes * node_us * op.count
         acc.timeline.append(((e.total_us + node) / op.count, host_us / op.count, op.count))
@@ -183,13 +183,20 @@ def eager_call_us(table: dict, kernel_class: str, tokens: int = 1) -> float | No
     return best
 
 
-def eager_launch_us(op: Op, launcher: str, o) -> float:
-    """Host time to launch all `count` calls of an op eagerly: a Triton class whose wrapper the
-    profile timed per call (attention, MoE: their wrappers plan splits and allocate
-    workspaces) at that cost per call (`eager_call_us`, by the op's tokens); other Triton
-    kernels at the one-kernel wrapper's cost per kernel; torch ops at a torch launch per kernel."""
-    if launcher == "triton":
-        per_call = eager_call_us(o.launch_eager_call_us, op.kernel_class, op.tokens)
+def eager_launch_us(op: Op, launcher: str, o, *, timed: bool = True) -> float:
+    """Host time to launch all `count` calls of an op eagerly. An op whose call the profile timed
+    (`launch_eager_call_us`: the attention and MoE wrappers, which plan splits and allocate
+    workspaces; a torch GEMM through cuBLAS; the small ops as the e2e stack calls them) costs
+    that per call, by "<class>.<variant>" before "<class>" and by the op's tokens
+    (`eager_call_us`). Those timings are of perfmodel's own kernel set: `timed` False (the op
+    runs another set's implementation, e.g. a torch op for a Triton one) skips them. Other
+    Triton kernels cost the one-kernel wrapper's launch per kernel, other torch ops a torch
+    launch per kernel."""
+    if timed:
+        table = o.launch_eager_call_us
+        per_call = eager_call_us(table, f"{op.kernel_class}.{op.variant}", op.tokens) if op.variant else None
+        if per_call is None:
+            per_call = eager_call_us(table, op.kernel_class, op.tokens)
         if per_call is not None:
             return op.count * per_call
     return op.n_kernels * (o.launch_eager_triton_us if launcher == "triton" else o.launch_eager_us)
