@@ -173,6 +173,54 @@ def main(argv=None) -> None:
                      ("x.add_(1.0)", lambda: h.add_(0.0))):
         p(f"{name:<28} {_host_per_call(fn, 500, torch).median_ms * 1e3:8.1f}")
 
+    # one layer's calls at this step's shapes: each alone in a loop of its own, then all of them in
+    # turn (one of each per iteration), as the step interleaves them
+    import math as _math
+
+    from perfmodel.kernels.moe_w4a16 import fused_moe_w4a16
+    from perfmodel.kernels.tree_attention import tree_attention_mla
+
+    from ..ops import add_rmsnorm, rope, router_topk, silu_mul
+
+    T, nh = a.C * a.q, stack.nh
+    x = st["x"]
+    qf = F.linear(qa, W["q_b"]).view(a.C, a.q, nh, 192)
+    qn = qf[..., :128].reshape(T, nh, 128).transpose(0, 1)
+    q_lat = torch.bmm(qn, W["w_uk"]).transpose(0, 1).reshape(a.C, a.q, nh, 512)
+    q_pe = rope(qf[..., 128:], st["cos"], st["sin"])
+    logits = F.linear(h, W["router"])
+    gu = F.linear(h, W["sg"])
+    su = silu_mul(gu)
+    mo = fused_moe_w4a16(h, W["w13"], W["s13"], W["w2"], W["s2"], st["ids"], st["wts"])
+    sm = 1.0 / _math.sqrt(192)
+    calls = {
+        "add_rmsnorm": lambda: add_rmsnorm(x, h, W["ln1"]),
+        "linear q_a": lambda: F.linear(h, W["q_a"]),
+        "rmsnorm q_a_ln": lambda: rmsnorm(qa, W["q_a_ln"]),
+        "rope (slice)": lambda: rope(qf[..., 128:], st["cos"], st["sin"]),
+        "bmm w_uk": lambda: torch.bmm(qn, W["w_uk"]),
+        "tree_attention_mla": lambda: tree_attention_mla(q_lat, q_pe, st["ckv"][0], st["kpe"][0], st["mask"], sm),
+        "router_topk": lambda: router_topk(logits, stack.k),
+        "fused_moe_w4a16": lambda: fused_moe_w4a16(h, W["w13"], W["s13"], W["w2"], W["s2"], st["ids"], st["wts"]),
+        "silu_mul": lambda: silu_mul(gu),
+        "addmm": lambda: torch.addmm(mo, su, W["sd"].t()),
+    }
+    p(f"## one layer's calls at C={a.C} q={a.q}: alone (back to back) and in turn, us per call")
+    alone = 0.0
+    for name, fn in calls.items():
+        us = _host_per_call(fn, 200, torch).median_ms * 1e3
+        alone += us
+        p(f"{name:<28} {us:8.1f}")
+    fns = tuple(calls.values())
+
+    def in_turn():
+        for fn in fns:
+            fn()
+
+    mixed = _host_per_call(in_turn, 100, torch).median_ms * 1e3
+    p(f"{'sum alone':<28} {alone:8.1f}")
+    p(f"{'in turn (one of each)':<28} {mixed:8.1f}  ({mixed / alone:.2f}x the sum alone)")
+
     # implicit host-device synchronisations inside one step (torch's sync debug mode)
     import warnings
 
