@@ -5,11 +5,14 @@
     the launch of the compiled kernel with 13 arguments). A sample (not a field) also times it
     into a given output (`out=`), without the allocation, as the torch op (in place) runs.
   * launch_eager_call_us: the same for one call of each attention and MoE wrapper at decode
-    size, all its kernels together (`_eager_calls`): their wrappers plan splits and allocate
+    size, all its kernels together (`_eager_call_fns`): their wrappers plan splits and allocate
     workspaces, which a one-kernel norm does not; the W4A16 MoE also just past its planned
     pair path ("moe_w4a16@T5": the aligned path, which it takes from 5 tokens); and, by class or
-    "<class>.<variant>", the e2e stack's other calls as it makes them (`_eager_small_calls`: a
-    torch GEMM, RoPE, the router top-k, SiLU*mul, the fused add + RMSNorm).
+    "<class>.<variant>", the e2e stack's other calls as it makes them: a torch GEMM, RoPE, the
+    router top-k, SiLU*mul, the fused add + RMSNorm.
+  * eager_interleave_factor: one decode layer's timed calls at one token (`LAYER_CALLS` and the
+    rmsnorm) made in turn, one of each as a step interleaves them, over the sum of their times
+    each in its own loop.
   * graph_node_us: GPU time of a graph of N+1 tiny kernels minus a graph of 1, per node.
   * graph_launch_us: host wall time of replaying a 1-node graph, per replay.
   * host_step_us: one Python decode-loop step: argmax over a [1, V/8] logits row, .item()
@@ -52,8 +55,25 @@ def run(ctx: BenchContext) -> BenchOutput:
     samples.append(make_sample({"what": "eager_launch_triton_out", "N": N}, t_triton_out,
                                provider="triton (kernels.rmsnorm, out=)"))
 
+    interleave = 1.0
     try:
-        calls = _eager_calls(torch, N // 4)
+        fns = _eager_call_fns(torch)
+        calls = {c: _host_per_call(fn, N // 4, torch) for c, fn in fns.items()}
+        # the calls of one decode layer at one token made in turn, one of each (as a step interleaves
+        # them), against the sum of their times each in a loop of its own
+        layer = [fns[c] for c in LAYER_CALLS] + [lambda: rmsnorm(xr, wr)]
+
+        def in_turn():
+            for fn in layer:
+                fn()
+
+        t_turn = _host_per_call(in_turn, N // 20, torch)
+        alone_ms = sum(calls[c].median_ms for c in LAYER_CALLS) + t_triton.median_ms
+        interleave = t_turn.median_ms / alone_ms
+        samples.append(make_sample({"what": "eager_in_turn", "calls": ",".join([*LAYER_CALLS, "rmsnorm"]), "N": N // 20}, t_turn,
+                                   provider="mixed", includes=f"{interleave:.3f}x the sum of the calls alone"))
+        del fns, layer
+        torch.cuda.empty_cache()
     except (RuntimeError, MemoryError) as e:  # e.g. too little memory for the MoE weights: keep the rest
         torch.cuda.empty_cache()
         calls = {}
@@ -115,6 +135,7 @@ def run(ctx: BenchContext) -> BenchOutput:
         launch_eager_us=max(t_launch.median_ms * 1e3, 1e-3),
         launch_eager_triton_us=max(t_triton.median_ms * 1e3, 1e-3),
         launch_eager_call_us={c: max(t.median_ms * 1e3, 1e-3) for c, t in calls.items()},
+        eager_interleave_factor=interleave,
         graph_node_us=node_us,
         graph_launch_us=t_glaunch.median_ms * 1e3,
         host_step_us=t_step.median_ms * 1e3,
@@ -127,7 +148,7 @@ def run(ctx: BenchContext) -> BenchOutput:
     per_call = ", ".join(f"{c} {v:.1f}" for c, v in ov.launch_eager_call_us.items())
     note = (f"eager launch {ov.launch_eager_us:.2f} us (Triton {ov.launch_eager_triton_us:.2f} us, into a given "
             f"output {t_triton_out.median_ms * 1e3:.2f} us; per wrapper call: "
-            f"{per_call} us); graph node {ov.graph_node_us:.2f} us; "
+            f"{per_call} us; made in turn {interleave:.2f}x their sum); graph node {ov.graph_node_us:.2f} us; "
             f"graph launch {ov.graph_launch_us:.2f} us; host step {ov.host_step_us:.1f} us; floor probe: empty node "
             f"{floors['empty_node_us']:.2f} us, 1 MB DRAM wave {floors['dram_wave_us']:.2f} us, split-K pair "
             f"{floors['splitk_pair_us']:.2f} us")
@@ -135,79 +156,71 @@ def run(ctx: BenchContext) -> BenchOutput:
     return BenchOutput(BenchResult(status="ok", samples=samples, note=note), overheads=ov)
 
 
-def _eager_calls(torch, N: int) -> dict:
-    """Host time of one eager call of each attention and MoE class's wrapper at decode size
-    (C = 1, q = 1, L = 1024; T = 1 routed token; the W4A16 MoE also at PAIR_BLOCKS_MAX_T + 1
-    tokens), as the e2e stack calls them: the launches of
-    all the call's kernels plus the wrapper's own Python work (split planning, workspace
-    allocation)."""
+# the timed calls a decode layer of the e2e stack makes at one token (the in-turn loop's set)
+LAYER_CALLS = ("attention_mla", "moe_w4a16", "gemm_bf16", "elementwise.rope", "elementwise.router_topk",
+               "elementwise.silu_mul", "elementwise.add_rmsnorm")
+
+
+def _eager_call_fns(torch) -> dict:
+    """The eager calls the bench times one by one (class -> a call of no arguments; its inputs
+    live in the closure): each attention and MoE class's wrapper at decode size (C = 1, q = 1,
+    L = 1024; T = 1 routed token; the W4A16 MoE also at PAIR_BLOCKS_MAX_T + 1 tokens), as the e2e
+    stack calls them: the launches of all the call's kernels plus the wrapper's own Python work
+    (split planning, workspace allocation); then the stack's other calls (`_small_call_fns`)."""
+    import torch.nn.functional as F
+
     from perfmodel.kernels.moe_bf16 import fused_moe_bf16
     from perfmodel.kernels.moe_w4a16 import PAIR_BLOCKS_MAX_T, fused_moe_w4a16, random_kernel_weights
     from perfmodel.kernels.tree_attention import tree_attention_gqa, tree_attention_mla
 
     from .attention import random_tree_mask
     from .common import uniform_topk
+    from .ops import add_rmsnorm, rope, router_topk, silu_mul
     from .shapes import LLAMA3_8B, QWEN3_30B
 
     out = {}
     L, nh = 1024, KIMI["n_heads"] // 8
     mask = random_tree_mask(1, 1)
     ql, qr, ckv, kpe = randn(1, 1, nh, 512), randn(1, 1, nh, 64), randn(1, L + 1, 512), randn(1, L + 1, 64)
-    out["attention_mla"] = _host_per_call(lambda: tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07), N, torch)
+    out["attention_mla"] = lambda: tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07)
     hq, hkv, D = LLAMA3_8B["n_heads"], LLAMA3_8B["n_kv_heads"], LLAMA3_8B["head_dim"]
     qq, k, v = randn(1, 1, hq, D), randn(1, L + 1, hkv, D), randn(1, L + 1, hkv, D)
-    out["attention_gqa"] = _host_per_call(lambda: tree_attention_gqa(qq, k, v, mask), N, torch)
-    del ql, qr, ckv, kpe, qq, k, v
+    out["attention_gqa"] = lambda: tree_attention_gqa(qq, k, v, mask)
     H, E, top = KIMI["hidden"], KIMI["n_experts"], KIMI["top_k"]
     I = KIMI["moe_inter"] // 8
     w13, s13 = random_kernel_weights(E, 2 * I, H)
     w2, s2 = random_kernel_weights(E, H, I)
     x = randn(1, H)
     ids, wts = uniform_topk(1, E, top)
-    out["moe_w4a16"] = _host_per_call(lambda: fused_moe_w4a16(x, w13, s13, w2, s2, ids, wts), N, torch)
+    out["moe_w4a16"] = lambda: fused_moe_w4a16(x, w13, s13, w2, s2, ids, wts)
     # past its planned pair path (up to PAIR_BLOCKS_MAX_T tokens) the wrapper aligns the routing:
     # timed at the first token count there, for calls of that many tokens or more
     t = PAIR_BLOCKS_MAX_T + 1
     xt = randn(t, H)
     ids_t, wts_t = uniform_topk(t, E, top)
-    out[f"moe_w4a16@T{t}"] = _host_per_call(lambda: fused_moe_w4a16(xt, w13, s13, w2, s2, ids_t, wts_t), N, torch)
-    del w13, s13, w2, s2
-    H, E, top, I = QWEN3_30B["hidden"], QWEN3_30B["n_experts"], QWEN3_30B["top_k"], QWEN3_30B["moe_inter"]
-    b13, b2, xb = randn(E, 2 * I, H, scale=0.02), randn(E, H, I, scale=0.02), randn(1, H)
-    ids, wts = uniform_topk(1, E, top)
-    out["moe_bf16"] = _host_per_call(lambda: fused_moe_bf16(xb, b13, b2, ids, wts), N, torch)
-    del b13, b2
-    out.update(_eager_small_calls(torch, N))
-    torch.cuda.empty_cache()
+    out[f"moe_w4a16@T{t}"] = lambda: fused_moe_w4a16(xt, w13, s13, w2, s2, ids_t, wts_t)
+    Hq, Eq, topq, Iq = QWEN3_30B["hidden"], QWEN3_30B["n_experts"], QWEN3_30B["top_k"], QWEN3_30B["moe_inter"]
+    b13, b2, xb = randn(Eq, 2 * Iq, Hq, scale=0.02), randn(Eq, Hq, Iq, scale=0.02), randn(1, Hq)
+    ids_b, wts_b = uniform_topk(1, Eq, topq)
+    out["moe_bf16"] = lambda: fused_moe_bf16(xb, b13, b2, ids_b, wts_b)
+    # The e2e stack's other calls, as it makes them, at one token: a torch GEMM (`F.linear`:
+    # cuBLAS's host path is not one elementwise torch launch), RoPE on the rotary slice of the q
+    # projection (a strided view), the router top-k, SiLU*mul (torch: chunk, silu, mul) and the
+    # fused add + RMSNorm (two outputs).
+    kk = KIMI
+    r, w = randn(1, H), randn(H)
+    wq = randn(kk["q_lora"], H, scale=0.02)
+    qf = randn(1, 1, nh, kk["qk_nope"] + kk["qk_rope"])
+    cos, sin = randn(1, 1, 1, kk["qk_rope"] // 2), randn(1, 1, 1, kk["qk_rope"] // 2)
+    logits = randn(1, E)
+    gu = randn(1, 2 * kk["shared_inter"] // 8)
+    nope = kk["qk_nope"]
+    out["gemm_bf16"] = lambda: F.linear(x, wq)
+    out["elementwise.rope"] = lambda: rope(qf[..., nope:], cos, sin)
+    out["elementwise.router_topk"] = lambda: router_topk(logits, top)
+    out["elementwise.silu_mul"] = lambda: silu_mul(gu)
+    out["elementwise.add_rmsnorm"] = lambda: add_rmsnorm(x, r, w)
     return out
-
-
-def _eager_small_calls(torch, N: int) -> dict:
-    """Host time of one eager call, at one token, of the ops the e2e stack (`e2e.KimiStack.step`)
-    launches outside the attention and MoE wrappers, as it calls them: a torch GEMM
-    (`F.linear`: cuBLAS's host path is not one elementwise torch launch), RoPE on the rotary
-    slice of the q projection (a strided view), the router top-k, SiLU*mul (torch: chunk, silu,
-    mul) and the fused add + RMSNorm (two outputs)."""
-    import torch.nn.functional as F
-
-    from .ops import add_rmsnorm, rope, router_topk, silu_mul
-
-    k, nh = KIMI, KIMI["n_heads"] // 8
-    H = k["hidden"]
-    x, r, w = randn(1, H), randn(1, H), randn(H)
-    wq = randn(k["q_lora"], H, scale=0.02)
-    qf = randn(1, 1, nh, k["qk_nope"] + k["qk_rope"])
-    cos, sin = randn(1, 1, 1, k["qk_rope"] // 2), randn(1, 1, 1, k["qk_rope"] // 2)
-    logits = randn(1, k["n_experts"])
-    gu = randn(1, 2 * k["shared_inter"] // 8)
-    nope = k["qk_nope"]
-    return {
-        "gemm_bf16": _host_per_call(lambda: F.linear(x, wq), N, torch),
-        "elementwise.rope": _host_per_call(lambda: rope(qf[..., nope:], cos, sin), N, torch),
-        "elementwise.router_topk": _host_per_call(lambda: router_topk(logits, k["top_k"]), N, torch),
-        "elementwise.silu_mul": _host_per_call(lambda: silu_mul(gu), N, torch),
-        "elementwise.add_rmsnorm": _host_per_call(lambda: add_rmsnorm(x, r, w), N, torch),
-    }
 
 
 # what launches each timed call (the samples' provider)

@@ -184,6 +184,9 @@ class Overheads(_M):
                         "it), at one token; '<class>@T<n>': the same timed at n tokens, for calls of n or more "
                         "(a wrapper that takes another path past some size); a class not listed is priced "
                         "per kernel at launch_eager_triton_us (Triton) or launch_eager_us (torch)")
+    eager_interleave_factor: float = Field(
+        1.0, gt=0, description="host time of the timed eager calls made in turn (one of each, as a step interleaves "
+                               "them) over the sum of their times each in a loop of its own; 1.0 in older profiles")
     graph_node_us: float = Field(ge=0, description="GPU-side cost per node inside a CUDA graph")
     graph_launch_us: float = Field(ge=0, description="host cost to replay one graph")
     host_step_us: float = Field(ge=0, description="per decode step host work: scheduling, sampling, sync")

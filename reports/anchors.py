@@ -152,6 +152,8 @@ def render(path: str | Path, validation: dict | None = None) -> str:
         tri = f" (Triton kernel via its Python launcher: {o.launch_eager_triton_us:.1f} us)" if o.launch_eager_triton_us else ""
         calls = ", ".join(f"{c} {v:.0f} us" for c, v in o.launch_eager_call_us.items())
         calls = f"; one eager call of a wrapper, all its kernels: {calls}" if calls else ""
+        if o.eager_interleave_factor != 1.0:
+            calls += f" (made in turn, one of each: {o.eager_interleave_factor:.2f}x their sum)"
         out.append(f"- Dispatch: eager launch {o.launch_eager_us:.1f} us per kernel{tri}{calls}; CUDA-graph node "
                    f"{o.graph_node_us:.2f} us, graph launch {o.graph_launch_us:.1f} us, Python decode-loop host step "
                    f"{o.host_step_us:.1f} us.")

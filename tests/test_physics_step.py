@@ -531,6 +531,34 @@ def test_eager_step_prices_the_torch_set_without_perfmodels_timed_calls():
     assert res["torch"] == pytest.approx(0.0, abs=1e-6)
 
 
+def test_eager_interleave_factor_scales_a_host_bound_step():
+    """The profile's eager_interleave_factor multiplies every eager call's host cost. Kimi TP8,
+    4 layers, C=1, q=1 eagerly on the embedded profile's H200 is host-bound (its launches far
+    outlast its ~0.4 ms of kernels), so the step is about the host's sum plus the last kernel:
+    doubling the factor doubles the step to within the GPU's share, and the graph step does
+    not move."""
+    from dataclasses import replace
+
+    from perfmodel.model.project import embedded_profile_path
+    from perfmodel.profile import load_profile
+
+    m = registry.load_model("kimi-k2.6")
+    h200 = registry.load_gpu("h200")
+    prof = load_profile(str(embedded_profile_path()))
+    mach = build_machine(h200, 1, None, prof, h200, registry.load_memory_kinds(), graph=False)
+    lay = Layout("tp", 1, tp_shape=8)
+
+    def step(f, graph=False):
+        mf = replace(mach, overheads=replace(mach.overheads, eager_interleave_factor=f))
+        return step_estimate(m, mf, lay, 1, 1, 4096, graph=graph, n_layers=4, n_dense=0, lm_head=False).step_us
+
+    one, two = step(1.0), step(2.0)
+    gpu = step(1.0, graph=True)
+    assert one > 2 * gpu  # host-bound
+    assert 2 * one - gpu < two <= 2 * one
+    assert step(2.0, graph=True) == pytest.approx(gpu)
+
+
 def test_eager_call_cost_follows_the_tokens_past_a_wrapper_path_boundary():
     """A wrapper timed at one token (30 us, a planned path) and at 5 tokens (140 us, the path
     past its boundary): calls of 1-4 tokens cost 30 us, of 5 or more 140 us; another class's

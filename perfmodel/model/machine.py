@@ -62,6 +62,7 @@ class Overheads:
     # the profile GPU's node cost, held in its fitted floors
     source_graph_node_us: float = 0.0
     launch_eager_call_us: dict[str, float] = field(default_factory=dict)  # one eager wrapper call, by class
+    eager_interleave_factor: float = 1.0  # eager calls made in turn over each in its own loop (profile.Overheads)
     engine_host_us: float = 0.0  # a serving engine's own host work per step (calibrated; 0 otherwise)
     engine_host_sigma_us: float = 0.0
 
@@ -237,6 +238,7 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
         launch_eager_us=o.launch_eager_us * host_cpu_factor,
         launch_eager_triton_us=(o.launch_eager_triton_us or o.launch_eager_us) * host_cpu_factor,
         launch_eager_call_us={c: v * host_cpu_factor for c, v in o.launch_eager_call_us.items()},
+        eager_interleave_factor=o.eager_interleave_factor,
         graph_node_us=o.graph_node_us,
         graph_launch_us=o.graph_launch_us * host_cpu_factor, host_step_us=o.host_step_us * host_cpu_factor,
         rel_unc_host=0.1 if (same and host_cpu_factor == 1.0) else 0.25, rel_unc_node=0.1 if same else 0.3,

@@ -98,7 +98,8 @@ def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | Non
                 unc, unc_t0 = SAMPLE_UNC, SAMPLE_UNC
         acc.ops.append(e)
         acc.n_kernels += op.n_kernels
-        host_us = eager_launch_us(op, law.launcher, o, timed=law.kernel_set == "perfmodel")
+        # each call's cost timed in a loop of its own, times what interleaving the calls adds
+        host_us = eager_launch_us(op, law.launcher, o, timed=law.kernel_set == "perfmodel") * o.eager_interleave_factor
         floor = min(law.t0_us * op.count, e.total_us)
         node = law.graph_nodes * node_us * op.count
         acc.timeline.append(((e.total_us + node) / op.count, host_us / op.count, op.count))
@@ -121,7 +122,8 @@ def _price_collectives(acc: _Acc, mach: Machine, colls: list[Collective], comp: 
         acc.add(comp, lat, f"{c.op}:lat", law.rel_unc_lat)
         acc.add(comp, bw, f"{c.op}:bw", law.rel_unc_bw)
         acc.n_kernels += c.count
-        acc.timeline.append(((lat + bw) / c.count, mach.overheads.launch_eager_us, c.count))
+        acc.timeline.append(((lat + bw) / c.count, mach.overheads.launch_eager_us * mach.overheads.eager_interleave_factor,
+                             c.count))
         total += lat + bw
     return total
 
