@@ -174,7 +174,8 @@ def test_eager_launches_are_priced_by_their_launcher():
     model, m = _machine("h200", 1)
     tri = {c: replace(l, launcher="triton") if c.startswith("attention") else replace(l, launcher="torch")
            for c, l in m.laws.items()}
-    slow_host = replace(m.overheads, launch_eager_us=200.0, launch_eager_triton_us=200.0, launch_eager_call_us={})
+    slow_host = replace(m.overheads, launch_eager_us=200.0, launch_eager_triton_us=200.0, launch_eager_call_us={},
+                        eager_interleave_factor=1.0)
     base = replace(m, laws=tri, overheads=slow_host)
     dear = replace(base, overheads=replace(slow_host, launch_eager_triton_us=300.0))
     lay = Layout("tp", 1)

@@ -80,11 +80,16 @@ def test_random_valid_requests_give_finite_positive_json(req):
 @FAST
 @given(requests(spec="none"), st.integers(1, 256), st.integers(1, 256))
 def test_aggregate_throughput_non_decreasing_in_concurrency(req, a, b):
-    """No speculation, one layout: serving more sequences at once never lowers the total tok/s."""
-    lo, hi = sorted((a, b))
+    """No speculation, one layout: serving more sequences at once never lowers the total tok/s,
+    compared at whole rounds of the attention's data-parallel width. Between those rounds it may
+    dip: with attention data-parallel over d GPUs, C = k*d + 1 puts one more sequence on one GPU,
+    whose attention the step then waits for (DeepSeek-V3 EP on 4 GPUs: C=180 -> 181 lowers the
+    total by 3e-6 of it)."""
     pj = _projector(req)
     if pj is None:
         return
+    d = pj.layout.dp_attn
+    lo, hi = sorted((d * -(-a // d), d * -(-b // d)))
     p_lo, p_hi = pj.point(lo), pj.point(hi)
     if p_lo["fits_in_memory"] and p_hi["fits_in_memory"]:
         assert p_hi["tokens_per_s"] >= p_lo["tokens_per_s"] * (1 - 1e-9), (lo, hi)

@@ -7,7 +7,8 @@ log-log along one or two swept dimensions, like aiconfigurator's collected table
 done on the profile's own GPU only: another GPU is priced by the transferred laws
 (`machine.py`), because a sample carried by the law ratio moves with the op's boundness on
 each GPU and would make a larger step cheaper than a smaller one. Outside the measured range
-the law alone is used (past the largest sampled concurrency, at least that sample's time).
+the law alone is used; past the largest sampled concurrency, that sample grows as the law does
+(and never drops below it), so the price is continuous at the edge.
 Along the swept dimension a curve is made non-decreasing (each point is the running
 maximum of the samples up to it): a kernel given more work never takes less time, so a
 noisy dip between two samples does not make a larger step cheaper than a smaller one.
@@ -102,13 +103,20 @@ class SampleTable:
     def lower_bound(self, probe: Probe | None) -> float | None:
         """For a probe whose second field lies above every sampled value: the time of the
         largest sampled one (the op does at least that work), else None."""
+        edge = self.edge(probe)
+        return None if edge is None else edge[1]
+
+    def edge(self, probe: Probe | None) -> tuple[float, float] | None:
+        """For a probe whose second field lies above every sampled value: that field's largest
+        sampled value and the time there (`lower_bound`), else None."""
         if probe is None or probe.y_name is None:
             return None
         probe = self._in_set(probe)
         ys = self._ys(probe)
         if not ys or probe.y <= ys[-1]:
             return None
-        return self._on_curve(self._at_y(probe, ys[-1]))
+        t = self._on_curve(self._at_y(probe, ys[-1]))
+        return None if t is None else (ys[-1], t)
 
     def _on_curve(self, probe: Probe) -> float | None:
         pts = self._points(probe)
