@@ -149,7 +149,9 @@ def _anchors(profile, pgpu) -> dict:
     a["roofline_points"] = roof
 
     disp = profile.benches.get("dispatch")
-    a["dispatch_samples"] = [{"what": str(s.shape.get("what", "")), "median_ms": s.median_ms}
+    # each sample named by what it timed, and an eager call also by its class ("eager_call gemm_bf16")
+    a["dispatch_samples"] = [{"what": " ".join(str(s.shape[k]) for k in ("what", "class") if k in s.shape),
+                              "median_ms": s.median_ms}
                              for s in (disp.samples if disp else [])]
     return a
 

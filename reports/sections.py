@@ -181,6 +181,13 @@ def anchors_section(doc: dict, figs: dict[str, str]) -> list[str]:
                  f"{fmt(o['host_step_us'])} µs ({o['source'] or 'dispatch bench'}). The host loop is perfmodel's own "
                  "argmax-and-sync decode loop, not a serving engine's scheduler: an engine's per-step host work is "
                  "the separate `engine_host` term (section 1).")
+        calls = o.get("launch_eager_call_us") or {}
+        if calls:
+            f = o.get("eager_interleave_factor", 1.0)
+            L.append("Eager calls as timed, each in a loop of its own: " + ", ".join(
+                f"{c} {fmt(v)} µs" for c, v in calls.items()) + (
+                f"; made in turn, one of each, {fmt(f)}x their sum, and the step model multiplies each eager call by "
+                "that factor" if f != 1.0 else "") + " (they price `--no-graphs` only).")
         if a["dispatch_samples"]:
             L.append("Raw: " + ", ".join(f"{s['what']} {fmt(s['median_ms'] * 1e3)} µs" for s in a["dispatch_samples"]) + ".")
         L.append("")

@@ -42,6 +42,25 @@ def _close(printed: str, value: float) -> bool:
     return abs(x - value) <= 0.5 * 10 ** -_decimals(printed) + 1e-9 * abs(value)
 
 
+def test_eager_call_costs_are_named_and_printed_as_timed(b300):
+    """The anchors list each timed eager call by its class and print its cost and the
+    interleave factor as the profile holds them (the embedded profile measured both)."""
+    from perfmodel.model.project import embedded_profile_path
+    from perfmodel.profile import load_profile
+
+    md, doc = b300
+    o = load_profile(str(embedded_profile_path())).overheads
+    text = md.read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith("Eager calls as timed"))
+    for cls, us in o.launch_eager_call_us.items():
+        m = re.search(re.escape(cls) + r" ([0-9.]+) µs", line)
+        assert m and _close(m.group(1), us), cls
+    m = re.search(r"made in turn, one of each, ([0-9.]+)x their sum", line)
+    assert m and _close(m.group(1), o.eager_interleave_factor)
+    named = [s["what"] for s in doc["anchors"]["dispatch_samples"] if s["what"].startswith("eager_call")]
+    assert sorted(named) == sorted(f"eager_call {c}" for c in o.launch_eager_call_us)
+
+
 def test_name_from_target_memory_and_link(b300):
     md, doc = b300
     assert md.name == "B300_HBM3E_NVLINK5_NOTES.md"
