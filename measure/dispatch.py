@@ -166,7 +166,7 @@ def _eager_call_fns(torch) -> dict:
     live in the closure): each attention and MoE class's wrapper at decode size (C = 1, q = 1,
     L = 1024; T = 1 routed token; the W4A16 MoE also at PAIR_BLOCKS_MAX_T + 1 tokens), as the e2e
     stack calls them: the launches of all the call's kernels plus the wrapper's own Python work
-    (split planning, workspace allocation); then the stack's other calls (`_small_call_fns`)."""
+    (split planning, workspace allocation); then the e2e stack's other calls, as it makes them."""
     import torch.nn.functional as F
 
     from perfmodel.kernels.moe_bf16 import fused_moe_bf16

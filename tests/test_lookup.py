@@ -70,4 +70,4 @@ def test_second_swept_field_interpolated_and_bounded():
     assert tab.lookup(pr(2, 8)) == pytest.approx(20.0)  # halfway in log C between 10 and 40
     assert tab.lookup(pr(4, 16)) == pytest.approx(40.0)  # the C=4 curve made non-decreasing in L
     assert tab.lookup(pr(8, 8)) is None
-    assert tab.lower_bound(pr(8, 16)) == pytest.approx(40.0) and tab.lower_bound(pr(4, 16)) is None
+    assert tab.edge(pr(8, 16))[1] == pytest.approx(40.0) and tab.edge(pr(4, 16)) is None

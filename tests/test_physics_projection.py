@@ -612,8 +612,8 @@ def test_lookup_lower_bound_uses_the_largest_sampled_concurrency():
     tab = SampleTable(Profile(provenance=Provenance(kind="measured", gpu_name="g", timestamp="t"),
                               benches={"attention": BenchResult(status="ok", samples=samples)}))
     pr = lambda c, L: Probe("attention", (("kind", "x"),), "L", L, "triton", "C", c)  # noqa: E731
-    assert tab.lower_bound(pr(8, 16)) == pytest.approx(80.0)  # the C=4 curve at L=16
-    assert tab.lower_bound(pr(3, 16)) is None and tab.lookup(pr(8, 16)) is None
+    assert tab.edge(pr(8, 16))[1] == pytest.approx(80.0)  # the C=4 curve at L=16
+    assert tab.edge(pr(3, 16)) is None and tab.lookup(pr(8, 16)) is None
     assert tab.lookup(pr(3, 8)) == pytest.approx(math.exp(math.log(20) + math.log(1.5) / math.log(2) * math.log(2)))
 
 

@@ -38,7 +38,7 @@ class Probe:
     provider: str | None = None
     # Optional second swept field (e.g. the concurrency C of an attention sample): between two
     # sampled values the two curves are interpolated in log-log; above the largest, that
-    # curve's time is a lower bound (more sequences never take less time: `lower_bound`).
+    # curve's time is a lower bound (more sequences never take less time: `edge`).
     y_name: str | None = None
     y: float = 0.0
 
@@ -100,15 +100,10 @@ class SampleTable:
             return None
         return _loglog(probe.y, ys[i - 1], ys[i], t0, max(t0, t1))
 
-    def lower_bound(self, probe: Probe | None) -> float | None:
-        """For a probe whose second field lies above every sampled value: the time of the
-        largest sampled one (the op does at least that work), else None."""
-        edge = self.edge(probe)
-        return None if edge is None else edge[1]
-
     def edge(self, probe: Probe | None) -> tuple[float, float] | None:
         """For a probe whose second field lies above every sampled value: that field's largest
-        sampled value and the time there (`lower_bound`), else None."""
+        sampled value and the time there (a lower bound: the op does at least that work), else
+        None."""
         if probe is None or probe.y_name is None:
             return None
         probe = self._in_set(probe)
