@@ -16,7 +16,10 @@ Interleaved per round, timed as the attention bench times (CUDA graph over KV co
 `ab_decode._time`). Every variant is checked against the torch reference on the GPU first; one
 that does not compile is reported and skipped.
 
-    python -m perfmodel.measure.tuning.ab_session16 [--rounds 3] [--warm]
+With --warps: MLA with all 64 heads in one program on 8 or 16 warps (the accumulator of
+64 x 512 fp32 spread over 256 or 512 threads), 32-row tiles on 8 warps, 128-position KV tiles.
+
+    python -m perfmodel.measure.tuning.ab_session16 [--rounds 3] [--warm] [--warps]
 """
 
 from __future__ import annotations
@@ -37,6 +40,19 @@ VARIANTS = {"default": {}, "tma1": dict(tma=1), "tma2": dict(tma=2), "tma2 st3":
             "tma2 st4": dict(tma=2, num_stages=4), "tma1 st3": dict(tma=1, num_stages=3)}
 
 
+# --warps: many warps per program, so that one program holds every MLA head's accumulator and
+# reads each KV tile once (16-row tiles read it once per 16 heads, from L2 after the first)
+WARPS_SHAPES = [("mla", 64, 1, 1, 8192), ("mla", 64, 1, 1, 4096), ("mla", 64, 1, 1, 1024), ("mla", 8, 1, 1, 8192),
+                ("llama", 0, 1, 1, 8192), ("mla", 64, 8, 1, 4096), ("mla", 8, 32, 1, 32768)]
+WARPS_VARIANTS = {"default": {}, "r64 w16": dict(block_r=64, num_warps=16),
+                  "r64 w16 x66": dict(block_r=64, num_warps=16, num_splits=66),
+                  "r64 w16 x33": dict(block_r=64, num_warps=16, num_splits=33),
+                  "r64 w8": dict(block_r=64, num_warps=8), "r32 w8": dict(block_r=32, num_warps=8),
+                  "r32 w8 x66": dict(block_r=32, num_warps=8, num_splits=66),
+                  "r16 w8": dict(block_r=16, num_warps=8), "bs128": dict(block_s=128),
+                  "bs128 w8": dict(block_s=128, num_warps=8)}
+
+
 def _run(a) -> None:
     import torch
 
@@ -45,8 +61,10 @@ def _run(a) -> None:
     from .ab_decode import Case
 
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-    _p("\n## decode attention, KV tiles by pointer loads or TMA, us per call (CUDA graph over KV copies, cold L2)")
-    for kind, H, C, q, L in SHAPES:
+    shapes, variants = (WARPS_SHAPES, WARPS_VARIANTS) if a.warps else (SHAPES, VARIANTS)
+    what = "row tiles and warps per program" if a.warps else "KV tiles by pointer loads or TMA"
+    _p(f"\n## decode attention, {what}, us per call (CUDA graph over KV copies, cold L2)")
+    for kind, H, C, q, L in shapes:
         c = Case(kind, H, C, q, L)
         if kind == "mla":
             R, dv = q * H, 512
@@ -57,13 +75,14 @@ def _run(a) -> None:
         g = plan["grid"]
         _p(f"plan {c.name}: {g[0] * g[1] * g[2]} programs, {plan['num_stages']} stages, block_r {plan['block_r']}, "
            f"{plan['split_len'] // plan['block_s']} tiles per split, full_tiles={plan['full_tiles']}")
-        compare(c, {n: (c.fn(ta, **kw), c.kvs) for n, kw in VARIANTS.items()}, a, 9)
+        compare(c, {n: (c.fn(ta, **kw), c.kvs) for n, kw in variants.items()}, a, 11)
         del c
         torch.cuda.empty_cache()
 
 
 def main(argv=None) -> None:
-    _ab.main("ab_session16", __doc__, _run, argv)
+    _ab.main("ab_session16", __doc__, _run, argv,
+             flags=(("--warps", "row tiles and warps per program instead of the TMA variants"),))
 
 
 if __name__ == "__main__":
