@@ -19,7 +19,10 @@ that does not compile is reported and skipped.
 With --warps: MLA with all 64 heads in one program on 8 or 16 warps (the accumulator of
 64 x 512 fp32 spread over 256 or 512 threads), 32-row tiles on 8 warps, 128-position KV tiles.
 
-    python -m perfmodel.measure.tuning.ab_session16 [--rounds 3] [--warm] [--warps]
+With --wgmma: 64-row tiles (wgmma) at MLA shapes that are compute-bound (64 heads at C >= 8,
+tree tokens q = 9-65).
+
+    python -m perfmodel.measure.tuning.ab_session16 [--rounds 3] [--warm] [--warps | --wgmma]
 """
 
 from __future__ import annotations
@@ -52,6 +55,20 @@ WARPS_VARIANTS = {"default": {}, "r64 w16": dict(block_r=64, num_warps=16),
                   "r16 w8": dict(block_r=16, num_warps=8), "bs128": dict(block_s=128),
                   "bs128 w8": dict(block_s=128, num_warps=8)}
 
+# --wgmma: MLA where it is compute-bound (many heads or tree tokens per program: 64 heads at C >= 8,
+# q = 9-65) is at 1-42% of read and ~200 TFLOP/s in the embedded profile: its <= 32-row tiles run
+# mma.sync. 64-row tiles run wgmma (one warpgroup per 64 rows); these variants keep their
+# accumulator in registers without spills in an offline sm_90 compile (the 64-row tile cannot skip
+# the mask: Triton's pipeliner fails on the branch there)
+WGMMA_SHAPES = [("mla", 64, 8, 1, 8192), ("mla", 64, 32, 1, 8192), ("mla", 64, 128, 1, 8192),
+                ("mla", 8, 8, 17, 8192), ("mla", 8, 32, 9, 4096), ("mla", 64, 1, 17, 8192), ("mla", 8, 1, 65, 8192),
+                ("mla", 8, 8, 65, 4096), ("mla", 64, 1, 1, 8192), ("mla", 8, 128, 1, 32768)]
+_R64 = dict(block_r=64, full_tiles=False)
+WGMMA_VARIANTS = {"default": {}, "r64 w8": dict(_R64, num_warps=8), "r64 w8 bs32": dict(_R64, num_warps=8, block_s=32),
+                  "r64 w8 dv256 bs32": dict(_R64, num_warps=8, block_dv=256, block_s=32),
+                  "r64 w4 dv256 bs32": dict(_R64, num_warps=4, block_dv=256, block_s=32),
+                  "r64 w8 dv128 bs32": dict(_R64, num_warps=8, block_dv=128, block_s=32)}
+
 
 def _run(a) -> None:
     import torch
@@ -61,8 +78,9 @@ def _run(a) -> None:
     from .ab_decode import Case
 
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-    shapes, variants = (WARPS_SHAPES, WARPS_VARIANTS) if a.warps else (SHAPES, VARIANTS)
-    what = "row tiles and warps per program" if a.warps else "KV tiles by pointer loads or TMA"
+    shapes, variants, what = ((WARPS_SHAPES, WARPS_VARIANTS, "row tiles and warps per program") if a.warps else
+                              (WGMMA_SHAPES, WGMMA_VARIANTS, "64-row tiles (wgmma) where MLA is compute-bound")
+                              if a.wgmma else (SHAPES, VARIANTS, "KV tiles by pointer loads or TMA"))
     _p(f"\n## decode attention, {what}, us per call (CUDA graph over KV copies, cold L2)")
     for kind, H, C, q, L in shapes:
         c = Case(kind, H, C, q, L)
@@ -75,14 +93,18 @@ def _run(a) -> None:
         g = plan["grid"]
         _p(f"plan {c.name}: {g[0] * g[1] * g[2]} programs, {plan['num_stages']} stages, block_r {plan['block_r']}, "
            f"{plan['split_len'] // plan['block_s']} tiles per split, full_tiles={plan['full_tiles']}")
-        compare(c, {n: (c.fn(ta, **kw), c.kvs) for n, kw in variants.items()}, a, 11)
+        if kind == "mla":  # the work the kernel computes (ta.mla_flops): its time at 1 PFLOP/s, a scale
+            _p(f"flops {c.name}: {ta.mla_flops(C, q, L, H) / 1e9:.1f} GFLOP = {ta.mla_flops(C, q, L, H) / 1e9:.1f} us "
+               "at 1000 TFLOP/s")
+        compare(c, {n: (c.fn(ta, **kw), c.kvs) for n, kw in variants.items()}, a, 17, gbps=a.wgmma)
         del c
         torch.cuda.empty_cache()
 
 
 def main(argv=None) -> None:
     _ab.main("ab_session16", __doc__, _run, argv,
-             flags=(("--warps", "row tiles and warps per program instead of the TMA variants"),))
+             flags=(("--warps", "row tiles and warps per program instead of the TMA variants"),
+                    ("--wgmma", "64-row tiles at compute-bound MLA shapes")))
 
 
 if __name__ == "__main__":
