@@ -81,8 +81,12 @@ def bars(p: Profile, validation: dict | None = None) -> list[tuple[str, str, str
          lambda s: s.shape.get("shape") == "kimi_tp8_I256" and s.shape.get("T", 99) <= 8 and s.provider == "triton_w4a16", 20.0)):
         w = worst(bench, sel)
         if w:
-            roof = f" (its bytes need {w[2]:.1f} us at the read ceiling)" if w[2] > goal else ""
-            rows.append((label, f"{w[0]:.1f} us over {w[1]} points{roof}", f"<= {goal:g} us", w[0] <= goal))
+            roof = f"its bytes need {w[2]:.1f} us at the read ceiling"
+            bound = physical_bound_us(p.overheads, w[2] * read * 1e3, read)
+            if bound:
+                roof += (f"; with the floor probe's latencies, at least {bound[0]:.1f} us in one kernel, "
+                         f"{bound[1]:.1f} us in two (the probe's split-K pair)")
+            rows.append((label, f"{w[0]:.1f} us over {w[1]} points ({roof})", f"<= {goal:g} us", w[0] <= goal))
     o = p.overheads
     if o and o.launch_eager_triton_us:
         # a host-bound figure: the same host's eager torch op is shown beside it
@@ -196,6 +200,19 @@ def _repo_path(path: Path) -> Path:
     except ValueError:
         return path
     return Path("perfmodel") / rel if rel.parts[:1] == ("data",) else rel
+
+
+def physical_bound_us(o, nbytes: float, read_GBps: float) -> tuple[float, float] | None:
+    """The least time a call moving `nbytes` can take on the profiled GPU, from its floor probe:
+    (one kernel, a split-K pair): the probe's one-wave read of its 1 MB working set (or the pair
+    of that wave and its reduction), then the bytes past that megabyte at the read ceiling. A lower
+    bound: it assumes the rest streams at the ceiling from the first wave on. None without a probe."""
+    if o is None or not (o.floor_dram_wave_us and o.floor_splitk_pair_us) or not read_GBps:
+        return None
+    from perfmodel.measure.floor import WORKING_SET
+
+    rest = max(0.0, nbytes - WORKING_SET) / (read_GBps * 1e3)
+    return o.floor_dram_wave_us + rest, o.floor_splitk_pair_us + rest
 
 
 def physical_floor_fn(o):

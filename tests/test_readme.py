@@ -36,3 +36,19 @@ def test_anchors_render_a_partial_profile_and_refuse_a_bad_path(capsys):
     r = subprocess.run([sys.executable, "-m", "perfmodel.reports.anchors", "--profile", str(ROOT / "no-such.json")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such file" in r.stderr
+
+
+def test_physical_bound_is_the_probe_floor_plus_the_bytes_past_its_megabyte():
+    """Hand-worked: a 1 MB probe read in 2.0 us, its split-K pair in 3.5 us; 5 MB more at
+    4000 GB/s need 1.31 us (5 * 2**20 B / 4e6 B/us); under a megabyte only the floor is left;
+    a profile without the probe has no bound."""
+    from types import SimpleNamespace
+
+    from perfmodel.reports.anchors import physical_bound_us
+
+    o = SimpleNamespace(floor_dram_wave_us=2.0, floor_splitk_pair_us=3.5)
+    one, two = physical_bound_us(o, 6 * 2**20, 4000.0)
+    assert abs(one - (2.0 + 5 * 2**20 / 4e6)) < 1e-9 and abs(two - (3.5 + 5 * 2**20 / 4e6)) < 1e-9
+    assert physical_bound_us(o, 1000.0, 4000.0) == (2.0, 3.5)
+    assert physical_bound_us(SimpleNamespace(floor_dram_wave_us=None, floor_splitk_pair_us=3.5), 1e6, 4000.0) is None
+    assert physical_bound_us(None, 1e6, 4000.0) is None
