@@ -22,7 +22,10 @@ With --warps: MLA with all 64 heads in one program on 8 or 16 warps (the accumul
 With --wgmma: 64-row tiles (wgmma) at MLA shapes that are compute-bound (64 heads at C >= 8,
 tree tokens q = 9-65).
 
-    python -m perfmodel.measure.tuning.ab_session16 [--rounds 3] [--warm] [--warps | --wgmma]
+With --sweep: 8 warps per program and 16-row tiles for 64-head MLA over C = 2-128 and
+L = 1024-32768, and for tree verification (q = 9, 17).
+
+    python -m perfmodel.measure.tuning.ab_session16 [--rounds 3] [--warm] [--warps | --wgmma | --sweep]
 """
 
 from __future__ import annotations
@@ -69,6 +72,12 @@ WGMMA_VARIANTS = {"default": {}, "r64 w8": dict(_R64, num_warps=8), "r64 w8 bs32
                   "r64 w4 dv256 bs32": dict(_R64, num_warps=4, block_dv=256, block_s=32),
                   "r64 w8 dv128 bs32": dict(_R64, num_warps=8, block_dv=128, block_s=32)}
 
+# --sweep: 8 warps per 16-row program for many-head MLA (the --warps run: 64 heads C=8 L=4096
+# 58.8 -> 52.5 us, but C=1 L=8192 16.5 -> 20.3) and 16-row tiles for tree verification, over C and L
+SWEEP_SHAPES = ([("mla", 64, C, 1, L) for C in (2, 8, 32, 128) for L in (1024, 4096, 8192, 32768)]
+                + [("mla", 8, 8, 9, 4096), ("mla", 8, 32, 9, 8192), ("mla", 8, 8, 17, 8192), ("mla", 64, 1, 17, 8192)])
+SWEEP_VARIANTS = {"default": {}, "w8": dict(num_warps=8), "r16": dict(block_r=16), "r16 w8": dict(block_r=16, num_warps=8)}
+
 
 def _run(a) -> None:
     import torch
@@ -79,6 +88,7 @@ def _run(a) -> None:
 
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     shapes, variants, what = ((WARPS_SHAPES, WARPS_VARIANTS, "row tiles and warps per program") if a.warps else
+                              (SWEEP_SHAPES, SWEEP_VARIANTS, "8 warps and 16-row tiles over C and L") if a.sweep else
                               (WGMMA_SHAPES, WGMMA_VARIANTS, "64-row tiles (wgmma) where MLA is compute-bound")
                               if a.wgmma else (SHAPES, VARIANTS, "KV tiles by pointer loads or TMA"))
     _p(f"\n## decode attention, {what}, us per call (CUDA graph over KV copies, cold L2)")
@@ -96,7 +106,7 @@ def _run(a) -> None:
         if kind == "mla":  # the work the kernel computes (ta.mla_flops): its time at 1 PFLOP/s, a scale
             _p(f"flops {c.name}: {ta.mla_flops(C, q, L, H) / 1e9:.1f} GFLOP = {ta.mla_flops(C, q, L, H) / 1e9:.1f} us "
                "at 1000 TFLOP/s")
-        compare(c, {n: (c.fn(ta, **kw), c.kvs) for n, kw in variants.items()}, a, 17, gbps=a.wgmma)
+        compare(c, {n: (c.fn(ta, **kw), c.kvs) for n, kw in variants.items()}, a, 17, gbps=a.wgmma or a.sweep)
         del c
         torch.cuda.empty_cache()
 
@@ -104,7 +114,8 @@ def _run(a) -> None:
 def main(argv=None) -> None:
     _ab.main("ab_session16", __doc__, _run, argv,
              flags=(("--warps", "row tiles and warps per program instead of the TMA variants"),
-                    ("--wgmma", "64-row tiles at compute-bound MLA shapes")))
+                    ("--wgmma", "64-row tiles at compute-bound MLA shapes"),
+                    ("--sweep", "8 warps and 16-row tiles for many-head MLA and tree verification, over C and L")))
 
 
 if __name__ == "__main__":
