@@ -95,10 +95,6 @@ def _get_kernel():
         Q_IN_LOOP: tl.constexpr = False,
         # tiles wholly inside the split and the prefix skip the visibility mask (`default_full_tiles`)
         FULL_TILES: tl.constexpr = False,
-        # KV tiles through the tensor memory accelerator (knob `tma`): 0 pointer loads; 1 descriptors
-        # made on the device (global scratch from triton's allocator); 2 descriptors made on the host,
-        # given in place of k_ptr, kpe_ptr and v_ptr (4-D [C, S, Hkv, D] and 3-D [C, S, DPE])
-        TMA: tl.constexpr = 0,
     ):
         if PDL:  # let the combine grid launch now; it waits (griddepcontrol.wait) for this grid's writes
             tl.extra.cuda.gdc_launch_dependents()
@@ -132,17 +128,6 @@ def _get_kernel():
                 if DPE > 0:
                     qp = qp.to(tl.float32)
         qk_scale = sm_scale * 1.4426950408889634  # exp2 domain
-        if TMA == 1:  # one sequence's KV as [S, Hkv, D] (out-of-range rows read as zeros)
-            k_desc = tl.make_tensor_descriptor(k_ptr + c * sk_c, shape=[S, HKV, DK], strides=[sk_s, sk_h, 1],
-                                               block_shape=[BLOCK_S, 1, DK])
-            if DPE > 0:
-                kp_desc = tl.make_tensor_descriptor(kpe_ptr + c * skp_c, shape=[S, DPE], strides=[skp_s, 1],
-                                                    block_shape=[BLOCK_S, DPE])
-            if not (V_IS_K and BLOCK_DV == DV):
-                v_desc = tl.make_tensor_descriptor(v_ptr + c * sv_c, shape=[S, HKV, DV], strides=[sv_s, sv_h, 1],
-                                                   block_shape=[BLOCK_S, 1, BLOCK_DV])
-        c32 = c.to(tl.int32)
-        dv0 = tl.min(dv, 0)
 
         m_i = tl.full((BLOCK_R,), float("-inf"), dtype=tl.float32)
         l_i = tl.zeros((BLOCK_R,), dtype=tl.float32)
@@ -164,24 +149,14 @@ def _get_kernel():
                     q = q.to(tl.float32)
                     if DPE > 0:
                         qp = qp.to(tl.float32)
-            if TMA == 1:
-                kt = k_desc.load([s0, hkv, 0]).reshape(BLOCK_S, DK)
-            elif TMA == 2:
-                kt = k_ptr.load([c32, s0, hkv, 0]).reshape(BLOCK_S, DK)
-            else:
-                kt = tl.load(k_ptr + c * sk_c + offs[:, None] * sk_s + hkv * sk_h + dk[None, :],
-                             mask=s_ok[:, None], other=0.0)
+            kt = tl.load(k_ptr + c * sk_c + offs[:, None] * sk_s + hkv * sk_h + dk[None, :],
+                         mask=s_ok[:, None], other=0.0)
             if DOT_F32:
                 kt = kt.to(tl.float32)
             sc = tl.dot(q, tl.trans(kt))
             if DPE > 0:
-                if TMA == 1:
-                    kp = kp_desc.load([s0, 0])
-                elif TMA == 2:
-                    kp = kpe_ptr.load([c32, s0, 0]).reshape(BLOCK_S, DPE)
-                else:
-                    kp = tl.load(kpe_ptr + c * skp_c + offs[:, None] * skp_s + dp[None, :],
-                                 mask=s_ok[:, None], other=0.0)
+                kp = tl.load(kpe_ptr + c * skp_c + offs[:, None] * skp_s + dp[None, :],
+                             mask=s_ok[:, None], other=0.0)
                 if DOT_F32:
                     kp = kp.to(tl.float32)
                 sc = tl.dot(qp, tl.trans(kp), sc)
@@ -213,13 +188,8 @@ def _get_kernel():
             if V_IS_K and BLOCK_DV == DV:
                 vt = kt
             else:
-                if TMA == 1:
-                    vt = v_desc.load([s0, hkv, dv0]).reshape(BLOCK_S, BLOCK_DV)
-                elif TMA == 2:
-                    vt = v_ptr.load([c32, s0, hkv, dv0]).reshape(BLOCK_S, BLOCK_DV)
-                else:
-                    vt = tl.load(v_ptr + c * sv_c + offs[:, None] * sv_s + hkv * sv_h + dv[None, :],
-                                 mask=s_ok[:, None], other=0.0)
+                vt = tl.load(v_ptr + c * sv_c + offs[:, None] * sv_s + hkv * sv_h + dv[None, :],
+                             mask=s_ok[:, None], other=0.0)
                 if DOT_F32:
                     vt = vt.to(tl.float32)
             acc = tl.dot(p.to(vt.dtype), vt, acc)
@@ -283,11 +253,15 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
             tiles = -(-(-(-S // splits)) // block_s)
             stages = 3 if tiles >= GQA_3STAGE_MIN_TILES else 2
         elif given_block_r is None and block_r > 16:
-            # MLA with many heads (64 at C=1): 16-row tiles and about two waves of programs,
-            # one or two tiles each, beat 32-row tiles in one wave (runs/README.md, "Kernel defaults")
+            # MLA with many heads (64 at C=1): 16-row tiles, MLA_SMALL_WAVES programs per SM (one
+            # resident wave: two 96 KB programs fit), one or two tiles each, beat 32-row tiles at
+            # one program per SM (runs/README.md, "Kernel defaults"). The splits round *down* to that
+            # wave: rounded up, 64 heads at C=8 made 288 programs for 264 places, and the 24 left over
+            # ran as a second wave (L=4096: 58.3 against 44.6 us at 256 programs;
+            # runs/tuning/session16/ab_session16_sweep_e9a213b.log)
             block_r = 16
             base = C * Hkv * -(-rows // block_r)
-            splits = max(1, min(-(-S // block_s), -(-MLA_SMALL_WAVES * num_sms // base)))
+            splits = max(1, min(-(-S // block_s), MLA_SMALL_WAVES * num_sms // base))
     return dict(block_r=block_r, block_s=block_s, num_splits=splits, num_warps=4, num_stages=stages)
 
 
@@ -303,7 +277,7 @@ def default_partials(C: int, Hkv: int, R: int, nsplit: int, dv: int) -> str:
     return "bf16" if big else "fp32"
 
 
-MLA_SMALL_WAVES = 2  # programs per SM for many-head MLA at small C x L (see default_config)
+MLA_SMALL_WAVES = 2  # programs per SM for many-head MLA at small C x L, one resident wave (see default_config)
 # GQA's small-C x L plan runs 3 stages only where each split has at least this many KV tiles. On
 # the H200, the defaults at 2 stages against 3 (runs/tuning/session13/ab_session13_7ef5d38.log,
 # "st2"), best of 3 interleaved rounds: faster at every shape with 1-3 tiles per split but one
@@ -460,64 +434,9 @@ def split_plan(C: int, Hkv: int, R: int, S: int, dv: int, num_sms: int = 132, cf
 
 SPLIT_ONLY = False  # tuning only: skip the combine, return the partials
 
-# KV tiles through the tensor memory accelerator (the split kernel's TMA; knob `tma`): 0 pointer
-# loads (cp.async), 1 descriptors made on the device, 2 descriptors made on the host
-TMA_DEFAULT = 0
-
-
-def _tma_ok(q, k, kpe, v, facts, interpret: bool) -> bool:
-    """Whether the KV tensors can be TMA descriptors: sm_90+ (or the interpreter), bf16 or fp16,
-    16-byte aligned bases and strides, the last dimension contiguous."""
-    if not interpret and (facts is None or facts.cc_major < 9):
-        return False
-    for t in (k, v) + (() if kpe is None else (kpe,)):
-        if t.dtype not in (torch.bfloat16, torch.float16) or t.stride(-1) != 1 or t.data_ptr() % 16:
-            return False
-        if any(st * t.element_size() % 16 for st in t.stride()[:-1]):
-            return False
-    return True
-
-
-def _as_4d(t: torch.Tensor) -> tuple[list, list]:
-    """[C, S, Hkv, D] as shape and strides; [C, S, D] (MLA's one latent head) as [C, S, 1, D]."""
-    if t.dim() == 4:
-        return list(t.shape), list(t.stride())
-    return [t.shape[0], t.shape[1], 1, t.shape[2]], [t.stride(0), t.stride(1), t.shape[2], 1]
-
-
-def _host_descriptors(k, kpe, v, block_s: int, block_dv: int, v_is_tile: bool):
-    """(k, kpe, v) as the split kernel's TMA=2 arguments: host-made descriptors of one KV tile
-    (kpe: the tensor itself where there is none; v: itself where the kernel reuses k's tile)."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    shape, strides = _as_4d(k)
-    kd = TensorDescriptor(k, shape, strides, [1, block_s, 1, shape[-1]])
-    kpd = k if kpe is None else TensorDescriptor(kpe, list(kpe.shape), list(kpe.stride()), [1, block_s, kpe.shape[-1]])
-    if v_is_tile:
-        return kd, kpd, v
-    shape, strides = _as_4d(v)
-    return kd, kpd, TensorDescriptor(v, shape, strides, [1, block_s, 1, block_dv])
-
-
-_ALLOCATOR_SET = False
-
-
-def _set_scratch_allocator() -> None:
-    """Device-made descriptors need global scratch per program: torch's allocator gives it."""
-    global _ALLOCATOR_SET
-    if _ALLOCATOR_SET:
-        return
-    import triton
-
-    def alloc(size: int, alignment: int, stream):
-        return torch.empty(size, dtype=torch.int8, device="cuda")
-
-    triton.set_allocator(alloc)
-    _ALLOCATOR_SET = True
-
 
 _CFG_NAMES = ("block_r", "block_s", "num_splits", "num_warps", "num_stages", "pdl", "partials", "block_dv",
-              "q_in_loop", "full_tiles", "tma")
+              "q_in_loop", "full_tiles")
 
 
 class _Plan(NamedTuple):
@@ -588,7 +507,6 @@ def _run_planned(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, 
     q_in_loop = cfg.pop("q_in_loop", None)
     full_tiles = cfg.pop("full_tiles", None)
     partials = cfg.pop("partials", None)
-    tma = cfg.pop("tma", None)
     pdl = (PDL_DEFAULT if pdl is None else pdl) and facts is not None and not interpret and facts.cc_major >= 9
     d = split_plan(C, Hkv, R, S, dv, num_sms, cfg, q_in_loop=q_in_loop, full_tiles=full_tiles,
                    fp32_mla=q.dtype == torch.float32 and dv > 128 and not interpret)
@@ -619,25 +537,14 @@ def _run_planned(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, 
               k.stride(0), k.stride(1), skh, kpe_.stride(0), kpe_.stride(1), v.stride(0), v.stride(1), svh,
               mask.stride(0), mask.stride(1),
               o.stride(0), o.stride(1), o.stride(2), o.stride(3), lse.stride(0), lse.stride(1), lse.stride(2))
-    tma = TMA_DEFAULT if tma is None else int(tma)
-    if tma not in (0, 1, 2):
-        raise ValueError(f"tma={tma!r}: expected 0 (pointer loads), 1 (device descriptors) or 2 (host descriptors)")
-    if tma and not _tma_ok(q, k, kpe, v, facts, interpret):
-        tma = 0
     kw = dict(G=G, DK=q.shape[-1], DPE=dpe, DV=dv, V_IS_K=v_is_k,
               BLOCK_R=d["block_r"], BLOCK_S=d["block_s"],
               DOT_F32=interpret, PDL=pdl, BLOCK_DV=d["block_dv"], Q_IN_LOOP=d["q_in_loop"],
-              FULL_TILES=d["full_tiles"], TMA=tma,
+              FULL_TILES=d["full_tiles"],
               num_warps=d["num_warps"], num_stages=d["num_stages"])
     tensors = (q, qpe_, k, kpe_, v, mask, o, lse)
-    if tma == 1 and not interpret:
-        _set_scratch_allocator()
-    elif tma == 2:  # the KV tensors as host-made descriptors (Triton's own launch path)
-        tensors = (q, qpe_, *_host_descriptors(k, kpe, v, d["block_s"], d["block_dv"], v_is_k and d["block_dv"] == dv),
-                   mask, o, lse)
-        sig = None
     out = torch.empty((C, Q, Hkv * G, dv), dtype=q.dtype, device=q.device)
-    ptrs = tuple(t.data_ptr() if isinstance(t, torch.Tensor) else t.base.data_ptr() for t in tensors) + (out.data_ptr(),)
+    ptrs = tuple(t.data_ptr() for t in tensors) + (out.data_ptr(),)
     planned = (sig is not None and not interpret and facts is not None and q.is_cuda and k.is_cuda
                and v.is_cuda and tree_mask.is_cuda and not SPLIT_ONLY and not any(p & 15 for p in ptrs))
     split_args = (*tensors, *ints_a, float(sm_scale), *ints_b)
@@ -646,8 +553,6 @@ def _run_planned(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, 
         split_key = ("split", plan_id)
         _get_kernel().launch_keyed(split_key, grid, split_args,
                                    (*ptrs[:8], *ints_a, float(sm_scale), *ints_b), kw)
-    elif tma == 2:  # descriptors are not keyed by FastLauncher: Triton's own launch path
-        _get_kernel().fn[grid](*split_args, **kw)
     else:
         _get_kernel()[grid](*split_args, **kw)
     if SPLIT_ONLY:  # tuning (measure/tuning/sweep_decode.py): the split kernel alone
@@ -680,25 +585,25 @@ def _run_planned(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, 
 
 def tree_attention_gqa(q, k, v, tree_mask, sm_scale=None, *, block_r=None, block_s=None,
                        num_splits=None, num_warps=None, num_stages=None, pdl=None, partials=None,
-                       block_dv=None, q_in_loop=None, full_tiles=None, tma=None) -> torch.Tensor:
+                       block_dv=None, q_in_loop=None, full_tiles=None) -> torch.Tensor:
     """q [C,Q,Hq,D], k/v [C,S,Hkv,D] (S = L + Q), tree_mask bool [C,Q,Q] -> [C,Q,Hq,D]."""
     C, Q, Hq, D = q.shape
     Hkv = k.shape[2]
     assert Hq % Hkv == 0 and D & (D - 1) == 0, f"{Hq=} {Hkv=} {D=} (D a power of two)"
     scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)
-    cfg = (block_r, block_s, num_splits, num_warps, num_stages, pdl, partials, block_dv, q_in_loop, full_tiles, tma)
+    cfg = (block_r, block_s, num_splits, num_warps, num_stages, pdl, partials, block_dv, q_in_loop, full_tiles)
     return _run(q, None, k, None, v, tree_mask, scale, G=Hq // Hkv, Hkv=Hkv, dv=D,
                 v_is_k=False, cfg=cfg)
 
 
 def tree_attention_mla(q_latent, q_rope, ckv, kpe, tree_mask, sm_scale, *, block_r=None,
                        block_s=None, num_splits=None, num_warps=None, num_stages=None, pdl=None, partials=None,
-                       block_dv=None, q_in_loop=None, full_tiles=None, tma=None) -> torch.Tensor:
+                       block_dv=None, q_in_loop=None, full_tiles=None) -> torch.Tensor:
     """Absorbed MLA: q_latent [C,Q,H,512], q_rope [C,Q,H,64], ckv [C,S,512], kpe [C,S,64]
     -> [C,Q,H,512]; score = q_latent.ckv + q_rope.kpe, value = ckv (one latent head).
     block_dv < 512 splits the output columns over programs (each recomputes the scores)."""
     C, Q, H, DL = q_latent.shape
-    cfg = (block_r, block_s, num_splits, num_warps, num_stages, pdl, partials, block_dv, q_in_loop, full_tiles, tma)
+    cfg = (block_r, block_s, num_splits, num_warps, num_stages, pdl, partials, block_dv, q_in_loop, full_tiles)
     return _run(q_latent, q_rope, ckv, kpe, ckv, tree_mask, sm_scale, G=H, Hkv=1, dv=DL,
                 v_is_k=True, cfg=cfg)
 

@@ -195,42 +195,6 @@ def test_mla_output_columns_split_over_programs(block_dv):
         ta.tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07, block_dv=96)
 
 
-@pytest.mark.parametrize("tma", [1, 2])
-def test_kv_tiles_through_tma_descriptors(tma, monkeypatch):
-    """tma=1 (descriptors made on the device) and 2 (made on the host): the same results as the
-    reference, with splits ending inside the sequence (rows past a split are read, then masked),
-    a ragged last tile (rows past S read as zeros), the tree part, MLA with its output columns
-    split over programs; and the descriptor path is the one taken (not the pointer fallback)."""
-    taken = []
-    ok = ta._tma_ok
-    monkeypatch.setattr(ta, "_tma_ok", lambda *a: taken.append(ok(*a)) or taken[-1])
-    gen = torch.Generator().manual_seed(tma)
-    C, Q, L = 2, 3, 45
-    S = L + Q
-    mask = random_tree_mask(C, Q, gen)
-    q = torch.randn(C, Q, 8, 32, generator=gen).to(DEV, torch.bfloat16)
-    k, v = (torch.randn(C, S, 2, 32, generator=gen).to(DEV, torch.bfloat16) for _ in range(2))
-    ref = ta.tree_attention_gqa_reference(q, k, v, mask)
-    for splits in (1, 3):
-        out = ta.tree_attention_gqa(q, k, v, mask, tma=tma, block_s=16, num_splits=splits)
-        assert_close(out, ref, torch.bfloat16, f"gqa {tma=} {splits=}")
-    ql, qr = (torch.randn(C, Q, 8, d, generator=gen).to(DEV, torch.bfloat16) for d in (512, 64))
-    ckv, kpe = (torch.randn(C, S, d, generator=gen).to(DEV, torch.bfloat16) for d in (512, 64))
-    ref = ta.tree_attention_mla_reference(ql, qr, ckv, kpe, mask, 0.07)
-    for block_dv in (512, 256):
-        out = ta.tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07, tma=tma, block_s=16, num_splits=2,
-                                    block_dv=block_dv)
-        assert_close(out, ref, torch.bfloat16, f"mla {tma=} {block_dv=}")
-    assert taken == [True] * 4
-    # fp32 KV (not a TMA type here) falls back to pointer loads, with the same result
-    taken.clear()
-    out = ta.tree_attention_gqa(q.float(), k.float(), v.float(), mask, tma=tma, block_s=16)
-    assert_close(out, ta.tree_attention_gqa_reference(q.float(), k.float(), v.float(), mask), torch.float32, "fp32")
-    assert taken == [False]
-    with pytest.raises(ValueError, match="tma=3"):
-        ta.tree_attention_gqa(q, k, v, mask, tma=3)
-
-
 def test_q_loaded_inside_the_kv_loop():
     """q_in_loop: q (and MLA's q_rope) reloaded with each KV tile gives the same result, over
     several tiles per split, the tree part, and partly filled row tiles."""
@@ -307,6 +271,15 @@ def test_default_config_fills_one_wave_at_small_c_and_keeps_large_shapes():
                                                           num_stages=2)
     assert ta.default_config(1, 1, 64, 1025, 512)["num_splits"] == 17  # every tile
     assert ta.default_config(1, 1, 64, 8193, 512, block_r=32)["block_r"] == 32  # a given row tile stays
+    # 64 heads at C=8: 4 row blocks x 8 sequences, 264 // 32 = 8 splits (rounded up, 9 made 288
+    # programs for 2 x 132 places: a second wave of 24)
+    assert ta.default_config(8, 1, 64, 4097, 512)["num_splits"] == 8
+    for C in (1, 2, 3, 4, 5, 8, 16, 32):  # the many-head small plan never passes its one resident wave
+        for S in (1025, 4097, 8193):
+            plan = ta.split_plan(C, 1, 64, S, 512)
+            g = plan["grid"]
+            if plan["block_r"] == 16:
+                assert g[0] * g[1] * g[2] <= ta.MLA_SMALL_WAVES * 132, (C, S, g)
     # enough sequences to fill the GPU: unchanged (each split keeps >= 8 tiles)
     assert ta.default_config(128, 1, 64, 8193, 512)["block_r"] == 32
     assert ta.default_config(32, 1, 72, 8193, 512)["block_r"] == 32  # C=32, 9-token trees, 8 heads

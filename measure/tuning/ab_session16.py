@@ -1,29 +1,24 @@
-"""A/B of session 16's decode attention question (issue 19), on one GPU, in one call.
+"""A/B of session 16's decode attention questions (issue 19), on one GPU, in one call.
 
 Nsight Compute of the split kernel at C=1 (runs/tuning/session13/ncu_*) shows few warps per
-scheduler (138 registers per thread, 2 programs per SM) with most cycles lacking an eligible one,
-and DRAM at 56% of peak. Its KV tiles come through pointer loads (cp.async, every thread
-computing addresses). Do KV tiles through the tensor memory accelerator (`tree_attention`'s knob
-`tma`) get more bytes in flight? Per shape:
+scheduler and most cycles lacking an eligible one. The modes:
 
-- "default": the wrapper's defaults (pointer loads);
-- "tma1": descriptors made on the device (per program, in global scratch);
-- "tma2": descriptors made on the host (passed as kernel parameters);
-- "tma2 st3" / "tma2 st4": that with 3 or 4 stages;
-- "tma1 st3": device descriptors with 3 stages.
+- (none): the many-head MLA plan's split count rounded down to its one resident wave (the
+  default now) against rounded up (`old`: 16-row tiles, ceil(2 x SMs / programs per split));
+- --warps: many warps per program, 64-row tiles on 8 or 16 warps (one program holds every MLA
+  head's accumulator and reads each KV tile once), 32-row tiles on 8 warps, 128-position KV tiles;
+- --wgmma: 64-row tiles (wgmma) at MLA shapes that are compute-bound (64 heads at C >= 8, tree
+  tokens q = 9-65), in the variants that compile without spills offline;
+- --sweep: 8 warps and 16-row tiles for 64-head MLA over C = 2-128 and L = 1024-32768, and for
+  tree verification (q = 9, 17).
+
+The first A/B of the session, KV tiles through TMA descriptors (device- or host-made) against
+pointer loads, ran at 4eebc24 with that commit's version of this tool and of the kernel (the knob
+`tma`, since removed: `ab_session16_4eebc24.log`).
 
 Interleaved per round, timed as the attention bench times (CUDA graph over KV copies, cold L2:
 `ab_decode._time`). Every variant is checked against the torch reference on the GPU first; one
 that does not compile is reported and skipped.
-
-With --warps: MLA with all 64 heads in one program on 8 or 16 warps (the accumulator of
-64 x 512 fp32 spread over 256 or 512 threads), 32-row tiles on 8 warps, 128-position KV tiles.
-
-With --wgmma: 64-row tiles (wgmma) at MLA shapes that are compute-bound (64 heads at C >= 8,
-tree tokens q = 9-65).
-
-With --sweep: 8 warps per program and 16-row tiles for 64-head MLA over C = 2-128 and
-L = 1024-32768, and for tree verification (q = 9, 17).
 
     python -m perfmodel.measure.tuning.ab_session16 [--rounds 3] [--warm] [--warps | --wgmma | --sweep]
 """
@@ -34,16 +29,17 @@ from . import _ab
 from ._ab import p as _p
 from .ab_session12 import compare
 
-# (kind, heads, C, q, L) of ab_decode.Case: the issue's C=1 goal shapes, a small tree, mid and
-# large shapes (large-size efficiency must not drop)
-SHAPES = [("mla", 8, 1, 1, 1024), ("mla", 8, 1, 1, 8192), ("mla", 64, 1, 1, 1024), ("mla", 64, 1, 1, 8192),
-          ("llama", 0, 1, 1, 1024), ("llama", 0, 1, 1, 8192), ("qwen", 0, 1, 1, 8192),
-          ("llama", 0, 1, 4, 8192), ("mla", 8, 1, 4, 8192),
-          ("mla", 64, 8, 1, 4096), ("llama", 0, 8, 1, 4096), ("qwen", 0, 32, 1, 4096),
-          ("mla", 8, 32, 1, 32768), ("llama", 0, 8, 1, 32768)]
+# (kind, heads, C, q, L) of ab_decode.Case: 64 heads at C where the rounding changes the plan, and
+# two where it does not (C=1, C=2)
+SHAPES = [("mla", 64, C, 1, L) for C in (4, 5, 8, 16, 32) for L in (1024, 4096)] + [
+    ("mla", 64, 4, 1, 8192), ("mla", 64, 1, 1, 8192), ("mla", 64, 2, 1, 4096)]
 
-VARIANTS = {"default": {}, "tma1": dict(tma=1), "tma2": dict(tma=2), "tma2 st3": dict(tma=2, num_stages=3),
-            "tma2 st4": dict(tma=2, num_stages=4), "tma1 st3": dict(tma=1, num_stages=3)}
+
+def rule_variants(C: int, S: int, num_sms: int) -> dict:
+    """default (splits rounded down to the wave) and old (rounded up) for 64 heads at q=1."""
+    base = C * 4  # 16-row tiles: 4 row blocks of 64 heads per sequence
+    old = max(1, min(-(-S // 64), -(-2 * num_sms // base)))
+    return {"default": {}, "old": dict(block_r=16, num_splits=old)}
 
 
 # --warps: many warps per program, so that one program holds every MLA head's accumulator and
@@ -90,7 +86,7 @@ def _run(a) -> None:
     shapes, variants, what = ((WARPS_SHAPES, WARPS_VARIANTS, "row tiles and warps per program") if a.warps else
                               (SWEEP_SHAPES, SWEEP_VARIANTS, "8 warps and 16-row tiles over C and L") if a.sweep else
                               (WGMMA_SHAPES, WGMMA_VARIANTS, "64-row tiles (wgmma) where MLA is compute-bound")
-                              if a.wgmma else (SHAPES, VARIANTS, "KV tiles by pointer loads or TMA"))
+                              if a.wgmma else (SHAPES, None, "the many-head plan's splits rounded down or up"))
     _p(f"\n## decode attention, {what}, us per call (CUDA graph over KV copies, cold L2)")
     for kind, H, C, q, L in shapes:
         c = Case(kind, H, C, q, L)
@@ -106,14 +102,15 @@ def _run(a) -> None:
         if kind == "mla":  # the work the kernel computes (ta.mla_flops): its time at 1 PFLOP/s, a scale
             _p(f"flops {c.name}: {ta.mla_flops(C, q, L, H) / 1e9:.1f} GFLOP = {ta.mla_flops(C, q, L, H) / 1e9:.1f} us "
                "at 1000 TFLOP/s")
-        compare(c, {n: (c.fn(ta, **kw), c.kvs) for n, kw in variants.items()}, a, 17, gbps=a.wgmma or a.sweep)
+        vs = variants or rule_variants(C, L + q, num_sms)
+        compare(c, {n: (c.fn(ta, **kw), c.kvs) for n, kw in vs.items()}, a, 17, gbps=True)
         del c
         torch.cuda.empty_cache()
 
 
 def main(argv=None) -> None:
     _ab.main("ab_session16", __doc__, _run, argv,
-             flags=(("--warps", "row tiles and warps per program instead of the TMA variants"),
+             flags=(("--warps", "row tiles and warps per program"),
                     ("--wgmma", "64-row tiles at compute-bound MLA shapes"),
                     ("--sweep", "8 warps and 16-row tiles for many-head MLA and tree verification, over C and L")))
 
