@@ -10,7 +10,9 @@ scheduler and most cycles lacking an eligible one. The modes:
 - --wgmma: 64-row tiles (wgmma) at MLA shapes that are compute-bound (64 heads at C >= 8, tree
   tokens q = 9-65), in the variants that compile without spills offline;
 - --sweep: 8 warps and 16-row tiles for 64-head MLA over C = 2-128 and L = 1024-32768, and for
-  tree verification (q = 9, 17).
+  tree verification (q = 9, 17);
+- --wave: the many-head plan (16-row tiles, splits rounded down to one resident wave of two
+  programs per SM) at larger C x L and at trees, against the default's 32-row tiles.
 
 The first A/B of the session, KV tiles through TMA descriptors (device- or host-made) against
 pointer loads, ran at 4eebc24 with that commit's version of this tool and of the kernel (the knob
@@ -20,7 +22,7 @@ Interleaved per round, timed as the attention bench times (CUDA graph over KV co
 `ab_decode._time`). Every variant is checked against the torch reference on the GPU first; one
 that does not compile is reported and skipped.
 
-    python -m perfmodel.measure.tuning.ab_session16 [--rounds 3] [--warm] [--warps | --wgmma | --sweep]
+    python -m perfmodel.measure.tuning.ab_session16 [--rounds 3] [--warm] [--warps | --wgmma | --sweep | --wave]
 """
 
 from __future__ import annotations
@@ -56,9 +58,10 @@ WARPS_VARIANTS = {"default": {}, "r64 w16": dict(block_r=64, num_warps=16),
 
 # --wgmma: MLA where it is compute-bound (many heads or tree tokens per program: 64 heads at C >= 8,
 # q = 9-65) is at 1-42% of read and ~200 TFLOP/s in the embedded profile: its <= 32-row tiles run
-# mma.sync. 64-row tiles run wgmma (one warpgroup per 64 rows); these variants keep their
-# accumulator in registers without spills in an offline sm_90 compile (the 64-row tile cannot skip
-# the mask: Triton's pipeliner fails on the branch there)
+# mma.sync. 64-row tiles run wgmma (one warpgroup per 64 rows); in an offline sm_90 compile these
+# variants use 246-255 registers, the two 8-warp column slices without spills
+# (runs/tuning/session16/offline_compile_mla_24ddd9b.txt; the 64-row tile cannot skip the mask:
+# Triton's pipeliner fails on the branch there)
 WGMMA_SHAPES = [("mla", 64, 8, 1, 8192), ("mla", 64, 32, 1, 8192), ("mla", 64, 128, 1, 8192),
                 ("mla", 8, 8, 17, 8192), ("mla", 8, 32, 9, 4096), ("mla", 64, 1, 17, 8192), ("mla", 8, 1, 65, 8192),
                 ("mla", 8, 8, 65, 4096), ("mla", 64, 1, 1, 8192), ("mla", 8, 128, 1, 32768)]
@@ -74,6 +77,21 @@ SWEEP_SHAPES = ([("mla", 64, C, 1, L) for C in (2, 8, 32, 128) for L in (1024, 4
                 + [("mla", 8, 8, 9, 4096), ("mla", 8, 32, 9, 8192), ("mla", 8, 8, 17, 8192), ("mla", 64, 1, 17, 8192)])
 SWEEP_VARIANTS = {"default": {}, "w8": dict(num_warps=8), "r16": dict(block_r=16), "r16 w8": dict(block_r=16, num_warps=8)}
 
+# --wave: the many-head plan (16-row tiles, splits rounded down to one resident wave of two
+# programs per SM) past the small C x L where the default uses it, against the default's 32-row
+# tiles; and for trees (q = 9, 17)
+WAVE_SHAPES = ([("mla", 64, C, 1, L) for C, L in ((2, 32768), (4, 32768), (8, 8192), (8, 32768), (16, 4096),
+                                                   (16, 8192), (32, 4096), (32, 8192), (32, 32768), (64, 4096),
+                                                   (128, 8192))]
+               + [("mla", 8, 1, 9, 8192), ("mla", 8, 8, 9, 4096), ("mla", 8, 32, 9, 8192), ("mla", 8, 8, 17, 8192),
+                  ("mla", 64, 1, 17, 8192), ("mla", 8, 1, 65, 8192)])
+
+
+def wave_variants(C: int, R: int, num_sms: int) -> dict:
+    """default, and 16-row tiles with the splits rounded down to 2 programs per SM (`wave16`)."""
+    base = C * -(-R // 16)
+    return {"default": {}, "wave16": dict(block_r=16, num_splits=max(1, 2 * num_sms // base))}
+
 
 def _run(a) -> None:
     import torch
@@ -85,6 +103,7 @@ def _run(a) -> None:
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     shapes, variants, what = ((WARPS_SHAPES, WARPS_VARIANTS, "row tiles and warps per program") if a.warps else
                               (SWEEP_SHAPES, SWEEP_VARIANTS, "8 warps and 16-row tiles over C and L") if a.sweep else
+                              (WAVE_SHAPES, None, "16-row tiles in one resident wave past small C x L") if a.wave else
                               (WGMMA_SHAPES, WGMMA_VARIANTS, "64-row tiles (wgmma) where MLA is compute-bound")
                               if a.wgmma else (SHAPES, None, "the many-head plan's splits rounded down or up"))
     _p(f"\n## decode attention, {what}, us per call (CUDA graph over KV copies, cold L2)")
@@ -102,7 +121,7 @@ def _run(a) -> None:
         if kind == "mla":  # the work the kernel computes (ta.mla_flops): its time at 1 PFLOP/s, a scale
             _p(f"flops {c.name}: {ta.mla_flops(C, q, L, H) / 1e9:.1f} GFLOP = {ta.mla_flops(C, q, L, H) / 1e9:.1f} us "
                "at 1000 TFLOP/s")
-        vs = variants or rule_variants(C, L + q, num_sms)
+        vs = variants or (wave_variants(C, R, num_sms) if a.wave else rule_variants(C, L + q, num_sms))
         compare(c, {n: (c.fn(ta, **kw), c.kvs) for n, kw in vs.items()}, a, 17, gbps=True)
         del c
         torch.cuda.empty_cache()
@@ -112,7 +131,8 @@ def main(argv=None) -> None:
     _ab.main("ab_session16", __doc__, _run, argv,
              flags=(("--warps", "row tiles and warps per program"),
                     ("--wgmma", "64-row tiles at compute-bound MLA shapes"),
-                    ("--sweep", "8 warps and 16-row tiles for many-head MLA and tree verification, over C and L")))
+                    ("--sweep", "8 warps and 16-row tiles for many-head MLA and tree verification, over C and L"),
+                    ("--wave", "16-row tiles in one resident wave past the small C x L plan")))
 
 
 if __name__ == "__main__":
