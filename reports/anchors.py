@@ -61,12 +61,12 @@ def bars(p: Profile, validation: dict | None = None) -> list[tuple[str, str, str
                      f"min {min(sp):.1f}x, max {max(sp):.1f}x", ">= 10x", min(sp) >= 10))
     # issue 19: decode-size kernels at production latency, read from the raw samples
     def worst(bench: str, sel) -> tuple[float, int, float] | None:
-        """(slowest µs, points, µs the slowest point's bytes need at the read ceiling)."""
+        """(slowest µs, points, the slowest point's bytes)."""
         pts = [s for s in _samples(p, bench) if sel(s)]
         if not pts:
             return None
         s = max(pts, key=lambda s: s.median_ms)
-        return s.median_ms * 1e3, len(pts), (s.bytes or 0.0) / (read * 1e3)
+        return s.median_ms * 1e3, len(pts), s.bytes or 0.0
 
     for label, bench, sel, goal in (
         ("decode MLA, C=1, q=1, L <= 8192, every head count: slowest", "attention",
@@ -81,12 +81,15 @@ def bars(p: Profile, validation: dict | None = None) -> list[tuple[str, str, str
          lambda s: s.shape.get("shape") == "kimi_tp8_I256" and s.shape.get("T", 99) <= 8 and s.provider == "triton_w4a16", 20.0)):
         w = worst(bench, sel)
         if w:
-            roof = f"its bytes need {w[2]:.1f} us at the read ceiling"
-            bound = physical_bound_us(p.overheads, w[2] * read * 1e3, read)
-            if bound:
-                roof += (f"; with the floor probe's latencies, at least {bound[0]:.1f} us in one kernel, "
-                         f"{bound[1]:.1f} us in two (the probe's split-K pair)")
-            rows.append((label, f"{w[0]:.1f} us over {w[1]} points ({roof})", f"<= {goal:g} us", w[0] <= goal))
+            roof = ""
+            if p.ceilings.read_GBps:  # without a read ceiling neither the roof nor the bound is known
+                roof = f" (its bytes need {w[2] / (read * 1e3):.1f} us at the read ceiling"
+                bound = physical_bound_us(p.overheads, w[2], read)
+                if bound:
+                    roof += (f"; with the floor probe's latencies, at least {bound[0]:.1f} us in one kernel, "
+                             f"{bound[1]:.1f} us in two (the probe's split-K pair)")
+                roof += ")"
+            rows.append((label, f"{w[0]:.1f} us over {w[1]} points{roof}", f"<= {goal:g} us", w[0] <= goal))
     o = p.overheads
     if o and o.launch_eager_triton_us:
         # a host-bound figure: the same host's eager torch op is shown beside it
