@@ -93,6 +93,17 @@ def wave_variants(C: int, R: int, num_sms: int) -> dict:
     return {"default": {}, "wave16": dict(block_r=16, num_splits=max(1, 2 * num_sms // base))}
 
 
+# mode -> (shapes, variants of one shape: f(C, R, S, num_sms) -> name -> knobs, what it times)
+MODES = {
+    "rule": (SHAPES, lambda C, R, S, sms: rule_variants(C, S, sms), "the many-head plan's splits rounded down or up"),
+    "warps": (WARPS_SHAPES, lambda *_: WARPS_VARIANTS, "row tiles and warps per program"),
+    "wgmma": (WGMMA_SHAPES, lambda *_: WGMMA_VARIANTS, "64-row tiles (wgmma) where MLA is compute-bound"),
+    "sweep": (SWEEP_SHAPES, lambda *_: SWEEP_VARIANTS, "8 warps and 16-row tiles over C and L"),
+    "wave": (WAVE_SHAPES, lambda C, R, S, sms: wave_variants(C, R, sms),
+             "16-row tiles in one resident wave past small C x L"),
+}
+
+
 def _run(a) -> None:
     import torch
 
@@ -101,11 +112,7 @@ def _run(a) -> None:
     from .ab_decode import Case
 
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-    shapes, variants, what = ((WARPS_SHAPES, WARPS_VARIANTS, "row tiles and warps per program") if a.warps else
-                              (SWEEP_SHAPES, SWEEP_VARIANTS, "8 warps and 16-row tiles over C and L") if a.sweep else
-                              (WAVE_SHAPES, None, "16-row tiles in one resident wave past small C x L") if a.wave else
-                              (WGMMA_SHAPES, WGMMA_VARIANTS, "64-row tiles (wgmma) where MLA is compute-bound")
-                              if a.wgmma else (SHAPES, None, "the many-head plan's splits rounded down or up"))
+    shapes, variants, what = MODES[next((m for m in ("warps", "sweep", "wave", "wgmma") if getattr(a, m)), "rule")]
     _p(f"\n## decode attention, {what}, us per call (CUDA graph over KV copies, cold L2)")
     for kind, H, C, q, L in shapes:
         c = Case(kind, H, C, q, L)
@@ -119,9 +126,9 @@ def _run(a) -> None:
         _p(f"plan {c.name}: {g[0] * g[1] * g[2]} programs, {plan['num_stages']} stages, block_r {plan['block_r']}, "
            f"{plan['split_len'] // plan['block_s']} tiles per split, full_tiles={plan['full_tiles']}")
         if kind == "mla":  # the work the kernel computes (ta.mla_flops): its time at 1 PFLOP/s, a scale
-            _p(f"flops {c.name}: {ta.mla_flops(C, q, L, H) / 1e9:.1f} GFLOP = {ta.mla_flops(C, q, L, H) / 1e9:.1f} us "
-               "at 1000 TFLOP/s")
-        vs = variants or (wave_variants(C, R, num_sms) if a.wave else rule_variants(C, L + q, num_sms))
+            gflop = ta.mla_flops(C, q, L, H) / 1e9
+            _p(f"flops {c.name}: {gflop:.1f} GFLOP = {gflop:.1f} us at 1000 TFLOP/s")
+        vs = variants(C, R, L + q, num_sms)
         compare(c, {n: (c.fn(ta, **kw), c.kvs) for n, kw in vs.items()}, a, 17, gbps=True)
         del c
         torch.cuda.empty_cache()
