@@ -10,9 +10,9 @@ CUDA-graph nodes (many calls captured in one graph, per-call time = replay / cal
 
 from __future__ import annotations
 
-from .timing import rotation_copies, time_fn
+from perfmodel.profile import FLOOR_PROBE_BYTES as WORKING_SET  # bytes read by one dram_wave call
 
-WORKING_SET = 1 << 20  # bytes read by one dram_wave call
+from .timing import rotation_copies, time_fn
 
 _K: dict = {}
 

@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from perfmodel.profile import BenchResult, Profile, Provenance, load_profile, save_profile, stale_temp_files
+from perfmodel.profile import VALIDATION_BENCHES, BenchResult, Profile, Provenance, load_profile, save_profile, stale_temp_files
 
 from .common import BenchContext, BenchOutput, pct
 from .timing import max_sm_clock_MHz
@@ -42,9 +42,6 @@ BUDGET_S = {
     "foreign": (90, 20),  # torch-only decode stacks on 1 GPU, TP over NVLink and over PCIe
 }
 
-# Benches that check the model rather than feed it (a torch-only decode stack, collectives
-# through host memory): `perfmodel measure --only pcie,foreign`, not part of the default suite.
-VALIDATION_BENCHES = ("pcie", "foreign")
 
 BenchFn = Callable[[BenchContext], BenchOutput]
 

@@ -14,10 +14,12 @@ except PackageNotFoundError:  # pragma: no cover - running from a tree that was 
     __version__ = "0+unknown"
 
 _EXPORTS = {
-    "project": "perfmodel.model.project",
+    "project": "perfmodel.api",
+    "projector": "perfmodel.api",
+    "resolve": "perfmodel.api",
     "Projector": "perfmodel.model.project",
-    "Request": "perfmodel.request",
-    "ProjectionError": "perfmodel.request",
+    "Request": "perfmodel.scenario",
+    "ProjectionError": "perfmodel.errors",
     "Projection": "perfmodel.model.result",
     "Point": "perfmodel.model.result",
 }

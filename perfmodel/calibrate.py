@@ -30,17 +30,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from perfmodel.model.calibration import FAMILIES, GROUPS, HOST, OUTSIDE, VERIFY, Factors, calibrated, group_of, link_family, scaled_tau
+from perfmodel.calibration_schema import (  # noqa: F401 (the file schemas, re-exported)
+    FIGURES,
+    REL_SIGMA,
+    CalibrationInput,
+    CalibrationResult,
+    FactorResult,
+    ObservedPoint,
+    PointResult,
+)
+from perfmodel.errors import ProjectionError
+from perfmodel.model.calibration import FAMILIES, GROUPS, HOST, OUTSIDE, VERIFY, Factors, calibrated, factors_of, group_of, link_family, scaled_tau
 from perfmodel.model.layers import Layout
 from perfmodel.model.machine import Machine, build_machine
 from perfmodel.model.memory import memory_use
+from perfmodel.model.project import uncalibrated_description  # noqa: F401 (re-exported)
 from perfmodel.model.step import step_estimate
-from perfmodel.profile import Profile, check_kernel_set
+from perfmodel.profile import Profile
 
-FIGURES = ("tokens_per_s_per_stream", "tokens_per_s", "step_ms", "tpot_ms")
-REL_SIGMA = 0.03
 HOST_PRIOR_US = 1000.0
 DETERMINED = 0.7  # posterior σ below this fraction of the prior σ: the data pinned the factor
 TAU_PRIOR = 0.15  # acceptance models' spread against published τ (model/acceptance.py)
@@ -49,121 +56,6 @@ MAX_INPUT_BYTES = 10 * 2**20
 
 class CalibrationError(ValueError):
     """Bad calibration input; the CLI prints it as one line and exits 2."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
-
-
-class ObservedPoint(_Strict):
-    """One figure observed on a machine, with the setup it was observed under."""
-
-    label: str | None = Field(None, description="free text shown in the output")
-    target: str | None = Field(None, description="GPU name or alias (perfmodel hw list)")
-    hw_file: str | None = Field(None, description="your own GPU YAML instead of target")
-    gpus: int = Field(1, ge=1, le=1024, strict=True)
-    link: str | None = Field(None, description="interconnect (default: the GPU's own)")
-    model: str | None = Field(None, description="model preset (perfmodel models list)")
-    model_file: str | None = Field(None, description="your own model YAML instead of model")
-    parallel: Literal["tp", "ep", "tp-attn-ep-moe"] = "tp"
-    concurrency: int = Field(ge=1, le=1_000_000, strict=True)
-    context: int = Field(8192, ge=1, le=10_000_000, strict=True)
-    spec: Literal["none", "chain", "ddtree"] = "none"
-    budget: int | None = Field(None, ge=1, le=4096, strict=True, description="tree budget B (ddtree); chain: draft length")
-    acceptance: str | None = Field(None, description="acceptance as in --acceptance (default dflash_default)")
-    graphs: bool = Field(True, strict=True)
-    tree_build: Literal["cpu", "gpu"] = "gpu"
-    q: int | None = Field(None, ge=1, le=4096, strict=True,
-                          description="tokens per sequence in a plain (non-drafting) step, e.g. a verify-width sweep")
-    n_layers: int | None = Field(None, ge=1, strict=True, description="layers, if the stack ran fewer than the model")
-    lm_head: bool = Field(True, strict=True)
-    host: bool = Field(True, strict=True, description="the figure includes the host loop (false: GPU replay time only)")
-    dtypes: dict[str, str] | None = Field(None, description="weight/KV dtypes that differ from the model preset, "
-                                                              "e.g. {routed_experts: nvfp4, kv_cache: fp8}")
-    isl: int | None = Field(None, ge=1, strict=True, description="with tokens_per_s: whole requests of isl prompt tokens ...")
-    osl: int | None = Field(None, ge=1, strict=True, description="... and osl output tokens, so the figure includes prefill")
-    rel_sigma: float = Field(REL_SIGMA, gt=0, le=1, description="relative 1σ of the figure")
-    tokens_per_s_per_stream: float | None = Field(None, gt=0)
-    tokens_per_s: float | None = Field(None, gt=0, description="aggregate over the concurrency")
-    step_ms: float | None = Field(None, gt=0)
-    tpot_ms: float | None = Field(None, gt=0, description="time per output token per stream (= step / tau)")
-
-    @model_validator(mode="after")
-    def _one_of(self):
-        given = [f for f in FIGURES if getattr(self, f) is not None]
-        if len(given) != 1:
-            raise ValueError(f"give exactly one of {', '.join(FIGURES)} (got {', '.join(given) or 'none'})")
-        if (self.target is None) == (self.hw_file is None):
-            raise ValueError("give exactly one of target, hw_file")
-        if (self.model is None) == (self.model_file is None):
-            raise ValueError("give exactly one of model, model_file")
-        if self.spec == "ddtree" and self.budget is None:
-            raise ValueError("spec ddtree needs budget")
-        if self.spec != "none" and self.q is not None:
-            raise ValueError("q is for plain steps; a speculative step verifies budget+1 tokens")
-        if (self.isl is None) != (self.osl is None) or (self.isl is not None and self.tokens_per_s is None):
-            raise ValueError("isl and osl go together, with a tokens_per_s figure over whole requests")
-        return self
-
-    @property
-    def figure(self) -> tuple[str, float]:
-        f = next(f for f in FIGURES if getattr(self, f) is not None)
-        return f, getattr(self, f)
-
-    def describe(self) -> str:
-        gpu = self.target or Path(self.hw_file).name
-        extra = f" q={self.q}" if self.q else (f" {self.spec} B={self.budget}" if self.spec != "none" else "")
-        return (self.label or f"{self.model or Path(self.model_file).name} {self.gpus}x {gpu} {self.parallel} "
-                f"C={self.concurrency} L={self.context}{extra}")
-
-
-class CalibrationInput(_Strict):
-    engine: str = Field(min_length=1, description="the engine and its kernels, free text carried into every output")
-    kernels: str = Field("perfmodel", description="the kernel set the factors start from: perfmodel (its own "
-                                                  "kernels) or torch (PyTorch's native ops: SDPA, torch._grouped_mm, "
-                                                  "unfused norms); the closest to the engine's kernels")
-    points: list[ObservedPoint] = Field(min_length=1)
-
-    _kernel_set = field_validator("kernels")(lambda v: check_kernel_set(v))
-
-
-class FactorResult(_Strict):
-    name: str
-    value: float
-    sigma_post: float = Field(description="posterior 1σ: relative (log) for factors, µs for engine_host_us")
-    sigma_prior: float
-    determined: bool = Field(description="pinned by the data: posterior σ < 0.7 × prior σ")
-    outside_range: bool = Field(False, description="outside [0.33, 3]: the model misses a mechanism here")
-
-
-class PointResult(_Strict):
-    index: int
-    label: str
-    figure: str
-    observed: float
-    uncalibrated: float
-    predicted: float
-    err: float = Field(description="fitted: predicted / observed - 1")
-    loo_err: float | None = Field(None, description="leave-one-out: fit on the others, predict this one")
-
-
-class CalibrationResult(_Strict):
-    schema_version: int = 1
-    engine: str
-    kernels: str = Field("perfmodel", description="the kernel set the factors apply to")
-    profile: str = Field(description="the profile the factors were fitted against")
-    machines: list[str]
-    gpus: list[str]
-    describes: str
-    factors: list[FactorResult]
-    points: list[PointResult]
-    median_abs_err: float
-    loo_median_abs_err: float | None
-    warnings: list[str] = []
-
-    def to_factors(self) -> Factors:
-        return Factors(values={f.name: f.value for f in self.factors},
-                       sigma={f.name: f.sigma_post for f in self.factors}, gpus=tuple(self.gpus))
 
 
 # ---------------------------------------------------------------- points → predictions
@@ -226,28 +118,24 @@ def _where(i: int, p: ObservedPoint) -> str:
 
 def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmodel",
             machines: dict | None = None) -> Prepared:
-    from perfmodel.model.project import profile_source_gpu
-    from perfmodel.specs import registry
+    """A point resolved as `project` resolves a request (the same loading and checks), against
+    `profile`; points on the same machine share one Machine through `machines`."""
+    from perfmodel import request
 
     where = _where(i, p)
     try:
-        gpu = registry.load_gpu_file(p.hw_file) if p.hw_file else registry.load_gpu(p.target)
-        model = registry.load_model_file(p.model_file) if p.model_file else registry.load_model(p.model)
-        link = registry.load_link(p.link or gpu.default_interconnect) if p.gpus > 1 else None
-        src = profile_source_gpu(profile)
-        mkey = (gpu.name, p.hw_file, p.gpus, link.name if link else None, p.graphs, kernels)
-        mach = (machines or {}).get(mkey) or build_machine(gpu, p.gpus, link, profile, src, registry.load_memory_kinds(),
-                                                            1.0, p.graphs, kernels)
-        if machines is not None:
-            machines[mkey] = mach
-        if p.dtypes:
-            model = model.model_copy(update={"dtypes": model.dtypes.model_validate(model.dtypes.model_dump() | p.dtypes)})
-    except (registry.SpecError, ValueError) as e:
+        rs = request.resolve_specs(p.request(), profile=profile)
+    except (ProjectionError, ValueError) as e:
         raise CalibrationError(f"{where}: {str(e).splitlines()[0]}") from None
-    if p.parallel != "tp" and model.moe is None:
-        raise CalibrationError(f"{where}: parallel {p.parallel} needs an MoE model; {model.name} is dense")
-    if p.spec != "none" and model.drafter is None:
-        raise CalibrationError(f"{where}: spec {p.spec} needs a drafter; {model.name} has none")
+    gpu, model, link = rs.gpu, rs.model, rs.link
+    mkey = (gpu.name, p.hw_file, p.gpus, link.name if link else None, p.graphs, kernels)
+    try:
+        mach = (machines or {}).get(mkey) or build_machine(gpu, p.gpus, link, profile, rs.source_gpu, rs.mk,
+                                                            1.0, p.graphs, kernels)
+    except ValueError as e:
+        raise CalibrationError(f"{where}: {str(e).splitlines()[0]}") from None
+    if machines is not None:
+        machines[mkey] = mach
     lay = Layout(p.parallel, p.gpus)
     draft = p.spec != "none"
     budget = (p.budget or model.drafter.block_size - 1) if draft else 0
@@ -258,15 +146,7 @@ def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmode
                                f"{mem.kv_GB(p.concurrency):.1f} GB > usable {mem.usable_GB:.1f} GB per GPU")
     tau, cap = 1.0, 1.0
     if draft:
-        from perfmodel.model.acceptance import acceptance_from_cli
-
-        depth = model.drafter.block_size - 1
-        try:
-            acc = acceptance_from_cli(p.acceptance or "dflash_default", depth,
-                                      structure="chain" if p.spec == "chain" else "ddtree")
-        except ValueError as e:
-            raise CalibrationError(f"{where}: acceptance: {str(e).splitlines()[0]}") from None
-        tau, cap = float(acc.tau(budget)), float(min(budget + 1, model.drafter.block_size))
+        tau, cap = float(rs.acc.tau(budget)), float(min(budget + 1, model.drafter.block_size))
     keys, prior = _keys(model, mach, draft, q)
     prep = Prepared(i, p, model, mach, lay, q, tau, cap, draft, budget if p.spec == "ddtree" else 0, keys, prior)
     _check_physics(prep, gpu)
@@ -540,15 +420,14 @@ def write_result(res: CalibrationResult, out: Path) -> None:
 
 
 def model_error(res: CalibrationResult) -> float:
-    """How far to trust predictions from this calibration: its leave-one-out median |error|
-    (the in-sample median with one point)."""
-    return res.loo_median_abs_err if res.loo_median_abs_err is not None else res.median_abs_err
+    """How far to trust predictions from this calibration (`CalibrationResult.model_error`)."""
+    return res.model_error
 
 
 def predict_interval(prep: Prepared, res: CalibrationResult, z: float) -> tuple[float, float, float]:
     """(predicted, low, high) of a step-time point (step_ms) under a calibration: the
     calibrated machine's term σ (posterior σ of the factors) and the calibration's own error."""
-    f = res.to_factors()
+    f = factors_of(res)
     est = prep.estimate(f)
     sigma = math.hypot(est.sigma_us, model_error(res) * est.step_us) / 1e3
     pred = est.step_us / 1e3
@@ -582,15 +461,6 @@ def calibration_pair(points: list[ObservedPoint]) -> list[int]:
     bandwidth-bound end)."""
     one = [i for i, p in enumerate(points) if p.gpus == 1] or list(range(len(points)))
     return [min(one, key=lambda i: points[i].step_ms), max(one, key=lambda i: points[i].step_ms)]
-
-
-def uncalibrated_description(profile: Profile, kernels: str = "perfmodel") -> str:
-    p = profile.provenance
-    if p.kind != "measured":
-        return f"spec-derived laws for {p.gpu_spec or p.gpu_name} (no kernels measured)"
-    what = "perfmodel kernels" if kernels == "perfmodel" else f"the kernel set '{kernels}'"
-    return (f"{what} measured on {p.gpu_name} ({p.timestamp[:10] if p.timestamp else 'undated'}, "
-            f"git {p.git_sha[:7] if p.git_sha else 'unknown'})")
 
 
 __all__ = ["CalibrationInput", "CalibrationResult", "ObservedPoint", "fit", "load_input", "load_result",

@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 
 from perfmodel.cli_errors import OneLineErrors  # parse errors: one line naming the option and value
-from perfmodel.options import ProjectionOptions, projection_options
+from perfmodel.options import ScenarioOptions, scenario_options
 
 app = typer.Typer(cls=OneLineErrors, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Measure decode kernels here, project LLM decode throughput there, and explain the bottleneck.")
@@ -92,8 +92,8 @@ def _emit(res, fmt: Fmt, to_csv, to_table) -> None:
             to_table(res)
 
 
-def _request(opts: ProjectionOptions):
-    from perfmodel.request import ProjectionError
+def _request(opts: ScenarioOptions):
+    from perfmodel.errors import ProjectionError
 
     try:
         return opts.request()
@@ -102,19 +102,19 @@ def _request(opts: ProjectionOptions):
 
 
 @app.command()
-@projection_options
-def project(opts: ProjectionOptions,
+@scenario_options
+def project(opts: ScenarioOptions,
             sensitivity: bool = typer.Option(False, "--sensitivity", help="Rank inputs by how tok/s moves for ±20%."),
             fmt: Fmt = typer.Option(Fmt.table, "--format", "-f")):
     """Project decode throughput per concurrency on a target system."""
-    from perfmodel.model.project import ProjectionError, Projector
+    from perfmodel.api import ProjectionError, projector
 
     req = _request(opts)
     try:
-        res = Projector(req).projection()
+        res = projector(req).projection()
         if sensitivity:
+            from perfmodel.explore import sensitivity as sens
             from perfmodel.model.result import Sensitivity
-            from perfmodel.model.sensitivity import sensitivity as sens
 
             res = res.model_copy(update={"sensitivity": [Sensitivity(**r) for r in sens(req)]})
     except ProjectionError as e:
@@ -125,13 +125,13 @@ def project(opts: ProjectionOptions,
 
 
 @app.command()
-@projection_options
-def compare(opts: ProjectionOptions,
+@scenario_options
+def compare(opts: ScenarioOptions,
             fmt: Fmt = typer.Option(Fmt.table, "--format", "-f"),
             plot: Path | None = typer.Option(None, "--plot", help="Write a Pareto plot (PNG): tok/s per user vs tok/s per GPU.")):
     """Project several targets × GPU counts × layouts in one table (comma lists for --target, --gpus, --parallel)."""
     from perfmodel.compare import CompareError, run_compare
-    from perfmodel.request import ProjectionError
+    from perfmodel.errors import ProjectionError
 
     try:
         cmp = run_compare(opts.requests())
@@ -171,13 +171,13 @@ def measure(out: Path = typer.Option(Path("profile.json"), "--out", "-o", help="
 
 
 @app.command()
-@projection_options
-def report(opts: ProjectionOptions,
+@scenario_options
+def report(opts: ScenarioOptions,
            source: str = typer.Option("rtx-pro-6000", "--source", help="The machine the user has today, compared side by side."),
            out: Path = typer.Option(Path("reports/out"), "--out", "-o",
                                     help="Folder for the markdown, the JSON beside it and the PNG figures (created if missing).")):
     """Write a findings document (markdown + PNG figures + JSON) for a target."""
-    from perfmodel.model.project import ProjectionError
+    from perfmodel.errors import ProjectionError
 
     req = _request(opts)
     from perfmodel.specs import registry
@@ -209,8 +209,8 @@ def validate(profile: list[str] | None = typer.Option(None, "--profile", help="P
                                                      "stack are not)."),
              fmt: Fmt = typer.Option(Fmt.table, "--format", "-f")):
     """Compare projections with measured end-to-end steps and published decode figures."""
+    from perfmodel.errors import ProjectionError
     from perfmodel.inputs import finite_number
-    from perfmodel.model.project import ProjectionError
     from perfmodel.validate import run_validation
 
     _guard(finite_number, tolerance, "--tolerance", lo=0)
@@ -230,7 +230,7 @@ def validate(profile: list[str] | None = typer.Option(None, "--profile", help="P
 def _schemas() -> dict:
     from perfmodel.model.result import Projection
     from perfmodel.profile import Profile
-    from perfmodel.request import request_schema
+    from perfmodel.scenario import request_schema
     from perfmodel.specs.schema import GpuSpec, InterconnectSpec, MemoryKinds, ModelSpec
 
     return {"gpu": GpuSpec.model_json_schema, "link": InterconnectSpec.model_json_schema,

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from perfmodel.model.project import Projector
+from perfmodel.api import projector
+from perfmodel.errors import ProjectionError
 from perfmodel.model.result import Projection
-from perfmodel.request import ProjectionError, Request
+from perfmodel.scenario import Request
 from perfmodel.specs import registry
 
 
@@ -85,7 +86,7 @@ def run_compare(reqs: list[Request]) -> Comparison:
         label = config_label(req)
         labels.append(label)
         try:
-            proj = Projector(req).projection()
+            proj = projector(req).projection()
         except ProjectionError as e:
             rows.append(CompareRow(config=label, target=req.target_name, gpus=req.gpus, parallel=req.parallel,
                                    concurrency=None, error=str(e).splitlines()[0]))

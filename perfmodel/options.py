@@ -1,14 +1,15 @@
-"""One typed options object for the CLI commands that project (`project`, `report`, `compare`).
+"""The scenario's CLI options, generated from its one declaration (`perfmodel.scenario.Request`).
 
-`ProjectionOptions` holds the options as typed on the command line; `@projection_options` adds
-them to a typer command, which then receives one `opts` argument instead of 18 parameters.
-`--target`, `--gpus` and `--parallel` take comma lists; `project` and `report` accept one value
-each (`opts.request()`), `compare` runs the cross product (`opts.requests()`).
+`@scenario_options` gives a typer command every scenario field as an option (flags, help and
+default from the field's `Cli` record); the command receives one `opts: ScenarioOptions`. Grid
+fields (`--target`, `--gpus`, `--parallel`) take comma lists: `project` and `report` accept one
+value each (`opts.request()`), `compare` runs the cross product (`opts.requests()`).
+`@scenario_options(only=..., optional=True)` gives a subset, each defaulting to "not given"
+(`calibrate --from-vllm`'s setup).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import itertools
@@ -17,110 +18,112 @@ from typing import Optional
 
 import typer
 
-from perfmodel.request import DEFAULT_PROFILE, ProjectionError, Request, make_request, shipped_profile_names
+from perfmodel.errors import ProjectionError
+from perfmodel.scenario import Request, fields, make_request, parse_ints, split_list
 
 
-def _split(s: str) -> list[str]:
-    return [x.strip() for x in str(s).split(",") if x.strip()]
+def _cli_type(ann, cli) -> type:
+    """The type typer parses the option's text as (before the field's own parser, if any)."""
+    if cli.parse is not None or cli.grid:
+        return str
+    if ann is bool or typing.get_args(ann)[:1] == (bool,):
+        return bool
+    for t in (float, int):
+        if ann is t or typing.get_args(ann)[:1] == (t,):
+            return t
+    return Optional[str]  # noqa: UP045 (typer needs a runtime type)
 
 
-def _ints(s: str, flag: str) -> list[int]:
-    try:
-        out = [int(x) for x in _split(s)]
-    except ValueError:
-        raise ProjectionError(f"{flag} '{s}': expected comma-separated integers like 1,8,32,128") from None
-    if not out or any(x < 1 for x in out):
-        raise ProjectionError(f"{flag} '{s}': values must be positive integers")
-    return out
+class ScenarioOptions:
+    """The scenario options as typed on the command line."""
 
+    def __init__(self, values: dict[str, typing.Any]):
+        self.values = values
 
-def _budget(s: str):
-    if s == "auto":
-        return "auto"
-    try:
-        b = int(s)
-    except ValueError:
-        raise ProjectionError(f"--budget '{s}': expected a positive integer or 'auto'") from None
-    if b < 1:
-        raise ProjectionError(f"--budget '{s}': must be ≥ 1")
-    return b
+    def __getattr__(self, name: str):
+        try:
+            return self.__dict__["values"][name]
+        except KeyError:
+            raise AttributeError(name) from None
 
-
-def _opt(default, *flags, help: str):
-    return dataclasses.field(default=default, metadata={"option": typer.Option(default, *flags, help=help)})
-
-
-@dataclasses.dataclass(frozen=True)
-class ProjectionOptions:
-    """The projection options of `project`, `report` and `compare` (and later `calibrate`)."""
-
-    target: str = _opt("b300", "--target", "-t", help="GPU name or alias (perfmodel hw list); compare: a comma list.")
-    gpus: str = _opt("8", "--gpus", "-n", help="GPUs in the system; compare: a comma list like 4,8.")
-    model: str = _opt("kimi-k2.6", "--model", "-m", help="Model preset (perfmodel models list).")
-    parallel: str = _opt("tp", "--parallel", help="tp | ep | tp-attn-ep-moe; compare: a comma list.")
-    concurrency: str = _opt("1,8,32,128", "--concurrency", "-c", help="Comma-separated concurrencies.")
-    context: int = _opt(8192, "--context", help="Context length (tokens) of each sequence.")
-    spec: str = _opt("none", "--spec", help="Speculative decoding: none | chain | ddtree.")
-    budget: str = _opt("auto", "--budget", help="Tree budget B (verify B+1 tokens) or 'auto'.")
-    acceptance: str = _opt("dflash_default", "--acceptance",
-                           help="Acceptance: preset name, scalar α ('0.8'), 'table:16=6.1,64=7.8' or 'file:calib.json'.")
-    graphs: bool = _opt(True, "--graphs/--no-graphs", help="CUDA-graph replay (default) or eager launches.")
-    tree_build: str = _opt("gpu", "--tree-build", help="Where DDTree trees are built: gpu | cpu.")
-    profile: str | None = _opt(None, "--profile",
-                                  help="Profile JSON, or the name of a shipped profile ("
-                                       + ", ".join(shipped_profile_names()) + f"; default: {DEFAULT_PROFILE[:-5]}, the "
-                                       "embedded measured H200 profile); 'spec' = spec-derived.")
-    link: str | None = _opt(None, "--link", help="Interconnect (hwspecs/links); default: the GPU's own.")
-    host_cpu_factor: float = _opt(1.0, "--host-cpu-factor", help="Host CPU time relative to the profile's host.")
-    observed: str | None = _opt(None, "--observed",
-                                   help="Known figure on a source machine, e.g. 'rtx-pro-6000,tp8,c=1,98tok/s'.")
-    hw_file: str | None = _opt(None, "--hw-file", help="Your own GPU YAML (overrides --target).")
-    model_file: str | None = _opt(None, "--model-file",
-                                     help="Your own model YAML, or a HuggingFace config.json (overrides --model).")
-    calibration: str | None = _opt(None, "--calibration", help="Calibration JSON written by `perfmodel calibrate`.")
-    kernels: str = _opt("perfmodel", "--kernels", help="Kernel set priced: perfmodel (its own kernels) | torch (PyTorch's "
-                                                      "native ops: SDPA, torch._grouped_mm, unfused norms).")
-
-    def _request(self, target: str, gpus: int, parallel: str) -> Request:
-        return make_request(
-            target=target, gpus=gpus, model=self.model, parallel=parallel,
-            concurrency=_ints(self.concurrency, "--concurrency"), context=self.context, spec=self.spec,
-            budget=_budget(self.budget), acceptance=self.acceptance, graphs=self.graphs, tree_build=self.tree_build,
-            profile=self.profile, link=self.link, host_cpu_factor=self.host_cpu_factor, observed=self.observed,
-            hw_file=self.hw_file, model_file=self.model_file, calibration=self.calibration, kernels=self.kernels)
+    def given(self) -> dict[str, typing.Any]:
+        """Field values parsed from their text (a grid field's as the list of its values); options
+        left at "not given" (None) are left out."""
+        out = {}
+        for name, (_, _, cli) in fields().items():
+            v = self.values.get(name)
+            if v is None:
+                continue
+            if cli.grid:
+                out[name] = _grid_items(name, v, cli)
+            else:
+                out[name] = cli.parse(v) if cli.parse is not None and isinstance(v, str) else v
+        return out
 
     def requests(self) -> list[Request]:
-        """The cross product target × gpus × parallel, in that order."""
-        targets = _split(self.target) or [self.target]
-        return [self._request(t, n, p) for t, n, p in
-                itertools.product(targets, _ints(self.gpus, "--gpus"), _split(self.parallel) or [self.parallel])]
+        """The cross product of the grid fields' comma lists, in declaration order."""
+        kw = self.given()
+        grid = [[(n, x) for x in kw.pop(n)] for n, (_, _, cli) in fields().items() if cli.grid and n in kw]
+        return [make_request(**kw, **dict(combo)) for combo in itertools.product(*grid)]
+
+    def single(self) -> dict[str, typing.Any]:
+        """`given()` with one value per grid field (a comma list here is an error)."""
+        kw = self.given()
+        for name, (_, _, cli) in fields().items():
+            if cli.grid and name in kw:
+                if len(kw[name]) > 1:
+                    raise ProjectionError(f"{cli.flags[0]} '{self.values[name]}': one value here; "
+                                          "`perfmodel compare` takes lists")
+                kw[name] = kw[name][0]
+        return kw
 
     def request(self) -> Request:
-        """The one request of `project`/`report` (a comma list here is an error)."""
-        for flag, v in (("--target", self.target), ("--gpus", self.gpus), ("--parallel", self.parallel)):
-            if len(_split(v)) > 1:
-                raise ProjectionError(f"{flag} '{v}': one value here; `perfmodel compare` takes lists")
-        return self.requests()[0]
+        """The one request of `project`/`report`."""
+        return make_request(**self.single())
 
 
-def projection_options(fn):
-    """Give a typer command the ProjectionOptions as options; it receives them as `opts`."""
+def _grid_items(name: str, v, cli) -> list:
+    if not isinstance(v, str):
+        return [v]
+    if typing.get_args(fields()[name][0])[:1] == (int,):
+        return parse_ints(v, cli.flags[0])
+    return split_list(v) or [v]
+
+
+def scenario_options(fn=None, *, only: tuple[str, ...] | None = None, optional: bool = False, help_prefix: str = ""):
+    """Give a typer command the scenario fields as options; it receives them as `opts`."""
+    if fn is None:
+        return functools.partial(scenario_options, only=only, optional=optional, help_prefix=help_prefix)
     sig = inspect.signature(fn)
     resolved = typing.get_type_hints(fn)
     rest = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=resolved.get(name, p.annotation))
             for name, p in sig.parameters.items() if name != "opts"]
-    fields = dataclasses.fields(ProjectionOptions)
-    hints = {f.name: f.type for f in fields}
-    types = {"str": str, "int": int, "bool": bool, "float": float, "str | None": Optional[str]}  # noqa: UP045 (typer needs a runtime type)
-    params = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.metadata["option"],
-                                annotation=types[hints[f.name]]) for f in fields]
+    decl = {n: f for n, f in fields().items() if only is None or n in only}
+    params = []
+    for name, (ann, default, cli) in decl.items():
+        t = _cli_type(ann, cli)
+        if optional and t is not bool:
+            t, typed = Optional[t], None  # noqa: UP045 (typer needs a runtime type)
+        elif optional:
+            typed = default
+        else:
+            typed = cli.cli_default if cli.cli_default is not None else default
+            if typed is None:
+                t = Optional[t]  # noqa: UP045 (typer needs a runtime type)
+            elif t is str and not isinstance(typed, str):
+                typed = str(typed)
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=t,
+                                        default=typer.Option(typed, *cli.flags, help=help_prefix + cli.help)))
 
     @functools.wraps(fn)
     def wrapper(**kw):
-        opts = ProjectionOptions(**{f.name: kw.pop(f.name) for f in fields})
+        opts = ScenarioOptions({n: kw.pop(n) for n in decl})
         return fn(opts=opts, **kw)
 
     wrapper.__signature__ = sig.replace(parameters=params + rest, return_annotation=inspect.Signature.empty)
     wrapper.__annotations__ = {p.name: p.annotation for p in wrapper.__signature__.parameters.values()}
     del wrapper.__wrapped__
     return wrapper
+
+
+projection_options = scenario_options

@@ -23,18 +23,12 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perfmodel.inputs import InputError, read_text
+from perfmodel.kernel_classes import CLASSES
 
 SCHEMA_VERSION = 1
 
-# Kernel classes the step model prices. measure fits one law per class.
-KERNEL_CLASSES = (
-    "moe_w4a16",  # routed experts, INT4 group-32 weights, bf16 activations
-    "moe_bf16",  # routed experts, bf16 weights
-    "gemm_bf16",  # dense projections, shared expert, dense MLP, lm_head, router
-    "attention_mla",  # absorbed MLA decode / tree-verify attention over the latent cache
-    "attention_gqa",  # GQA decode / tree-verify attention
-    "elementwise",  # norms, activations, residual adds, rope, sampling
-)
+# Kernel classes the step model prices (their records: perfmodel/kernel_classes.py). measure fits one law per class.
+KERNEL_CLASSES = tuple(c.name for c in CLASSES)
 
 # Kernel sets: which implementation of each kernel class a projection prices. "perfmodel" is
 # the package's own kernels (the default). "torch" is PyTorch's native ops, as an engine built
@@ -48,6 +42,11 @@ KERNEL_SETS: dict[str, dict[str, str]] = {
     "torch": {"attention": "torch.sdpa", "moe": "torch._grouped_mm", "elementwise": "torch"},
 }
 
+
+# Benches that check the model rather than feed it (a torch-only decode stack, collectives
+# through host memory): `perfmodel measure --only pcie,foreign`, not part of the default suite.
+VALIDATION_BENCHES = ("pcie", "foreign")
+FLOOR_PROBE_BYTES = 1 << 20  # bytes one floor-probe (`dram_wave`) call reads
 
 ROW_TILE = 64  # query rows per CTA of an unsplit attention kernel (FlashAttention-2 / SDPA's efficient backend)
 

@@ -1,110 +1,32 @@
-"""A projection request, and its resolution into the inputs the model computes on.
+"""Loading what a request names: GPU/model/link specs, the profile, the acceptance source and
+the `--observed` figure, each checked, every failure one line (`ProjectionError`).
 
-Everything that reads files or parses user text lives here: the `Request` schema (the CLI's
-constraints, checked by pydantic), GPU/model/link specs, the profile, the acceptance source and
-the `--observed` figure. `perfmodel.model.project` receives a `Resolved` and only does arithmetic.
-
-`Request` is a pydantic dataclass: it validates on construction and on `dataclasses.replace`,
-and a bad field raises `ValueError` (pydantic's `ValidationError`) naming the field.
+`resolve_specs(req)` turns a `Request` (the scenario, `perfmodel.scenario`) into the model's
+inputs (`perfmodel.model.resolved.Resolved`) without a calibration; `perfmodel.api.resolve`
+adds the calibration and the profile's self-check. The model receives a `Resolved` and only
+does arithmetic.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, StrictBool, TypeAdapter, ValidationError, field_validator
-from pydantic.dataclasses import dataclass
-
+from perfmodel.errors import ProjectionError
 from perfmodel.model import sanity
-from perfmodel.profile import Profile, check_kernel_set, load_profile
+from perfmodel.model.resolved import Observed, Resolved
+from perfmodel.profile import Profile, load_profile
+from perfmodel.scenario import PARALLEL, SPEC, Request, make_request, request_error, request_schema  # noqa: F401
 from perfmodel.specs import registry
-from perfmodel.specs.schema import GpuSpec, InterconnectSpec, MemoryKinds, ModelSpec
+from perfmodel.specs.schema import GpuSpec, InterconnectSpec, ModelSpec
 
 DEFAULT_PROFILE = "h200-sxm.json"
-# shipped beside it: session 8's profile of 2x H200 over NVLink4 (older kernels), which holds the
-# measured collectives and the 2-GPU e2e points that the embedded 1-GPU profile lacks; `perfmodel
-# validate` predicts its e2e points from its own benches (runs/README.md, "The embedded profile")
+# shipped beside it: a profile of 2x H200 over NVLink4 (older kernels), which holds the measured
+# collectives and the 2-GPU e2e points that the embedded 1-GPU profile lacks; `perfmodel validate`
+# predicts its e2e points from its own benches (evidence/README.md, "The shipped profiles")
 TWO_GPU_PROFILE = "h200-sxm-x2-0565ba9.json"
-PARALLEL = ("tp", "ep", "tp-attn-ep-moe")
-SPEC = ("none", "chain", "ddtree")
-
-ParallelKind = Literal["tp", "ep", "tp-attn-ep-moe"]
-SpecKind = Literal["none", "chain", "ddtree"]
-PosInt = Annotated[int, Field(ge=1, strict=True)]
-
-
-class ProjectionError(ValueError):
-    """Bad request; the CLI prints the message as one line and exits 2."""
-
-
-@dataclass(frozen=True, config=ConfigDict(extra="forbid", arbitrary_types_allowed=True))
-class Request:
-    """What to project. Defaults are the CLI's; `target`/`model` take a name, or a spec object."""
-
-    target: str | GpuSpec = "b300"
-    gpus: PosInt = 8
-    model: str | ModelSpec = "kimi-k2.6"
-    parallel: ParallelKind = "tp"
-    concurrency: Annotated[list[PosInt], Field(min_length=1)] = dataclasses.field(
-        default_factory=lambda: [1, 8, 32, 128])
-    context: PosInt = 8192
-    spec: SpecKind = "none"
-    budget: PosInt | Literal["auto"] = "auto"
-    acceptance: str = "dflash_default"
-    graphs: StrictBool = True
-    tree_build: Literal["cpu", "gpu"] = "gpu"
-    profile: str | None = None  # path, "spec", or None for the embedded default
-    link: str | None = None
-    host_cpu_factor: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
-    observed: str | None = None
-    hw_file: str | None = None
-    model_file: str | None = None
-    dtype_overrides: dict[str, str] | None = None  # e.g. {"routed_experts": "nvfp4"} (validation rows)
-    calibration: str | None = None  # calibration JSON (`perfmodel calibrate`); applied by the model
-    kernels: str = "perfmodel"  # kernel set (profile.KERNEL_SETS): perfmodel's kernels, or torch's native ops
-
-    _kernel_set = field_validator("kernels")(lambda v: check_kernel_set(v))
-
-    @field_validator("concurrency", mode="before")
-    @classmethod
-    def _one_concurrency(cls, v: Any) -> Any:
-        if isinstance(v, int) and not isinstance(v, bool):
-            return [v]
-        return list(v) if isinstance(v, tuple) else v
-
-    @field_validator("profile", "hw_file", "model_file", "calibration", mode="before")
-    @classmethod
-    def _paths(cls, v: Any) -> Any:
-        return str(v) if isinstance(v, Path) else v
-
-    @field_validator("host_cpu_factor", mode="before")
-    @classmethod
-    def _number(cls, v: Any) -> Any:
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ValueError(f"expected a number, got {v!r}")
-        return v
-
-    @property
-    def target_name(self) -> str:
-        return self.target if isinstance(self.target, str) else self.target.name
-
-    @property
-    def model_name(self) -> str:
-        return self.model if isinstance(self.model, str) else self.model.name
-
-
-def request_error(e: ValidationError) -> str:
-    """One line naming the field: '--budget: Input should be ... (got 0)'."""
-    err = e.errors(include_url=False)[0]
-    loc = [str(p) for p in err["loc"] if not isinstance(p, int)]
-    field = loc[0] if loc else "request"
-    msg = err["msg"].removeprefix("Value error, ")
-    return f"--{field.replace('_', '-')}: {msg} (got {err['input']!r})"
 
 
 # ------------------------------------------------------------------------------ profiles
@@ -161,7 +83,7 @@ def resolve_profile(spec: str | None, gpu_for_spec: GpuSpec | None = None) -> Pr
         prof = load_profile(path)
     except ValueError as e:
         raise ProjectionError(str(e)) from None
-    sanity.check_profile_refs(prof, path)
+    _check_profile_refs(prof, path)
     if key is not None:
         _PROFILES[key] = prof  # sensitivity, reports and compare build many projectors on one profile
     return prof
@@ -223,32 +145,7 @@ def parse_observed(s: str) -> dict:
     return out
 
 
-@dataclasses.dataclass(frozen=True)
-class Observed:
-    """A known figure on a source machine (`--observed`), with its specs resolved."""
-
-    figure: dict  # parse_observed's fields
-    gpu: GpuSpec
-    link: InterconnectSpec | None
-
-
 # ------------------------------------------------------------------------------ resolution
-@dataclasses.dataclass(frozen=True)
-class Resolved:
-    """A validated request with every input loaded: what the model computes on."""
-
-    req: Request
-    gpu: GpuSpec
-    model: ModelSpec
-    link: InterconnectSpec | None
-    profile: Profile
-    source_gpu: GpuSpec
-    mk: MemoryKinds
-    acc: Any  # AcceptanceSource | None
-    observed: Observed | None
-    profile_path: str  # as reported: the path given, the embedded file's name, or "spec-derived"
-
-
 def _specs(req: Request) -> tuple[GpuSpec, ModelSpec, InterconnectSpec | None]:
     gpu = req.target if isinstance(req.target, GpuSpec) else (
         registry.load_gpu_file(req.hw_file) if req.hw_file else registry.load_gpu(req.target))
@@ -261,11 +158,22 @@ def _specs(req: Request) -> tuple[GpuSpec, ModelSpec, InterconnectSpec | None]:
             registry.load_model_file(req.model_file)
     else:
         model = registry.load_model(req.model)
-    link = sanity.resolve_link(req, gpu) if req.gpus > 1 else None
-    if req.dtype_overrides:
-        model = model.model_copy(update={"dtypes": model.dtypes.model_validate(
-            model.dtypes.model_dump() | req.dtype_overrides)})
+    link = _link(req, gpu) if req.gpus > 1 else None
+    if req.dtypes:
+        try:
+            model = model.model_copy(update={"dtypes": model.dtypes.model_validate(model.dtypes.model_dump() | req.dtypes)})
+        except ValueError as e:
+            raise ProjectionError(f"--dtype {req.dtypes}: {str(e).splitlines()[0]}") from None
     return gpu, model, link
+
+
+def _link(req: Request, gpu: GpuSpec):
+    """The interconnect of a multi-GPU request: --link, else the GPU spec's default_interconnect."""
+    try:
+        return registry.load_link(req.link or gpu.default_interconnect)
+    except registry.SpecError as e:
+        where = "--link" if req.link else f"{req.hw_file or 'GPU ' + gpu.name}: default_interconnect"
+        raise ProjectionError(f"{where}: {e}") from None
 
 
 def _check(req: Request, model: ModelSpec) -> None:
@@ -303,15 +211,18 @@ def _observed(req: Request, source_gpu: GpuSpec, model: ModelSpec) -> Observed |
     return Observed(o, g, link)
 
 
-def resolve(req: Request) -> Resolved:
-    """Load and check everything `req` names; every failure is one-line `ProjectionError`."""
+def resolve_specs(req: Request, profile: Profile | None = None) -> Resolved:
+    """Load and check everything `req` names but its calibration (against `profile` when given,
+    else the one `req` names); every failure is one-line `ProjectionError`."""
     if not isinstance(req, Request):
         raise ProjectionError(f"expected a perfmodel Request, got {type(req).__name__}")
     try:
+        if req.link:
+            _link(req, None)
         gpu, model, link = _specs(req)
         sanity.check_request(req, model)
         _check(req, model)
-        profile = resolve_profile(req.profile, gpu if req.profile == "spec" else None)
+        profile = profile or resolve_profile(req.profile, gpu if req.profile == "spec" else None)
         sanity.check_treebuild(req, profile, req.profile or "the embedded profile")
         source_gpu = profile_source_gpu(profile)
         acc = _acceptance(req, model)
@@ -319,17 +230,35 @@ def resolve(req: Request) -> Resolved:
         mk = registry.load_memory_kinds()
     except registry.SpecError as e:
         raise ProjectionError(str(e)) from None
+    except ValueError as e:  # a spec the model refuses (sanity's checks raise ProjectionError, a ValueError)
+        raise ProjectionError(str(e).splitlines()[0]) from None
     path = req.profile or (DEFAULT_PROFILE if embedded_profile_path() else "spec-derived")
     return Resolved(req, gpu, model, link, profile, source_gpu, mk, acc, observed, path)
 
 
-def make_request(**kw) -> Request:
-    """`Request(**kw)`, with a bad field as one-line `ProjectionError` (for the CLI)."""
-    try:
-        return Request(**kw)
-    except ValidationError as e:
-        raise ProjectionError(request_error(e)) from None
+def _check_profile_refs(profile: Profile, path) -> None:
+    """The names a profile refers to exist: its GPU (provenance.gpu_spec) and the model of each
+    end-to-end point. One line naming the file and the field."""
+    where = f"profile {path}" if path else "profile"
+    refs = [("provenance.gpu_spec", registry.load_gpu, profile.provenance.gpu_spec)] if profile.provenance.gpu_spec else []
+    refs += [(f"e2e.{i}.model", registry.load_model, p.model) for i, p in enumerate(profile.e2e)]
+    for field, load, name in refs:
+        try:
+            load(name)
+        except registry.SpecError as e:
+            raise ProjectionError(f"{where}: {field}: {e}") from None
 
 
-def request_schema() -> dict:
-    return TypeAdapter(Request).json_schema()
+def e2e_inputs(profile: Profile, src: GpuSpec) -> tuple[dict[str, ModelSpec], InterconnectSpec | None]:
+    """What predicting a profile's e2e points needs besides the profile: the models they name and,
+    for multi-GPU points, the source GPU's default interconnect."""
+    models = {p.model: registry.load_model(p.model) for p in profile.e2e}
+    multi = any(p.n_gpus > 1 for p in profile.e2e)
+    return models, registry.load_link(src.default_interconnect) if multi else None
+
+
+def production_floors() -> dict:
+    """perfmodel/data/production_floors.yaml: published production-kernel floors (the what-if)."""
+    import yaml
+
+    return yaml.safe_load(resources.files("perfmodel").joinpath("data", "production_floors.yaml").read_text())

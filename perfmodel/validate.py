@@ -16,21 +16,24 @@ from pathlib import Path
 
 import yaml
 
-from perfmodel.model import sanity
+from perfmodel.api import cached_self_check, projector
+from perfmodel.errors import ProjectionError
+from perfmodel.model.calibration import factors_of
 from perfmodel.model.e2e import predict_e2e
 from perfmodel.model.machine import missing_fits
-from perfmodel.model.project import Projector, self_check
+from perfmodel.model.project import Projector
 from perfmodel.model.result import Point
 from perfmodel.model.step import Z90, step_estimate
 from perfmodel.profile import Profile, load_profile
 from perfmodel.request import (
-    ProjectionError,
-    Request,
+    _check_profile_refs,
+    e2e_inputs,
     profile_path,
     profile_source_gpu,
     resolve_profile,
     shipped_profiles,
 )
+from perfmodel.scenario import Request
 from perfmodel.specs import registry
 
 
@@ -42,7 +45,9 @@ def published_rows() -> list[dict]:
 def _e2e_rows(prof: Profile, base: Profile, path: str) -> list[dict]:
     rows = []
     # Multi-GPU points: the 1-GPU benches plus the link spec (measured collectives dropped).
-    for p, est in predict_e2e(prof.e2e, base, profile_source_gpu(base), registry.load_memory_kinds()):
+    src = profile_source_gpu(base)
+    models, link = e2e_inputs(prof, src)
+    for p, est in predict_e2e(prof.e2e, base, src, registry.load_memory_kinds(), models, link):
         pred = est.step_us / 1e3
         lo, hi = pred - Z90 * est.sigma_us / 1e3, pred + Z90 * est.sigma_us / 1e3
         kind = f"e2e-{p.n_gpus}gpu" + ("" if p.parallel == "tp" else "-ep")  # EP layouts apart from TP
@@ -57,8 +62,8 @@ def _published(base_path: str | None, calibration: str | None = None) -> list[di
     for r in published_rows():
         req = Request(target=r["gpu"], gpus=r["gpus"], model=r["model"], parallel=r["parallel"],
                       concurrency=[r["concurrency"]], context=r["context"], profile=base_path,
-                      dtype_overrides=r.get("dtypes"), calibration=calibration)
-        pj = Projector(req)
+                      dtypes=r.get("dtypes"), calibration=calibration)
+        pj = projector(req)
         pt = pj.projection().points[0]
         if not pt.fits_in_memory:
             rows.append({"kind": "published", "point": r["id"], "measured": r["figure"], "unit": r["unit"],
@@ -158,7 +163,7 @@ def _published_logo(base_path: str | None) -> list[dict]:
                 cal = fit(CalibrationInput(engine=engine, points=[pts[r["id"]] for r in cal_rows]), base, base.label)
             except CalibrationError:
                 continue  # a calibration point the model cannot price (e.g. projected not to fit)
-            f = cal.to_factors()
+            f = factors_of(cal)
             for other, rs in sorted(by_gpu.items()):
                 if other == gpu:
                     continue
@@ -199,7 +204,7 @@ def run_validation(profiles: list[str] | None = None, published: bool = True, ba
             prof = load_profile(path)
         except ValueError as e:
             raise ProjectionError(str(e)) from None
-        sanity.check_profile_refs(prof, path)
+        _check_profile_refs(prof, path)
         own = base is None and not missing_fits(prof)  # a partial run (--only) cannot predict itself
         rows += _e2e_rows(prof, prof if own else base_prof, path)
         rows += _foreign_rows(prof, prof if own else base_prof, path)
@@ -211,4 +216,4 @@ def run_validation(profiles: list[str] | None = None, published: bool = True, ba
         raise ProjectionError("nothing was checked: " + (", ".join(paths) or "no profiles") + " hold no end-to-end "
                               "points" + (" and --no-published skips the published figures" if not published else ""))
     return {"base_profile": base_prof.label, "rows": rows, "summary": _summary(rows),
-            "self_check": {k: v for k, v in self_check(base_prof).items() if k != "points"}}
+            "self_check": {k: v for k, v in cached_self_check(base_prof, registry.load_memory_kinds()).items() if k != "points"}}

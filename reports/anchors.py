@@ -13,7 +13,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from perfmodel.profile import Profile, ProfileError, load_profile
+from perfmodel.profile import FLOOR_PROBE_BYTES, VALIDATION_BENCHES, Profile, ProfileError, load_profile
 
 BEGIN, END = "<!-- anchors:begin -->", "<!-- anchors:end -->"
 
@@ -98,8 +98,6 @@ def bars(p: Profile, validation: dict | None = None) -> list[tuple[str, str, str
         given = f"; into a given output, as the torch op runs in place: {given[0].median_ms * 1e3:.1f} us" if given else ""
         rows.append(("eager Triton kernel launch (through its Python launcher)",
                      f"{o.launch_eager_triton_us:.1f} us{torch_op}{given}", "<= 10 us", o.launch_eager_triton_us <= 10))
-
-    from perfmodel.measure.runner import VALIDATION_BENCHES
 
     walls = [b.wall_s for n, b in p.benches.items() if b.wall_s and n not in VALIDATION_BENCHES]
     if walls:
@@ -212,9 +210,7 @@ def physical_bound_us(o, nbytes: float, read_GBps: float) -> tuple[float, float]
     bound: it assumes the rest streams at the ceiling from the first wave on. None without a probe."""
     if o is None or not (o.floor_dram_wave_us and o.floor_splitk_pair_us) or not read_GBps:
         return None
-    from perfmodel.measure.floor import WORKING_SET
-
-    rest = max(0.0, nbytes - WORKING_SET) / (read_GBps * 1e3)
+    rest = max(0.0, nbytes - FLOOR_PROBE_BYTES) / (read_GBps * 1e3)
     return o.floor_dram_wave_us + rest, o.floor_splitk_pair_us + rest
 
 
@@ -238,7 +234,7 @@ def update_readme(readme: Path, block: str) -> None:
 
 
 def main() -> None:
-    from perfmodel.model.project import embedded_profile_path
+    from perfmodel.request import embedded_profile_path
     from perfmodel.validate import run_validation
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

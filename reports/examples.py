@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from perfmodel.model.project import Request
+from perfmodel.scenario import Request
 
 # name -> (request, source machine): the README's reference scenario and its mirror.
 EXAMPLES = {

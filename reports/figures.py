@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
+from perfmodel.kernel_classes import CLASSES  # noqa: E402
 from perfmodel.reports.sections import fmt, series_label  # noqa: E402
 
 matplotlib.rcParams["svg.hashsalt"] = "perfmodel"
@@ -30,10 +31,8 @@ COMPONENT_LABELS = {
 }
 MACHINE_COLORS = {"source": "#4c72b0", "target": "#dd8452"}
 # Kernel classes and benches drawn in the colour of the component they price.
-CLASS_COMPONENT = {"moe_w4a16": "moe", "moe_bf16": "moe", "attention_mla": "attention", "attention_gqa": "attention",
-                   "gemm_bf16": "dense", "elementwise": "elementwise"}
-CLASS_LABELS = {"moe_w4a16": "MoE W4A16", "moe_bf16": "MoE bf16", "attention_mla": "MLA attention",
-                "attention_gqa": "GQA attention", "gemm_bf16": "bf16 GEMM", "elementwise": "elementwise"}
+CLASS_COMPONENT = {c.name: c.component for c in CLASSES}
+CLASS_LABELS = {c.name: c.label for c in CLASSES}
 BENCH_COMPONENT = {"moe": "moe", "attention": "attention", "gemm": "dense", "elementwise": "elementwise",
                    "treebuild": "tree_build", "dispatch": "dispatch", "collectives": "collectives"}
 BENCH_LABELS = {"moe": "MoE kernels", "attention": "attention kernels", "gemm": "GEMMs", "elementwise": "elementwise ops",

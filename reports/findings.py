@@ -2,7 +2,7 @@
 
 `write_report(req, out, source=...)` runs the projection for the target and, with the same
 flags, for the source machine (the one the user has today), gathers the profile's measured
-anchors, a sensitivity ranking and the what-ifs of `perfmodel.model.whatif` (each evaluated
+anchors, a sensitivity ranking and the what-ifs of `perfmodel.explore` (each evaluated
 at every reported concurrency on both machines) into one dict (`doc_data`), writes it as
 `<NAME>.json`, and formats the markdown (`sections.py`) and the figures (`figures.py`) only
 from that dict. `doc_data["target"]["projection"]` is exactly what `perfmodel project
@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
+from perfmodel.api import projector as Projector
+from perfmodel.errors import ProjectionError
+from perfmodel.explore import DELTA, evaluate, sensitivity
 from perfmodel.model import whatif
-from perfmodel.model.project import ProjectionError, Projector, Request
-from perfmodel.model.sensitivity import DELTA, sensitivity
 from perfmodel.reports import figures, sections
 from perfmodel.reports.sections import fmt  # noqa: F401  (re-exported: tests parse numbers with it)
 from perfmodel.reports.writer import check_out, dump_json, staged_report
+from perfmodel.request import production_floors
+from perfmodel.scenario import Request
 
 FORM_FACTOR_SUFFIXES = ("-sxm", "-server")
 COMPONENT_COLORS = figures.COMPONENT_COLORS
@@ -174,7 +178,7 @@ def _describes(proj: dict, profile) -> str:
 
 
 def _whatifs(req: Request, base: dict, has_moe: bool, has_drafter: bool) -> list[dict]:
-    rows = [whatif.evaluate(req, w, base["points"]) for w in whatif.variants(req, has_moe, has_drafter)]
+    rows = [evaluate(req, w, base["points"]) for w in whatif.variants(req, has_moe, has_drafter, production_floors())]
     return whatif.rank(rows)
 
 
@@ -194,14 +198,14 @@ def _production_variant(req: Request, Cs: list[int], src_req: Request | None) ->
         if r is None:
             continue
         try:
-            pts = Projector(replace(r, concurrency=Cs), whatif=whatif.with_production_floors).run()["points"]
+            pts = Projector(replace(r, concurrency=Cs), whatif=partial(whatif.with_production_floors, floors=production_floors())).run()["points"]
         except ProjectionError as e:
             out[who] = {"skipped": str(e)}
             continue
         out[who] = [{k: p.get(k) for k in ("concurrency", "fits_in_memory", "budget", "tau", "step_ms",
                                            "tokens_per_s_per_stream", "tokens_per_s", "bottleneck", "interval")}
                     for p in pts]
-    out["floors"] = whatif.production_floors()
+    out["floors"] = production_floors()
     return out
 
 

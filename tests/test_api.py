@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 import perfmodel
+from perfmodel.api import projector
 from perfmodel.cli import app
-from perfmodel.model.project import Projector
 from perfmodel.model.whatif import MACHINE_WHATIFS, scale_laws
 from perfmodel.specs import registry
 
@@ -131,7 +131,7 @@ def test_import_perfmodel_and_projecting_are_light():
 
 # ------------------------------------------------------------------------------ what-if
 def test_whatif_functions_are_pure():
-    pj = Projector(perfmodel.Request(target="b300", gpus=8, concurrency=[1]))
+    pj = projector(perfmodel.Request(target="b300", gpus=8, concurrency=[1]))
     before = pj.machine
     laws_before = dict(before.laws)
     faster = scale_laws(2.0, "bw_GBps")(before)
@@ -242,14 +242,14 @@ def test_broken_pipe_exits_quietly_with_0(cmd):
 
 
 def test_report_and_project_share_defaults():
-    """One options object: `--spec` defaults to none for both (and `compare`)."""
-    from perfmodel.options import ProjectionOptions
+    """One declaration: `--spec` defaults to none for both (and `compare`), as in `Request`."""
+    from perfmodel.scenario import Request, fields
 
     for cmd in ("project", "report", "compare"):
         r = run(cmd, "--help")
         assert "--spec" in r.output and "--calibration" in r.output, cmd
-    assert ProjectionOptions().spec == "none"
-    assert math.isclose(ProjectionOptions().host_cpu_factor, 1.0)
+    assert fields()["spec"][1] == Request().spec == "none"
+    assert math.isclose(fields()["host_cpu_factor"][1], 1.0)
 
 
 def test_measure_progress_bars_run_with_fake_benches(tmp_path):

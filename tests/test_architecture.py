@@ -16,16 +16,17 @@ import sys
 import types
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import partial
 
 import pytest
 
 import perfmodel
-from perfmodel import request
+from perfmodel import api, request
+from perfmodel.api import projector
 from perfmodel.calibrate import write_result
-from perfmodel.model import project
-from perfmodel.model.project import Projector
-from perfmodel.model.sensitivity import sensitivity
-from perfmodel.model.whatif import evaluate, variants, with_production_floors
+from perfmodel.explore import evaluate, sensitivity
+from perfmodel.model.whatif import variants, with_production_floors
+from perfmodel.request import production_floors
 from perfmodel.specs import registry
 
 LIMIT = 2  # the issue's bar: entered at most twice
@@ -87,8 +88,8 @@ def trace(fn, prefix: str = "perfmodel.") -> Stretches:
 def _cold() -> None:
     """Empty the caches of specs, profiles, self-checks and calibrations, so that a traced request
     takes the whole path a first request takes."""
-    project._CHECKS.clear()
-    project._CALIBRATIONS.clear()
+    api._CHECKS.clear()
+    api._CALIBRATIONS.clear()
     request._PROFILES.clear()
     for fn in (registry._load_named, registry._names, registry._alias_index, registry.load_memory_kinds):
         fn.cache_clear()
@@ -154,7 +155,7 @@ def test_project_enters_no_module_more_than_twice(name):
 def test_project_with_a_calibration_file(tmp_path):
     req = perfmodel.Request(target="b300", gpus=8, spec="ddtree", observed=OBSERVED)
     path = tmp_path / "calib.json"
-    write_result(Projector(req).calibration, path)
+    write_result(projector(req).calibration, path)
     req = perfmodel.Request(target="b300", gpus=8, spec="ddtree", calibration=str(path))
     _cold()
     _assert_within_bar(trace(lambda: perfmodel.project(req)))
@@ -163,8 +164,8 @@ def test_project_with_a_calibration_file(tmp_path):
 def test_what_ifs_and_sensitivity():
     req = perfmodel.Request(target="b300", gpus=8, spec="ddtree", concurrency=[1, 32])
     base = [p.to_dict() for p in perfmodel.project(req).points]
-    whatifs = variants(req, has_moe=True, has_drafter=True)
+    whatifs = variants(req, has_moe=True, has_drafter=True, floors=production_floors())
     _cold()
-    _assert_within_bar(trace(lambda: Projector(req, whatif=with_production_floors).projection()))
+    _assert_within_bar(trace(lambda: projector(req, whatif=partial(with_production_floors, floors=production_floors())).projection()))
     _assert_within_bar(trace(lambda: [evaluate(req, w, base) for w in whatifs]))
     _assert_within_bar(trace(lambda: sensitivity(req)))

@@ -16,8 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from perfmodel.cli import app
-from perfmodel.model.project import embedded_profile_path
-from perfmodel.request import TWO_GPU_PROFILE, shipped_profile_path
+from perfmodel.request import TWO_GPU_PROFILE, embedded_profile_path, shipped_profile_path
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
@@ -280,7 +279,6 @@ CASES = [
         ("prof_ceiling_neg", ["ceilings.read_GBps"]), ("prof_status", ["status", "great"]),
     ]
 ] + [
-    ("prof_missing_fit", P + ("--profile", "{prof_missing_fit}"), ["attention_mla"]),
     ("prof_no_overheads", P + ("--profile", "{prof_no_overheads}"), ["overheads"]),
     ("prof_no_gpu_spec", P + ("--profile", "{prof_no_gpu_spec}"), ["gpu_spec"]),
     ("prof_tb_empty_ddtree", P + ("--spec", "ddtree", "--profile", "{prof_tb_empty}"), ["tree-build", "gpu"]),

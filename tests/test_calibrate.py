@@ -23,7 +23,7 @@ from perfmodel.calibrate import (
     prepare,
 )
 from perfmodel.cli import app
-from perfmodel.model.calibration import Factors, calibrated, group_of, link_family
+from perfmodel.model.calibration import Factors, calibrated, factors_of, group_of, link_family
 from perfmodel.request import resolve_profile
 
 FIX = Path(__file__).parent / "fixtures" / "bench"
@@ -72,7 +72,7 @@ def test_fit_recovers_known_factors_both_directions(recovered):
     assert all(got[k].value < 1.0 for k in ("floor.gemm", "floor.attention"))
     assert recovered.median_abs_err < 0.01
     assert recovered.loo_median_abs_err is not None and recovered.loo_median_abs_err < 0.03
-    truth, fitted = Factors(values=TRUTH), recovered.to_factors()
+    truth, fitted = Factors(values=TRUTH), factors_of(recovered)
     for kw in (dict(target="b300", concurrency=1), dict(target="b300", concurrency=64), dict(target="h200", concurrency=32),
                dict(target="b300", parallel="tp-attn-ep-moe", concurrency=8)):
         p = prepare(0, _pt(**kw, step_ms=1000.0), PROFILE)
@@ -117,10 +117,10 @@ def test_speculative_point_calibrates_tau():
 
 
 def test_calibrated_machine_carries_factors_to_a_target():
-    from perfmodel.model.project import Projector
+    from perfmodel.api import projector
     from perfmodel.request import Request
 
-    pj = Projector(Request(target="b300", gpus=8, concurrency=[1]))
+    pj = projector(Request(target="b300", gpus=8, concurrency=[1]))
     f = Factors(values={"floor.gemm": 0.5, "bw.moe": 10.0, "coll_lat.pcie": 3.0, "launch": 2.0, "engine_host_us": 250.0},
                 sigma={"floor.gemm": 0.05, "coll_lat.pcie": 0.1}, gpus=("rtx-pro-6000-server",))
     m = calibrated(pj.machine, f)

@@ -105,7 +105,9 @@ def test_fit_unit_law_recovers_the_per_unit_rate_of_synthetic_timings():
 
 def test_a_profile_without_the_set_says_so():
     """The spec-derived profile has no kernels measured, so no kernel set "torch" either."""
-    from perfmodel.model.project import ProjectionError, Projector, Request
+    from perfmodel.api import projector
+    from perfmodel.errors import ProjectionError
+    from perfmodel.scenario import Request
 
     with pytest.raises(ProjectionError, match="no laws of kernel set 'torch'"):
-        Projector(Request(target="h200", gpus=1, concurrency=[1], kernels="torch", profile="spec"))
+        projector(Request(target="h200", gpus=1, concurrency=[1], kernels="torch", profile="spec"))

@@ -31,11 +31,12 @@ def test_measured_op_on_profile_gpu_only():
     GPU gets the transferred law, so the op's time grows with its size there too. The expected
     values come from the raw bench sample and from the gemm fit carried by the datasheet ratios
     worked out here (bandwidth: peak x achievable streaming fraction; compute: bf16 dense peak)."""
-    from perfmodel.model.project import Projector, Request
+    from perfmodel.api import projector
+    from perfmodel.scenario import Request
     from perfmodel.specs import registry
 
-    pj_same = Projector(Request(target="h200", gpus=1, concurrency=[1]))
-    pj_b300 = Projector(Request(target="b300", gpus=1, concurrency=[1]))
+    pj_same = projector(Request(target="h200", gpus=1, concurrency=[1]))
+    pj_b300 = projector(Request(target="b300", gpus=1, concurrency=[1]))
     op = Op("q_a", "dense", "gemm_bf16", bytes=7168 * 1536 * 2.0, flops=2.0 * 7168 * 1536, count=1,
             probe=Probe("gemm", (("K", 7168), ("N", 1536)), "M", 1, "torch.matmul"))
     prof = pj_same.profile

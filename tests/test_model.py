@@ -4,10 +4,12 @@ import math
 
 import pytest
 
+from perfmodel.api import project, projector
+from perfmodel.errors import ProjectionError
 from perfmodel.model.layers import Layout, decode_ops, expected_distinct
 from perfmodel.model.memory import memory_use, param_counts
-from perfmodel.model.project import ProjectionError, Projector, Request, project
 from perfmodel.model.step import step_estimate
+from perfmodel.scenario import Request
 from perfmodel.specs import registry
 
 
@@ -32,7 +34,7 @@ def test_kimi_param_total():
 def _machine(gpu="h200", n=1, scale_bw=1.0, scale_t0=1.0):
     from dataclasses import replace
 
-    pj = Projector(Request(target=gpu, gpus=n, concurrency=[1]))
+    pj = projector(Request(target=gpu, gpus=n, concurrency=[1]))
     m = pj.machine
     laws = {c: replace(l, bw_GBps=l.bw_GBps * scale_bw, t0_us=l.t0_us * scale_t0) for c, l in m.laws.items()}
     return pj.model, replace(m, laws=laws)
@@ -80,8 +82,8 @@ def test_b300_faster_than_rtx_pro_6000_at_c1():
 
 def test_pcie_collectives_cost_more_than_nvlink():
     model = registry.load_model("kimi-k2.6")
-    pj_nv = Projector(Request(target="h200", gpus=8, concurrency=[1]))
-    pj_pc = Projector(Request(target="h200", gpus=8, concurrency=[1], link="pcie5-host"))
+    pj_nv = projector(Request(target="h200", gpus=8, concurrency=[1]))
+    pj_pc = projector(Request(target="h200", gpus=8, concurrency=[1], link="pcie5-host"))
     lay = Layout("tp", 8)
     a = step_estimate(model, pj_nv.machine, lay, 1, 1, 4096).breakdown_us["collectives"]
     b = step_estimate(model, pj_pc.machine, lay, 1, 1, 4096).breakdown_us["collectives"]
@@ -91,7 +93,7 @@ def test_pcie_collectives_cost_more_than_nvlink():
 def test_breakdown_sums_to_step_and_interval_brackets():
     """The spec split (draft, tree build, verify, host) adds up to the step, and its tree build
     is the profile's GPU fit t0 + per_node x C x B."""
-    tb = Projector(Request(target="b300", concurrency=[1])).profile.treebuild["gpu"]
+    tb = projector(Request(target="b300", concurrency=[1])).profile.treebuild["gpu"]
     for p in _proj(spec="ddtree")["points"]:
         if not p["fits_in_memory"]:
             continue
@@ -153,7 +155,7 @@ def test_chain_uses_block_size():
 
 
 def test_eager_never_beats_graphs_by_more_than_the_graph_launch():
-    pj = Projector(Request(target="b300", gpus=8, concurrency=[1]))
+    pj = projector(Request(target="b300", gpus=8, concurrency=[1]))
     launch_ms = pj.machine.overheads.graph_launch_us / 1e3
     for C in (1, 64):
         g = _proj(concurrency=[C], graphs=True)["points"][0]
@@ -201,14 +203,14 @@ def test_fp8_latent_cache_runs_mla_at_the_fp8_rate():
 def test_fp8_rate_carries_the_measured_fp8_vs_bf16_gemm_efficiency():
     """FP8 ops run at the target's fp8/bf16 peak ratio times the ratio of the fractions of
     peak that the profile GPU's fp8 and bf16 GEMMs reached; without an fp8 ceiling, 1."""
-    pj = Projector(Request(target="b200", gpus=8, concurrency=[1]))
+    pj = projector(Request(target="b200", gpus=8, concurrency=[1]))
     m, prof = pj.machine, pj.profile
     src, tgt = m.source_gpu.compute, m.gpu.compute
     eff = (prof.ceilings.fp8_TFLOPS / src.fp8_dense_TFLOPS.value) / (prof.ceilings.bf16_TFLOPS / src.bf16_dense_TFLOPS.value)
     assert m.flops_scale("fp8") == pytest.approx(tgt.fp8_dense_TFLOPS.value / tgt.bf16_dense_TFLOPS.value * eff)
     assert m.source_flops_scale("fp8") == pytest.approx(prof.ceilings.fp8_TFLOPS / prof.ceilings.bf16_TFLOPS)
     assert m.flops_scale("bf16") == 1.0
-    spec = Projector(Request(target="b200", gpus=8, concurrency=[1], profile="spec")).machine
+    spec = projector(Request(target="b200", gpus=8, concurrency=[1], profile="spec")).machine
     assert spec.flops_scale("fp8") == pytest.approx(tgt.fp8_dense_TFLOPS.value / tgt.bf16_dense_TFLOPS.value)
 
 
@@ -297,12 +299,12 @@ def test_dram_traffic_within_target_roof_and_l2_only_where_it_fits():
 
     mk = registry.load_memory_kinds()
     for target in ("b300", "rtx-pro-6000", "mi300x", "h100-sxm"):
-        pj = Projector(Request(target=target, gpus=8, concurrency=[1]))
+        pj = projector(Request(target=target, gpus=8, concurrency=[1]))
         g = pj.gpu
         roof = g.memory.bandwidth_GBps.value * g.memory.streaming_fraction(mk)
         for cls, law in pj.machine.laws.items():
             assert law.bw_GBps <= roof * (1 + 1e-9), (target, cls, law.bw_GBps, roof)
-    law = Projector(Request(target="b300", gpus=8, concurrency=[1])).machine.laws["elementwise"]
+    law = projector(Request(target="b300", gpus=8, concurrency=[1])).machine.laws["elementwise"]
     assert law.bw_l2_GBps is not None and law.bandwidth(law.l2_bytes * 2) == law.bw_GBps
 
 
@@ -312,8 +314,8 @@ def test_graph_node_cost_is_its_own_term():
     from perfmodel.model.whatif import scale_overheads
 
     req = Request(target="b300", gpus=8, concurrency=[1])
-    base = Projector(req).point(1)
-    half = Projector(req, whatif=scale_overheads(0.5, "graph_node_us")).point(1)
+    base = projector(req).point(1)
+    half = projector(req, whatif=scale_overheads(0.5, "graph_node_us")).point(1)
     d = base["breakdown_ms"]["dispatch"] - half["breakdown_ms"]["dispatch"]
     assert d > 0.1 and base["step_ms"] - half["step_ms"] == pytest.approx(d, rel=1e-6)
     assert half["breakdown_ms"]["latency_floor"] == pytest.approx(base["breakdown_ms"]["latency_floor"])

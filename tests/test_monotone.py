@@ -4,7 +4,8 @@ samples included: they are interpolated in C and made monotone along their sweep
 
 import pytest
 
-from perfmodel.model.project import Projector, Request
+from perfmodel.api import projector
+from perfmodel.scenario import Request
 
 CS = list(range(1, 41)) + [48, 64, 96, 128, 129, 192, 256, 292, 384, 512]
 
@@ -27,7 +28,7 @@ GRID = [
 def test_components_non_decreasing_in_concurrency(target, model, parallel, spec, budget):
     req = Request(target=target, gpus=8, model=model, parallel=parallel, spec=spec,
                   budget=budget if budget else "auto", concurrency=CS)
-    pj = Projector(req)
+    pj = projector(req)
     prev = None
     for C in CS:
         p = pj.point(C)

@@ -88,10 +88,11 @@ def test_launch_factor_scales_every_launch_cost():
 def test_observing_the_models_own_figure_needs_no_correction():
     """--observed at exactly the model's own H200 TP8 C=1 figure: the calibration moves nothing
     by a factor outside [1/3, 3] and warns of none."""
-    from perfmodel.model.project import Projector, Request
+    from perfmodel.api import projector
+    from perfmodel.scenario import Request
 
-    own = Projector(Request(target="h200", gpus=8, concurrency=[1])).point(1)["tokens_per_s_per_stream"]
-    res = Projector(Request(target="b300", gpus=8, concurrency=[1], observed=f"h200,tp8,c=1,{own:.6f}tok/s")).run()
+    own = projector(Request(target="h200", gpus=8, concurrency=[1])).point(1)["tokens_per_s_per_stream"]
+    res = projector(Request(target="b300", gpus=8, concurrency=[1], observed=f"h200,tp8,c=1,{own:.6f}tok/s")).run()
     cal = res["calibration"]
     assert not any("outside" in w for w in cal["warnings"])
     assert all(1 / 3 <= f["value"] <= 3 for k, f in cal["factors"].items() if k != "engine_host_us")
@@ -203,10 +204,11 @@ def test_factors_outside_a_third_to_three_are_flagged():
     """README: a factor outside [0.33, 3] is flagged as a mechanism the model lacks. Observed at a
     tenth of the model's own H200 figure: the fit needs large factors; each is flagged exactly
     when it lies outside [1/3, 3], and the warning names that range."""
-    from perfmodel.model.project import Projector, Request
+    from perfmodel.api import projector
+    from perfmodel.scenario import Request
 
-    own = Projector(Request(target="h200", gpus=8, concurrency=[1])).point(1)["tokens_per_s_per_stream"]
-    res = Projector(Request(target="b300", gpus=8, concurrency=[1], observed=f"h200,tp8,c=1,{own / 10:.6f}tok/s")).run()
+    own = projector(Request(target="h200", gpus=8, concurrency=[1])).point(1)["tokens_per_s_per_stream"]
+    res = projector(Request(target="b300", gpus=8, concurrency=[1], observed=f"h200,tp8,c=1,{own / 10:.6f}tok/s")).run()
     cal = res["calibration"]
     flagged = {k for k, f in cal["factors"].items() if k != "engine_host_us" and not (1 / 3 <= f["value"] <= 3)}
     assert flagged

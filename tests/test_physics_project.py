@@ -9,16 +9,17 @@ import statistics
 import pytest
 from test_physics_step import _tiny_with_drafter, hand_machine, hand_profile
 
+from perfmodel.api import project, projector, self_check
 from perfmodel.model.layers import Layout
-from perfmodel.model.project import Projector, Request, project, self_check
 from perfmodel.model.step import Z90, step_estimate
 from perfmodel.profile import save_profile
+from perfmodel.scenario import Request
 
 
 def _tiny(path, **kw):
     base = dict(target="h200", gpus=1, model=_tiny_with_drafter(), concurrency=[2], profile=path, context=100,
                 spec="ddtree")
-    return Projector(Request(**(base | kw)))
+    return projector(Request(**(base | kw)))
 
 
 def test_verify_step_prices_b_plus_one_tokens(hand_path):
@@ -38,7 +39,7 @@ def test_verify_step_prices_b_plus_one_tokens(hand_path):
 def test_interval_without_self_check_is_the_step_sigma(hand_path):
     """A profile with no end-to-end points has no self-check error: the step's 90% interval is
     +-1.645 sigma of its terms, and with tau known exactly tok/s is tau over the step's ends."""
-    pj = Projector(Request(target="h200", gpus=1, model=_tiny_with_drafter(), concurrency=[1], profile=hand_path,
+    pj = projector(Request(target="h200", gpus=1, model=_tiny_with_drafter(), concurrency=[1], profile=hand_path,
                            context=100))
     res = pj.run()
     assert res["self_check"]["n_points"] == 0 and res["self_check"]["median_abs_err"] is None
@@ -149,7 +150,7 @@ def test_tps_interval_combines_tau_and_step_errors_in_log_space(hand_path):
 
 
 def test_aggregate_interval_is_c_times_the_per_stream_one(hand_path):
-    pj = Projector(Request(target="h200", gpus=1, model=_tiny_with_drafter(), concurrency=[4], profile=hand_path,
+    pj = projector(Request(target="h200", gpus=1, model=_tiny_with_drafter(), concurrency=[4], profile=hand_path,
                            context=100))
     p = pj.point(4)
     assert p["tokens_per_s"] == pytest.approx(4 * p["tokens_per_s_per_stream"])
@@ -204,7 +205,7 @@ def test_cached_self_check_never_serves_another_profiles_result():
     the first was freed) must not get the first one's self-check."""
     from importlib import resources
 
-    from perfmodel.model import project as pmod
+    from perfmodel import api as pmod
     from perfmodel.profile import load_profile
 
     a = load_profile(str(resources.files("perfmodel").joinpath("data", "h200-sxm.json")))
@@ -222,7 +223,7 @@ def test_variant_projector_prices_its_own_machine_uncalibrated(hand_path):
     shorter, the graph launch 5 us); an uncalibrated projection's rules never say 'calibrated'."""
     from perfmodel.model.whatif import HOST_FIELDS, scale_overheads
 
-    pj = Projector(Request(target="h200", gpus=1, model=_tiny_with_drafter(), concurrency=[1], profile=hand_path,
+    pj = projector(Request(target="h200", gpus=1, model=_tiny_with_drafter(), concurrency=[1], profile=hand_path,
                            context=100))
     v = pj.variant(machine=scale_overheads(0.5, *HOST_FIELDS)(pj.machine))
     assert pj.point(1)["step_ms"] - v.point(1)["step_ms"] == pytest.approx(0.055)
@@ -257,7 +258,7 @@ def test_chain_on_a_two_token_block_speculates_one_node(hand_path, tmp_path):
 
     m = tiny_model(drafter=DrafterSpec(name="d2", source="hand-written test drafter", n_layers=1, hidden_size=64,
                                        n_heads=4, n_kv_heads=2, head_dim=32, intermediate_size=128, block_size=2))
-    p = Projector(Request(target="h200", gpus=1, model=m, concurrency=[1], profile=hand_path, context=100,
+    p = projector(Request(target="h200", gpus=1, model=m, concurrency=[1], profile=hand_path, context=100,
                           spec="chain", acceptance="0.9")).point(1)
     assert p["budget"] == 1 and p["tau"] == pytest.approx(1.9)
     assert p["budget_note"] == "best budget 1 of [0, 1]"
@@ -282,7 +283,7 @@ def test_one_point_calibration_keeps_the_self_check_error(tmp_path):
     assert err > 0.005
     assert p["interval"]["step_ms"][1] - p["step_ms"] >= Z90 * err * p["step_ms"] * (1 - 1e-9)
     # the model's error is the larger of the two: the self-check's, not the fit's ~0 in-sample one
-    pj = Projector(Request(target="h200", gpus=8, concurrency=[1], observed="h200,tp8,c=1,50tok/s"))
+    pj = projector(Request(target="h200", gpus=8, concurrency=[1], observed="h200,tp8,c=1,50tok/s"))
     assert pj.calibration.loo_median_abs_err is None and pj.calibration.median_abs_err < err
     assert pj.model_error() == err
 
@@ -326,15 +327,15 @@ def test_a_calibration_carries_its_kernel_set(tmp_path):
     from perfmodel.request import ProjectionError
 
     base = dict(target="h200", gpus=1, model="llama-3.1-8b", concurrency=[1])
-    pj = Projector(Request(**base, kernels="torch", observed="h200,tp1,c=1,100tok/s"))  # the same set: accepted
+    pj = projector(Request(**base, kernels="torch", observed="h200,tp1,c=1,100tok/s"))  # the same set: accepted
     assert pj.kernels == "torch" and pj.calibration.kernels == "torch"
     torch_cal, own_cal = tmp_path / "torch.json", tmp_path / "own.json"
     write_result(pj.calibration, torch_cal)
-    write_result(Projector(Request(**base, observed="h200,tp1,c=1,100tok/s")).calibration, own_cal)
-    assert Projector(Request(**base, calibration=str(torch_cal))).kernels == "torch"  # the file's set by default
-    assert Projector(Request(**base, kernels="torch", calibration=str(torch_cal))).kernels == "torch"
+    write_result(projector(Request(**base, observed="h200,tp1,c=1,100tok/s")).calibration, own_cal)
+    assert projector(Request(**base, calibration=str(torch_cal))).kernels == "torch"  # the file's set by default
+    assert projector(Request(**base, kernels="torch", calibration=str(torch_cal))).kernels == "torch"
     with pytest.raises(ProjectionError, match="--kernels torch: the calibration was fitted on kernel set 'perfmodel'"):
-        Projector(Request(**base, kernels="torch", calibration=str(own_cal)))
+        projector(Request(**base, kernels="torch", calibration=str(own_cal)))
 
 
 def test_an_observed_speculative_figure_scales_tau():
@@ -344,7 +345,7 @@ def test_an_observed_speculative_figure_scales_tau():
     kw = dict(target="b300", gpus=8, spec="ddtree", budget=16, concurrency=[1], acceptance="table:16=6.1")
     ks = []
     for tps in (100, 1000):
-        pj = Projector(Request(**kw, observed=f"h200,tp8,c=1,{tps}tok/s,spec=ddtree,b=16"))
+        pj = projector(Request(**kw, observed=f"h200,tp8,c=1,{tps}tok/s,spec=ddtree,b=16"))
         k = pj.factors.get("tau")
         assert pj.point(1)["tau"] == pytest.approx(min(6.1 * k, 16.0), rel=1e-12)
         ks.append(k)

@@ -17,12 +17,13 @@ from importlib import resources
 import numpy as np
 import pytest
 
+from perfmodel.api import project, projector
 from perfmodel.model.layers import Layout, decode_ops, expected_distinct
 from perfmodel.model.memory import memory_use, param_counts
-from perfmodel.model.project import Projector, Request, project
 from perfmodel.model.step import step_estimate
 from perfmodel.profile import load_profile, save_profile
 from perfmodel.request import TWO_GPU_PROFILE, shipped_profile_path
+from perfmodel.scenario import Request
 from perfmodel.specs import registry
 
 Z90 = 1.645
@@ -163,7 +164,7 @@ def test_tp_attention_ep_moe_all_reduces_twice_per_layer():
 def test_drafter_all_reduces_twice_per_drafter_layer():
     """Kimi's drafter (6 layers, hidden 7168, block 16) at TP8 on B300 (NVLink5 spec): the draft
     term grows by 12 all-reduces of C x 16 x 7168 x 2 B priced latency + bytes x 2(7/8)/busbw."""
-    pj = Projector(Request(target="b300", gpus=8, concurrency=[2]))
+    pj = projector(Request(target="b300", gpus=8, concurrency=[2]))
     m = pj.model
     kw = dict(draft=True, tree_budget=16)
     on = step_estimate(m, pj.machine, Layout("tp", 8), 2, 17, 8192, **kw).breakdown_us["draft"]
@@ -250,15 +251,15 @@ def test_fp8_and_fp4_run_at_their_peak_ratio_on_b200():
     show it, so compare the moe term's compute part through the projection."""
     def moe_ms(dt):
         r = Request(target="b200", gpus=8, model="deepseek-v3", concurrency=[64], context=1024,
-                    dtype_overrides={"routed_experts": dt})
-        pj = Projector(r)
+                    dtypes={"routed_experts": dt})
+        pj = projector(r)
         est = step_estimate(pj.model, pj.machine, pj.layout, 512, 16, 1024)
         return next(o for o in est.ops if o.name == "routed_experts").compute_us
 
     fp4, fp8, mx = moe_ms("nvfp4"), moe_ms("fp8"), moe_ms("mxfp4")
     b200 = registry.load_gpu("b200").compute
     assert mx / fp8 == pytest.approx(b200.fp8_dense_TFLOPS.value / b200.bf16_dense_TFLOPS.value
-                                     * Projector(Request(target="b200", gpus=8, model="deepseek-v3",
+                                     * projector(Request(target="b200", gpus=8, model="deepseek-v3",
                                                          concurrency=[1])).machine.dtype_efficiency["fp8"], rel=1e-9)
     assert fp8 > fp4
 
@@ -426,7 +427,7 @@ def test_mla_ops_by_hand():
 def test_observed_figure_calibrates_toward_it():
     """--observed 'h200,tp8,c=1,50tok/s': the uncalibrated figure is the model's own H200 TP8 C=1
     projection (1000 / step ms), and the calibration moves the prediction from it to near 50."""
-    from perfmodel.model.project import ProjectionError
+    from perfmodel.errors import ProjectionError
 
     h = project(Request(target="h200", gpus=8, concurrency=[1]))["points"][0]["step_ms"]
     o = project(Request(target="b300", gpus=8, concurrency=[1], observed="h200,tp8,c=1,50tok/s"))["observed"]

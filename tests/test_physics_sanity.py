@@ -13,10 +13,11 @@ import re
 import pytest
 from test_physics_step import tiny_model
 
+from perfmodel.api import projector
 from perfmodel.model import sanity
 from perfmodel.model.layers import Layout
-from perfmodel.model.project import Projector, Request
 from perfmodel.request import ProjectionError
+from perfmodel.scenario import Request
 from perfmodel.specs import registry
 from perfmodel.specs.schema import DrafterSpec
 
@@ -216,7 +217,7 @@ def test_capped_tau_never_credits_more_than_drafted():
 
 def test_table_with_standard_errors_projects():
     """The documented 'table:16=6.1±0.3' form: tau 6.1 with a 0.3 sigma."""
-    p = Projector(Request(target="b300", gpus=8, spec="ddtree", budget=16, concurrency=[1],
+    p = projector(Request(target="b300", gpus=8, spec="ddtree", budget=16, concurrency=[1],
                           acceptance="table:16=6.1±0.3")).run()["points"][0]
     assert p["tau"] == pytest.approx(6.1) and p["tau_sigma"] == pytest.approx(0.3)
 

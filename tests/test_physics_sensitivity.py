@@ -4,8 +4,9 @@ rate scaled by k can speed the step by at most k (Amdahl)."""
 
 import pytest
 
-from perfmodel.model.project import Projector, Request
-from perfmodel.model.sensitivity import DELTA, sensitivity
+from perfmodel.api import projector
+from perfmodel.explore import DELTA, sensitivity
+from perfmodel.scenario import Request
 
 RATES = ("memory bandwidth (all kernels)", "compute rate (all kernels)", "collective bandwidth")
 TIMES = ("per-kernel latency floor", "graph node cost", "collective latency", "host overhead (per step, per launch)")
@@ -15,7 +16,7 @@ ACC = "acceptance (τ − 1)"
 @pytest.fixture(scope="module")
 def ddtree():
     req = Request(target="b300", gpus=8, spec="ddtree", concurrency=[1, 8])
-    return req, {r["input"]: r for r in sensitivity(req, 8)}, Projector(req).point(8)
+    return req, {r["input"]: r for r in sensitivity(req, 8)}, projector(req).point(8)
 
 
 def test_delta_is_twenty_percent():
@@ -70,7 +71,7 @@ def test_no_acceptance_row_when_speculation_does_not_pay():
     whatever the acceptance, so the table has no acceptance row; the machine rows remain."""
     req = Request(target="b300", gpus=8, spec="ddtree", concurrency=[1],
                   acceptance="table:4=1.05,8=1.08,16=1.1,32=1.1,64=1.1,128=1.1,256=1.1,512=1.1,1024=1.1")
-    assert Projector(req).point(1).budget == 0
+    assert projector(req).point(1).budget == 0
     rows = {r["input"] for r in sensitivity(req)}
     assert ACC not in rows and set(RATES + TIMES) <= rows
 
@@ -90,6 +91,6 @@ def test_the_budget_is_held_at_the_base_points():
     table holds the base point's budget, so the auto request gives the same table as one fixed
     at budget 4."""
     auto = Request(target="b300", gpus=8, spec="ddtree", concurrency=[128])
-    assert Projector(auto).point(128).budget == 4
+    assert projector(auto).point(128).budget == 4
     fixed = Request(target="b300", gpus=8, spec="ddtree", concurrency=[128], budget=4)
     assert sensitivity(auto) == sensitivity(fixed)

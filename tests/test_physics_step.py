@@ -512,8 +512,8 @@ def test_eager_step_prices_the_torch_set_without_perfmodels_timed_calls():
     torch-set one."""
     from dataclasses import replace
 
-    from perfmodel.model.project import embedded_profile_path
     from perfmodel.profile import load_profile
+    from perfmodel.request import embedded_profile_path
 
     m = registry.load_model("kimi-k2.6")
     h200 = registry.load_gpu("h200")
@@ -539,8 +539,8 @@ def test_eager_interleave_factor_scales_a_host_bound_step():
     not move."""
     from dataclasses import replace
 
-    from perfmodel.model.project import embedded_profile_path
     from perfmodel.profile import load_profile
+    from perfmodel.request import embedded_profile_path
 
     m = registry.load_model("kimi-k2.6")
     h200 = registry.load_gpu("h200")
@@ -566,8 +566,8 @@ def test_an_eager_steps_exposed_launch_time_carries_at_least_30_percent(monkeypa
     C=1 on the embedded profile's H200 is host-bound, so that term dominates the sigma: at 30%
     it is more than twice the sigma at 10%."""
     from perfmodel.model import step as step_mod
-    from perfmodel.model.project import embedded_profile_path
     from perfmodel.profile import load_profile
+    from perfmodel.request import embedded_profile_path
 
     m = registry.load_model("kimi-k2.6")
     h200 = registry.load_gpu("h200")

@@ -2,10 +2,11 @@
 
 import pytest
 
+from perfmodel.api import projector
 from perfmodel.model.derived import spec_derived_profile
-from perfmodel.model.project import Projector, Request
 from perfmodel.model.step import step_estimate
 from perfmodel.request import TWO_GPU_PROFILE, shipped_profile_path
+from perfmodel.scenario import Request
 from perfmodel.specs import registry
 from perfmodel.validate import published_rows, run_validation
 
@@ -31,8 +32,8 @@ def test_request_throughput_includes_prefill(published):
     C x osl / (t_prefill + osl x t_step). Llama 3.1 405B FP8 on 8 MI300X, C=8, 128 in / 128 out."""
     r = next(x for x in published_rows() if x["id"] == "llama405b-mi300x-bs8")
     req = Request(target=r["gpu"], gpus=r["gpus"], model=r["model"], parallel=r["parallel"],
-                  concurrency=[r["concurrency"]], context=r["context"], dtype_overrides=r.get("dtypes"))
-    pj = Projector(req)
+                  concurrency=[r["concurrency"]], context=r["context"], dtypes=r.get("dtypes"))
+    pj = projector(req)
     pt = pj.run()["points"][0]
     pre_ms = step_estimate(pj.model, pj.machine, pj.layout, 8, 128, 0).step_us / 1e3
     want = 8 * 128 / ((pre_ms + 128 * pt["step_ms"]) / 1e3)
@@ -89,7 +90,7 @@ def test_spec_derived_profile_by_hand():
 def test_sensitivity_signs():
     """+20% bandwidth or acceptance speeds a decode step; +20% floors, host overhead or collective
     latency slows it; the table is ranked by the larger swing."""
-    from perfmodel.model.sensitivity import sensitivity
+    from perfmodel.explore import sensitivity
 
     rows = {r["input"]: r for r in sensitivity(Request(target="b300", gpus=8, spec="ddtree", concurrency=[1]))}
     assert rows["memory bandwidth (all kernels)"]["plus"] > 0 > rows["memory bandwidth (all kernels)"]["minus"]
@@ -112,13 +113,14 @@ def test_e2e_two_gpu_points_by_hand():
 
     from perfmodel.model.e2e import predict_e2e
     from perfmodel.profile import load_profile
+    from perfmodel.request import e2e_inputs
 
     prof = load_profile(str(shipped_profile_path(TWO_GPU_PROFILE)))
     h200 = registry.load_gpu("h200")
     c = registry.load_link(h200.default_interconnect).calibrated
     two = [p for p in prof.e2e if p.n_gpus == 2]
     assert two
-    for p, est in predict_e2e(two, prof, h200, registry.load_memory_kinds()):
+    for p, est in predict_e2e(two, prof, h200, registry.load_memory_kinds(), *e2e_inputs(prof, h200)):
         T = p.concurrency * p.q
         want = 2 * p.n_layers * (c.allreduce_latency_us.value + T * 7168 * 2 / (c.allreduce_busbw_GBps.value * 1e3))
         assert est.breakdown_us["collectives"] == pytest.approx(want), p.name
@@ -137,11 +139,13 @@ def _one_point_profiles(tmp_path, measured_fns):
     measured_fns[i](pred, sigma) ms, and no foreign bench."""
     from perfmodel.model.e2e import predict_e2e
     from perfmodel.profile import load_profile, save_profile
+    from perfmodel.request import e2e_inputs
 
     prof = load_profile(_embedded_path())
     p0 = next(p for p in prof.e2e if p.n_gpus == 1)
     benches = {k: v for k, v in prof.benches.items() if k != "foreign"}
-    (_, est), = predict_e2e([p0], prof, registry.load_gpu(prof.provenance.gpu_spec), registry.load_memory_kinds())
+    (_, est), = predict_e2e([p0], prof, registry.load_gpu(prof.provenance.gpu_spec), registry.load_memory_kinds(),
+                             *e2e_inputs(prof, registry.load_gpu(prof.provenance.gpu_spec)))
     pred, sigma = est.step_us / 1e3, est.sigma_us / 1e3
     paths = []
     for i, fn in enumerate(measured_fns):
@@ -208,7 +212,7 @@ def test_published_per_stream_rows_ignore_isl_osl(monkeypatch):
                                   dict(base, id="t", figure=800.0, unit="tok/s total"),
                                   dict(base, id="n", figure=800.0, unit="tok/s total", osl=None)])
     s, t, n = _published(None)
-    pt = Projector(Request(target="h100-sxm", gpus=1, model="llama-3.1-8b", concurrency=[8],
+    pt = projector(Request(target="h100-sxm", gpus=1, model="llama-3.1-8b", concurrency=[8],
                            context=1200)).run()["points"][0]
     assert s["predicted"] == pytest.approx(pt["tokens_per_s_per_stream"], rel=1e-12)
     assert s["in_interval"] == (pt["interval"]["tokens_per_s_per_stream"][0] <= 100.0
@@ -226,7 +230,7 @@ def test_request_throughput_by_hand_limits(monkeypatch):
     _published_stub(monkeypatch, [dict(LLAMA8B_H100, id="t", concurrency=8, isl=1, osl=1000, figure=800.0,
                                        unit="tok/s total")])
     (t,) = _published(None)
-    pt = Projector(Request(target="h100-sxm", gpus=1, model="llama-3.1-8b", concurrency=[8],
+    pt = projector(Request(target="h100-sxm", gpus=1, model="llama-3.1-8b", concurrency=[8],
                            context=1200)).run()["points"][0]
     # one extra step-like forward over 1000 decode steps: at most ~0.2% slower
     assert pt["tokens_per_s"] * 0.995 < t["predicted"] < pt["tokens_per_s"]
@@ -305,7 +309,7 @@ def test_published_interval_flag_includes_its_ends(monkeypatch):
     exactly at either end; 1% beyond an end is outside."""
     from perfmodel.validate import _published
 
-    pt = Projector(Request(target="h100-sxm", gpus=1, model="llama-3.1-8b", concurrency=[8],
+    pt = projector(Request(target="h100-sxm", gpus=1, model="llama-3.1-8b", concurrency=[8],
                            context=1200)).run()["points"][0]
     lo, hi = pt["interval"]["tokens_per_s_per_stream"]
     mid = pt["tokens_per_s_per_stream"]
@@ -335,7 +339,7 @@ def test_leave_one_gpu_out_reads_per_stream_figures_per_stream(monkeypatch):
 
     rows = []
     for gpu in ("h100-sxm", "h200"):
-        pt = Projector(Request(target=gpu, gpus=1, model="llama-3.1-8b", concurrency=[8],
+        pt = projector(Request(target=gpu, gpus=1, model="llama-3.1-8b", concurrency=[8],
                                context=1200)).run()["points"][0]
         rows.append(dict(LLAMA8B_H100, id=gpu, gpu=gpu, concurrency=8, figure=pt["tokens_per_s_per_stream"],
                          unit="tok/s per stream"))

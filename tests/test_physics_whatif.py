@@ -14,11 +14,14 @@ from dataclasses import replace
 import pytest
 from test_physics_step import _tiny_with_drafter, hand_machine, hand_profile, tiny_model
 
+from perfmodel import explore
+from perfmodel.api import projector
 from perfmodel.model import whatif
 from perfmodel.model.acceptance import acceptance_from_cli
 from perfmodel.model.machine import CollectiveLaw
-from perfmodel.model.project import Projector, Request
 from perfmodel.profile import KERNEL_CLASSES, KernelFit, save_profile
+from perfmodel.request import production_floors
+from perfmodel.scenario import Request
 
 ONE_US = 1e-3  # ms
 
@@ -30,7 +33,7 @@ def _req(path, **kw):
 
 
 def _by_key(req, has_moe=False, has_drafter=False):
-    return {w.key: w for w in whatif.variants(req, has_moe, has_drafter)}
+    return {w.key: w for w in whatif.variants(req, has_moe, has_drafter, production_floors())}
 
 
 # ----------------------------------------------------------------------------- machine functions
@@ -69,16 +72,16 @@ def test_production_floors_lower_only_the_cited_classes():
     (t0 28) drops to 12.3 - 2 = 10.3 and 12 - 2 = 10; classes with floor_us null keep 29 / 26."""
     m = _floors_machine(30.0)
     m = replace(m, laws={**m.laws, "attention_gqa.decode": m.laws["attention_gqa"]})  # a variant of the class
-    p = whatif.with_production_floors(m)
+    p = whatif.with_production_floors(m, production_floors())
     assert p.laws["attention_gqa"].t0_us == pytest.approx(10.3)
     assert p.laws["attention_gqa.decode"].t0_us == pytest.approx(10.3)
     assert p.laws["attention_mla"].t0_us == pytest.approx(10.0)
     assert (p.laws["gemm_bf16"].t0_us, p.laws["moe_w4a16"].t0_us, p.laws["elementwise"].t0_us) == (29.0, 26.0, 29.0)
     # a fitted floor already below the anchor is kept (10 us call: t0 8 < 10.3)
-    assert whatif.with_production_floors(_floors_machine(10.0)).laws["attention_gqa"].t0_us == 8.0
+    assert whatif.with_production_floors(_floors_machine(10.0), production_floors()).laws["attention_gqa"].t0_us == 8.0
     # a node cost so large the anchor holds nothing else: the floor is 0, never negative
     big = replace(m, overheads=replace(m.overheads, graph_node_us=10.0))
-    assert whatif.with_production_floors(big).laws["attention_gqa"].t0_us == 0.0
+    assert whatif.with_production_floors(big, production_floors()).laws["attention_gqa"].t0_us == 0.0
 
 
 def test_scale_acceptance_scales_tau_minus_one():
@@ -124,9 +127,9 @@ def test_variants_one_change_each(hand_path):
 ])
 def test_evaluate_by_hand(hand_path, key, saved_us, component):
     req = _req(hand_path)
-    base = Projector(req).run()["points"]
+    base = projector(req).run()["points"]
     assert 0.230 < base[0]["step_ms"] < 0.2305
-    row = whatif.evaluate(req, _by_key(req)[key], base)
+    row = explore.evaluate(req, _by_key(req)[key], base)
     assert row["n_evaluated"] == 2 and row["rechooses_budget"] is False
     gains = []
     for b, c in zip(base, row["per_concurrency"]):
@@ -149,8 +152,8 @@ def test_production_floors_in_the_step(tmp_path):
                                                        for c in KERNEL_CLASSES}})
     save_profile(prof, tmp_path / "p.json")
     req = _req(str(tmp_path / "p.json"), concurrency=[1])
-    base = Projector(req).run()["points"]
-    c = whatif.evaluate(req, _by_key(req)["production_floors"], base)["per_concurrency"][0]
+    base = projector(req).run()["points"]
+    c = explore.evaluate(req, _by_key(req)["production_floors"], base)["per_concurrency"][0]
     assert c["new"]["step_ms"] == pytest.approx(base[0]["step_ms"] - 17.7 * ONE_US)
     assert c["component"] == "latency_floor"
 
@@ -159,12 +162,12 @@ def test_evaluate_marks_points_that_do_not_fit(hand_path):
     """A base point that does not fit is not compared; a variant point past memory says why;
     a point that cannot be priced says why; only the fitting ones count in the rank gain."""
     req = _req(hand_path, context=100_000)
-    base = Projector(req).run()["points"]
+    base = projector(req).run()["points"]
     # KV: 1 layer x 2 (K, V) x 2 heads x 32 x 2 B = 256 B a token, 25.6 MB a sequence: 10^4 of them
     # are 256 GB > the H200's 141 GB
     huge = dict(base[0], concurrency=10_000)
     unfit = dict(base[1], fits_in_memory=False)
-    row = whatif.evaluate(req, _by_key(req)["host_half"], [base[0], unfit, huge])
+    row = explore.evaluate(req, _by_key(req)["host_half"], [base[0], unfit, huge])
     pc = row["per_concurrency"]
     assert [c["fits"] for c in pc] == [True, False, False] and row["n_evaluated"] == 1
     assert pc[1]["why"] == "the base does not fit"
@@ -179,9 +182,9 @@ def test_evaluate_reports_an_unpriceable_point(tmp_path):
     prof = hand_profile().model_copy(update={"treebuild": {"gpu": hand_profile().treebuild["gpu"]}})
     save_profile(prof, tmp_path / "p.json")
     req = _req(str(tmp_path / "p.json"), model=_tiny_with_drafter(), spec="ddtree", acceptance="0.8")
-    base = Projector(req).run()["points"]
+    base = projector(req).run()["points"]
     v = _by_key(req, has_drafter=True)
-    skipped = whatif.evaluate(req, v["tree_build"], base)  # no CPU tree-build fit in the profile
+    skipped = explore.evaluate(req, v["tree_build"], base)  # no CPU tree-build fit in the profile
     assert "cpu" in skipped["skipped"] and "per_concurrency" not in skipped
 
     def bad_tau(acc):
@@ -189,7 +192,7 @@ def test_evaluate_reports_an_unpriceable_point(tmp_path):
             raise ValueError(f"tau: no figure at budget {b}")
         return replace(acc, _tau=tau)
 
-    row = whatif.evaluate(req, whatif.WhatIf("bad", "acceptance that fails", acceptance=bad_tau), base)
+    row = explore.evaluate(req, whatif.WhatIf("bad", "acceptance that fails", acceptance=bad_tau), base)
     assert len(row["per_concurrency"]) == len(base) == 2
     assert all(c["fits"] is False and c["why"].startswith("tau: no figure") for c in row["per_concurrency"])
     assert row["rank_gain"] is None and row["n_evaluated"] == 0
@@ -202,18 +205,18 @@ def test_evaluate_keeps_the_base_budget_unless_rechosen(tmp_path):
     prof = hand_profile()
     save_profile(prof, tmp_path / "p.json")
     req = _req(str(tmp_path / "p.json"), model=_tiny_with_drafter(), spec="ddtree", acceptance="0.8")
-    base = Projector(req).run()["points"]
+    base = projector(req).run()["points"]
     v = _by_key(req, has_drafter=True)
     b0 = base[0]["budget"]
     assert b0 > 0
-    g = whatif.evaluate(req, v["graphs"], base)["per_concurrency"][0]
+    g = explore.evaluate(req, v["graphs"], base)["per_concurrency"][0]
     assert g["new"]["budget"] == b0 and g["new"]["tau"] == base[0]["tau"]
-    n = whatif.evaluate(req, v["spec_none"], base)["per_concurrency"][0]
+    n = explore.evaluate(req, v["spec_none"], base)["per_concurrency"][0]
     assert (n["new"]["budget"], n["new"]["tau"]) == (0, 1.0)
-    c = whatif.evaluate(req, v["spec_chain"], base)["per_concurrency"][0]
+    c = explore.evaluate(req, v["spec_chain"], base)["per_concurrency"][0]
     assert c["new"]["budget"] == 3 and c["new"]["tau"] == pytest.approx(1 + 0.8 + 0.64 + 0.512)
     # tree building on the CPU (100 + 2 x C x B us, vs 50 + 0.5 x C x B on the GPU), same budget
-    t = whatif.evaluate(req, v["tree_build"], base)["per_concurrency"][0]
+    t = explore.evaluate(req, v["tree_build"], base)["per_concurrency"][0]
     assert t["new"]["budget"] == b0
     assert t["new"]["step_ms"] - base[0]["step_ms"] == pytest.approx((50.0 + 1.5 * 1 * b0) * ONE_US)
 
@@ -237,7 +240,7 @@ def test_rank_best_first_unevaluated_last_ties_by_key():
 def test_sensitivity_to_acceptance_at_the_base_budget(hand_path):
     """tok/s = tau / step, and the step does not depend on tau: (tau - 1) +-20% moves tok/s by
     +-0.2 (tau - 1) / tau exactly, at the base point's budget (table tau 3 at B = 4: 2/15)."""
-    from perfmodel.model.sensitivity import sensitivity
+    from perfmodel.explore import sensitivity
 
     acc = "acceptance (τ − 1)"
     req = _req(hand_path, model=_tiny_with_drafter(), spec="ddtree", acceptance="table:4=3,16=3.5", budget=4,
@@ -245,11 +248,11 @@ def test_sensitivity_to_acceptance_at_the_base_budget(hand_path):
     at4 = {r["input"]: r for r in sensitivity(req)}[acc]
     assert (at4["plus"], at4["minus"]) == pytest.approx((0.2 * 2 / 3, -0.2 * 2 / 3), rel=1e-9)
     auto = _req(hand_path, model=_tiny_with_drafter(), spec="ddtree", acceptance="table:4=3,16=3.5", concurrency=[1])
-    tau = Projector(auto).point(1)["tau"]
+    tau = projector(auto).point(1)["tau"]
     assert {r["input"]: r for r in sensitivity(auto)}[acc]["plus"] == pytest.approx(0.2 * (tau - 1) / tau, rel=1e-9)
     # host overhead (host step 100 us + graph launch 10 us) +-20%: the step moves by +-22 us
     plain = _req(hand_path, concurrency=[1])
-    step = Projector(plain).point(1)["step_ms"]
+    step = projector(plain).point(1)["step_ms"]
     rows = {r["input"]: r for r in sensitivity(plain)}
     host = rows["host overhead (per step, per launch)"]
     assert (host["plus"], host["minus"]) == pytest.approx((step / (step + 0.022) - 1, step / (step - 0.022) - 1))
@@ -259,11 +262,11 @@ def test_evaluate_at_the_base_budget_even_when_auto_would_pick_another(hand_path
     """A base point priced at budget 8 (auto would pick 4 here): a what-if that does not re-choose
     is priced at 8 too, so its gain is the change alone."""
     req = _req(hand_path, model=_tiny_with_drafter(), spec="ddtree", acceptance="0.8", concurrency=[1])
-    pj = Projector(req)
+    pj = projector(req)
     assert pj.point(1)["budget"] == 4
     base = [pj.point(1, 8)]
     for key in ("graphs", "host_half", "latency_floor_half"):
-        new = whatif.evaluate(req, _by_key(req, has_drafter=True)[key], base)["per_concurrency"][0]["new"]
+        new = explore.evaluate(req, _by_key(req, has_drafter=True)[key], base)["per_concurrency"][0]["new"]
         assert new["budget"] == 8 and new["tau"] == base[0]["tau"]
 
 
@@ -271,13 +274,13 @@ def test_components_missing_on_one_side_count_as_zero(hand_path):
     """Speculation off: the draft term (the largest change) is gone, its new value 0; speculation
     on from a plain base: the draft term appears from 0."""
     req = _req(hand_path, model=_tiny_with_drafter(), spec="ddtree", acceptance="0.8", concurrency=[1])
-    base = Projector(req).run()["points"]
-    off = whatif.evaluate(req, _by_key(req, has_drafter=True)["spec_none"], base)["per_concurrency"][0]
+    base = projector(req).run()["points"]
+    off = explore.evaluate(req, _by_key(req, has_drafter=True)["spec_none"], base)["per_concurrency"][0]
     assert off["component"] == "draft" and off["component_new_ms"] == 0.0
     assert off["component_base_ms"] == base[0]["breakdown_ms"]["draft"] > 0.2  # 22 calls of 10 us
     plain = _req(hand_path, model=_tiny_with_drafter(), concurrency=[1])
-    pbase = Projector(plain).run()["points"]
-    on = whatif.evaluate(plain, _by_key(plain, has_drafter=True)["spec_ddtree"], pbase)["per_concurrency"][0]
+    pbase = projector(plain).run()["points"]
+    on = explore.evaluate(plain, _by_key(plain, has_drafter=True)["spec_ddtree"], pbase)["per_concurrency"][0]
     assert on["component"] == "draft" and on["component_base_ms"] == 0.0 and on["component_new_ms"] > 0.2
 
 
@@ -290,8 +293,8 @@ def test_collective_latency_half_on_two_gpus(hand_path):
     v = _by_key(req)
     assert "collective_latency_half" in v and "collective_latency_half" not in _by_key(_req(hand_path))
     lat = registry.load_link(registry.load_gpu("h200").default_interconnect).calibrated.allreduce_latency_us.value
-    base = Projector(req).run()["points"]
-    c = whatif.evaluate(req, v["collective_latency_half"], base)["per_concurrency"][0]
+    base = projector(req).run()["points"]
+    c = explore.evaluate(req, v["collective_latency_half"], base)["per_concurrency"][0]
     assert c["component"] == "collectives"
     assert base[0]["step_ms"] - c["new"]["step_ms"] == pytest.approx(1.5 * lat * ONE_US, rel=1e-9)
 
@@ -301,12 +304,12 @@ def test_sensitivity_keeps_the_budget_even_when_speculation_stops_paying(hand_pa
     one); (tau - 1) -20% makes it lose to plain decode, but the row is at the base budget:
     (1 + 0.8 x 1.4) / 2.4 - 1 exactly. Where the base does not speculate (alpha 0), there is
     no acceptance row."""
-    from perfmodel.model.sensitivity import sensitivity
+    from perfmodel.explore import sensitivity
 
     acc = "acceptance (τ − 1)"
     req = _req(hand_path, model=_tiny_with_drafter(), spec="ddtree", acceptance="table:4=2.4,512=2.4",
                concurrency=[1])
-    assert Projector(req).point(1)["budget"] == 4
+    assert projector(req).point(1)["budget"] == 4
     row = {r["input"]: r for r in sensitivity(req)}[acc]
     assert row["minus"] == pytest.approx((1 + 0.8 * 1.4) / 2.4 - 1, rel=1e-9)
     assert row["plus"] == pytest.approx((1 + 1.2 * 1.4) / 2.4 - 1, rel=1e-9)

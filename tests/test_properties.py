@@ -10,10 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from perfmodel.api import projector
+from perfmodel.errors import ProjectionError
 from perfmodel.inputs import finite_json
-from perfmodel.model.project import ProjectionError, Projector, Request
 from perfmodel.model.sanity import layout_problem
 from perfmodel.model.whatif import scale_laws
+from perfmodel.scenario import Request
 from perfmodel.specs import registry
 
 GPUS = registry.list_gpus()
@@ -52,7 +54,7 @@ def _finite_positive(x, path="") -> None:
 
 def _run(req):
     try:
-        return Projector(req).run()
+        return projector(req).run()
     except ProjectionError as e:  # a valid question with a clear answer: does not fit
         assert "does not fit" in str(e), str(e)
         return None
@@ -122,7 +124,7 @@ def test_faster_host_is_never_slower(req, k):
 
 def _projector(req):
     try:
-        pj = Projector(req)
+        pj = projector(req)
         pj.run()
         return pj
     except ProjectionError:
@@ -131,7 +133,7 @@ def _projector(req):
 
 def test_tau_never_above_drafted_tokens_plus_bonus():
     """A table clamped at its low end (τ(4) would read 6.1) credits at most B + 1 tokens."""
-    res = Projector(Request(target="b300", spec="ddtree", acceptance="table:16=6.1,64=7.8", concurrency=[1, 64])).run()
+    res = projector(Request(target="b300", spec="ddtree", acceptance="table:16=6.1,64=7.8", concurrency=[1, 64])).run()
     for p in res["points"]:
         for c in p.get("budget_curve", []):
             if c["fits_in_memory"] and c["budget"]:

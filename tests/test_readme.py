@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from perfmodel.model.project import embedded_profile_path
 from perfmodel.reports.anchors import BEGIN, END, render
+from perfmodel.request import embedded_profile_path
 from perfmodel.validate import run_validation
 
 ROOT = Path(__file__).resolve().parents[1]

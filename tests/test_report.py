@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from perfmodel.cli import app
 from perfmodel.model.derived import spec_derived_profile
-from perfmodel.model.project import Request
 from perfmodel.profile import BenchResult, Ceilings, Sample, save_profile
 from perfmodel.reports.findings import ReportError, report_name, write_report
+from perfmodel.scenario import Request
 from perfmodel.specs import registry
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -45,8 +45,8 @@ def _close(printed: str, value: float) -> bool:
 def test_eager_call_costs_are_named_and_printed_as_timed(b300):
     """The anchors list each timed eager call by its class and print its cost and the
     interleave factor as the profile holds them (the embedded profile measured both)."""
-    from perfmodel.model.project import embedded_profile_path
     from perfmodel.profile import load_profile
+    from perfmodel.request import embedded_profile_path
 
     md, doc = b300
     o = load_profile(str(embedded_profile_path())).overheads

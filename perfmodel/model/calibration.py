@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from perfmodel.kernel_classes import of_key
 from perfmodel.model.machine import CollectiveLaw, Machine
 
 GROUPS = ("attention", "attention_verify", "moe", "gemm", "elementwise")
@@ -42,14 +43,9 @@ OUTSIDE = (1 / 3, 3.0)  # a factor outside this range: the model misses a mechan
 
 def group_of(kernel_class: str) -> str:
     """The factor group of a law key (`class` or `class.variant`)."""
-    base, _, variant = kernel_class.partition(".")
-    if base.startswith("attention"):
-        return "attention_verify" if variant == VERIFY else "attention"
-    if base.startswith("moe"):
-        return "moe"
-    if base.startswith("gemm"):
-        return "gemm"
-    return "elementwise"
+    kc = of_key(kernel_class)
+    group = kc.group if kc is not None else "elementwise"
+    return f"{group}_{VERIFY}" if group == "attention" and kernel_class.partition(".")[2] == VERIFY else group
 
 
 def link_family(kind: str | None) -> str | None:
@@ -136,3 +132,9 @@ def scaled_tau(tau: float, f: Factors, cap: float) -> float:
     """τ with the acceptance factor, never above what the tree can accept (cap = B+1 or the
     drafter's block)."""
     return min(tau * f.get("tau"), cap)
+
+
+def factors_of(result) -> Factors:
+    """The factors of a calibration result (`calibration_schema.CalibrationResult`)."""
+    return Factors(values={f.name: f.value for f in result.factors},
+                   sigma={f.name: f.sigma_post for f in result.factors}, gpus=tuple(result.gpus))

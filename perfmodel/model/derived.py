@@ -8,33 +8,30 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from perfmodel.profile import KERNEL_CLASSES, KernelFit, Overheads, Profile, Provenance, TreeBuildFit
+from perfmodel import kernel_classes
+from perfmodel.kernel_classes import KernelClass
+from perfmodel.profile import KernelFit, Overheads, Profile, Provenance, TreeBuildFit
 from perfmodel.specs.schema import GpuSpec, MemoryKinds
 
 # Fraction of the memory kind's achievable streaming bandwidth each kernel class reaches, and
 # its per-call latency floor. Sources: FlashMLA ≈90% of peak on H800 (perfmodel/modelspecs/SOURCES.md §5);
 # Marlin W4A16 ~1150 GB/s flat at batch 1–16 (vLLM PR #2497); graph node ≈1 µs and launch
 # 4–6 µs (hwspecs/SOURCES.md 2d [S33, S36]).
-_CLASS_ASSUMPTIONS = {
-    "moe_w4a16": (0.80, 10.0, 0.45),
-    "moe_bf16": (0.85, 8.0, 0.60),
-    "gemm_bf16": (0.85, 4.0, 0.70),
-    "attention_mla": (0.85, 6.0, 0.60),
-    "attention_gqa": (0.85, 6.0, 0.60),
-    "elementwise": (0.70, 3.0, 0.10),
-}
+
+
+def derived_fit(kc: KernelClass, gpu: GpuSpec, memory_kinds: MemoryKinds, source: str) -> KernelFit:
+    """A class's law from `gpu`'s datasheet and the class's assumed efficiencies
+    (`KernelClass.derived`)."""
+    bw_frac, t0, f_frac = kc.derived
+    return KernelFit(t0_us=t0, bw_GBps=gpu.memory.bandwidth_GBps.value * gpu.memory.streaming_fraction(memory_kinds) * bw_frac,
+                     tflops=gpu.compute.bf16_dense_TFLOPS.value * f_frac, rmse_rel=0.15, source=source)
 
 
 def spec_derived_profile(gpu: GpuSpec, memory_kinds: MemoryKinds) -> Profile:
-    peak_bw = gpu.memory.bandwidth_GBps.value
-    frac = gpu.memory.streaming_fraction(memory_kinds)
-    tf = gpu.compute.bf16_dense_TFLOPS.value
     src = f"spec-derived from {gpu.name} datasheet × assumed class efficiency (perfmodel/model/derived.py)"
     fits = {}
-    for cls in KERNEL_CLASSES:
-        bw_frac, t0, f_frac = _CLASS_ASSUMPTIONS[cls]
-        fits[cls] = KernelFit(t0_us=t0, bw_GBps=peak_bw * frac * bw_frac, tflops=tf * f_frac,
-                              rmse_rel=0.15, source=src)
+    for kc in kernel_classes.by_name().values():
+        fits[kc.name] = derived_fit(kc, gpu, memory_kinds, src)
     return Profile(
         provenance=Provenance(kind="spec-derived", gpu_name=gpu.display_name, gpu_spec=gpu.name,
                               timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),

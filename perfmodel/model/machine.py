@@ -33,10 +33,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from perfmodel import kernel_classes
 from perfmodel.collective_math import bus_factor
+from perfmodel.kernel_classes import by_name, of_key
 from perfmodel.model.lookup import SampleTable
-from perfmodel.model.ops import KERNELS_PER_CALL, KernelLaw
-from perfmodel.profile import KERNEL_CLASSES, KERNEL_SETS, CollectiveFit, Profile, check_kernel_set
+from perfmodel.model.ops import KernelLaw
+from perfmodel.profile import KERNEL_SETS, CollectiveFit, Profile, check_kernel_set
 from perfmodel.specs.schema import GpuSpec, InterconnectSpec, MemoryKinds
 
 
@@ -154,8 +156,21 @@ CROSS_VENDOR_UNC = 0.25
 
 
 def missing_fits(profile: Profile) -> list[str]:
-    """Kernel classes the profile has no fit for (a partial `--only` run): build_machine needs all."""
-    return [c for c in KERNEL_CLASSES if c not in profile.fits]
+    """Kernel classes the profile has no fit for (a partial `--only` run, or a profile measured
+    before the class existed): build_machine prices them by their spec-derived law."""
+    return [c for c in kernel_classes.names() if c not in profile.fits]
+
+
+def _fits_with_fallbacks(profile: Profile, source_gpu: GpuSpec, memory_kinds: MemoryKinds) -> tuple[dict, set[str]]:
+    """The profile's fits, with each missing class's spec-derived law on the profile's GPU."""
+    from perfmodel.model.derived import derived_fit
+
+    missing = missing_fits(profile)
+    fits = dict(profile.fits)
+    for cls in missing:
+        fits[cls] = derived_fit(by_name()[cls], source_gpu, memory_kinds,
+                                f"spec-derived on {source_gpu.name}: the profile has no fit for {cls}")
+    return fits, set(missing)
 
 
 def in_kernel_set(laws: dict, kernel_set: str) -> dict:
@@ -183,9 +198,7 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
     kind_unc = 0.0 if gpu.memory.kind == source_gpu.memory.kind else (kt.uncertainty_rel**2 + ks.uncertainty_rel**2) ** 0.5
     f_ratio = _dtype_peak(gpu) / _dtype_peak(source_gpu)
     laws: dict[str, KernelLaw] = {}
-    missing = missing_fits(profile)
-    if missing:
-        raise ValueError(f"profile lacks fits for: {', '.join(missing)}")
+    fits, fallback = _fits_with_fallbacks(profile, source_gpu, memory_kinds)
     vendor_unc = CROSS_VENDOR_UNC if gpu.vendor != source_gpu.vendor else 0.0
     node_us = profile.overheads.graph_node_us if profile.overheads else 0.0
     src_roof_l2 = source_gpu.memory.bandwidth_GBps.value  # above this a fit cannot be DRAM streaming
@@ -193,14 +206,15 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
     dram_roof = gpu.memory.bandwidth_GBps.value * gpu.memory.streaming_fraction(memory_kinds)
     l2_bytes = min(gpu.l2_MB.value, source_gpu.l2_MB.value) * 1e6 if (gpu.l2_MB and source_gpu.l2_MB) else 0.0
     source_laws = {}
-    for cls, f in profile.fits.items():
+    for cls, f in fits.items():
         unc_bw = (f.rmse_rel**2 + kind_unc**2 + (0.0 if same else 0.05**2) + vendor_unc**2) ** 0.5
         in_l2 = f.bw_GBps > src_roof_l2
         dram_src = src_read if in_l2 else f.bw_GBps
         bw_t = dram_src * bw_ratio * kind_ratio
         capped = not same and bw_t > dram_roof
         bw_t = min(bw_t, dram_roof) if not same else bw_t
-        nodes = min(f.t0_us, node_us * KERNELS_PER_CALL[cls.split("@")[0].split(".")[0]]) / node_us if node_us > 0 else 0.0
+        per_call = of_key(cls).kernels_per_call if of_key(cls) else 1
+        nodes = min(f.t0_us, node_us * per_call) / node_us if node_us > 0 else 0.0
         t0 = f.t0_us - nodes * node_us
         # An L2-resident call is never slower than streaming the same bytes from DRAM.
         l2 = dict(bw_l2_GBps=max(f.bw_GBps, bw_t), l2_bytes=l2_bytes) if in_l2 else {}
@@ -213,7 +227,8 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
             rel_unc_bw=max(unc_bw, 0.03), rel_unc_t0=((0.1 if same else 0.3)**2 + vendor_unc**2) ** 0.5,
             launcher=f.launcher, graph_nodes=nodes, unit_GBps=f.unit_GBps, slots=int(gpu.sm_count.value), **l2,
             kernel_set=cls.partition("@")[2] or "perfmodel",
-            rule=(rule_bw + f"; F {f.tflops:.0f} TF × {f_ratio:.3f}; t0 {f.t0_us:.1f} us carried, of which "
+            rule=(("spec-derived (the profile has no fit for this class): " if cls in fallback else "")
+                  + rule_bw + f"; F {f.tflops:.0f} TF × {f_ratio:.3f}; t0 {f.t0_us:.1f} us carried, of which "
                   f"{nodes * node_us:.2f} us graph nodes priced as dispatch"
                   + (f"; ±{vendor_unc:.0%} across vendors" if vendor_unc else "")),
         )

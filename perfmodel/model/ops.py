@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from perfmodel.kernel_classes import CLASSES, of_key
 from perfmodel.profile import wave_bytes
 
 Component = Literal[
@@ -28,11 +29,8 @@ Component = Literal[
     "dispatch", "host", "engine_host", "draft", "tree_build",
 ]
 
-# Kernel launches per call of each class (a fused MoE call = align + gate_up + down + reduce).
-KERNELS_PER_CALL = {
-    "moe_w4a16": 4, "moe_bf16": 4, "attention_mla": 2, "attention_gqa": 2,
-    "gemm_bf16": 1, "elementwise": 1,
-}
+# Kernel launches per call of each class (perfmodel/kernel_classes.py).
+KERNELS_PER_CALL = {c.name: c.kernels_per_call for c in CLASSES}
 
 
 @dataclass(frozen=True)
@@ -53,7 +51,7 @@ class Op:
 
     @property
     def n_kernels(self) -> int:
-        return KERNELS_PER_CALL[self.kernel_class] * self.count
+        return of_key(self.kernel_class).kernels_per_call * self.count
 
 
 @dataclass(frozen=True)

@@ -1,66 +1,36 @@
 """Projection: tokens/s per concurrency on a target system, with bottleneck and interval.
 
-Pure arithmetic on resolved inputs: `perfmodel.request.resolve` loads and checks everything a
-`Request` names; here the `Projector` builds the machine and prices each point.
+Pure arithmetic on resolved inputs: `perfmodel.api.resolve` loads and checks everything a
+`Request` names (specs, profile, calibration); here the `Projector` builds the machine and
+prices each point.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable
 
+from perfmodel.errors import ProjectionError
 from perfmodel.model import sanity
-from perfmodel.model.calibration import Factors, calibrated, scaled_tau
-from perfmodel.model.e2e import predict_e2e
+from perfmodel.model.calibration import Factors, calibrated, factors_of, scaled_tau
 from perfmodel.model.layers import Layout
 from perfmodel.model.machine import Machine, build_machine
 from perfmodel.model.memory import memory_use
+from perfmodel.model.resolved import Resolved
 from perfmodel.model.result import Acceptance, BudgetPoint, Interval, MemoryGB, Point, ProfileInfo, Projection, SelfCheck, SpecSplit, Target
 from perfmodel.model.step import Z90, StepEstimate, step_estimate
 from perfmodel.profile import Profile
-from perfmodel.request import (  # noqa: F401
-    DEFAULT_PROFILE,
-    ProjectionError,
-    Request,
-    Resolved,
-    embedded_profile_path,
-    parse_observed,
-    profile_source_gpu,
-    resolve,
-    resolve_profile,
-)
-from perfmodel.specs import registry
 
 BUDGET_CANDIDATES = (4, 8, 16, 32, 64, 128, 256, 512)
 
 
-def self_check(profile: Profile, model_cache: dict | None = None) -> dict:
-    """Predict the profile's own end-to-end synthetic steps from its component fits."""
-    one = [p for p in profile.e2e if p.n_gpus == 1]
-    if not one:
-        return {"n_points": 0, "median_abs_err": None, "points": []}
-    src = profile_source_gpu(profile)
-    rows = []
-    for p, est in predict_e2e(one, profile, src, registry.load_memory_kinds()):
-        pred = est.step_us / 1e3
-        rows.append({"name": p.name, "concurrency": p.concurrency, "q": p.q, "context": p.context,
-                     "measured_ms": p.step_ms, "predicted_ms": pred, "err": pred / p.step_ms - 1})
-    med = statistics.median(abs(r["err"]) for r in rows)
-    return {"n_points": len(rows), "median_abs_err": med, "max_abs_err": max(abs(r["err"]) for r in rows),
-            "points": rows}
-
-
-_CHECKS: dict[int, tuple[Profile, dict]] = {}
-_CALIBRATIONS: dict[tuple, tuple] = {}  # one fit per --observed / --calibration, shared by what-if variants
-
-
-def cached_self_check(profile: Profile) -> dict:
-    """`self_check` once per profile object (profiles are cached by path in perfmodel.request)."""
-    hit = _CHECKS.get(id(profile))
-    if hit is None or hit[0] is not profile:
-        hit = _CHECKS[id(profile)] = (profile, self_check(profile))
-    return hit[1]
+def uncalibrated_description(profile: Profile, kernels: str = "perfmodel") -> str:
+    p = profile.provenance
+    if p.kind != "measured":
+        return f"spec-derived laws for {p.gpu_spec or p.gpu_name} (no kernels measured)"
+    what = "perfmodel kernels" if kernels == "perfmodel" else f"the kernel set '{kernels}'"
+    return (f"{what} measured on {p.gpu_name} ({p.timestamp[:10] if p.timestamp else 'undated'}, "
+            f"git {p.git_sha[:7] if p.git_sha else 'unknown'})")
 
 
 class Projector:
@@ -71,9 +41,10 @@ class Projector:
     (whatif.py), or `pj.variant(machine=...)`; `acceptance_fn` changes the acceptance source.
     Nothing is changed in place after construction."""
 
-    def __init__(self, req: Request | Resolved, machine: Machine | None = None, acc=None,
+    def __init__(self, rs: Resolved, machine: Machine | None = None, acc=None,
                  whatif: Callable[[Machine], Machine] | None = None, acceptance_fn: Callable | None = None):
-        rs = req if isinstance(req, Resolved) else resolve(req)
+        if not isinstance(rs, Resolved):
+            raise ProjectionError(f"Projector takes resolved inputs (perfmodel.api.resolve), got {type(rs).__name__}")
         self.resolved = rs
         self.req = r = rs.req
         self.gpu, self.model, self.link = rs.gpu, rs.model, rs.link
@@ -82,16 +53,9 @@ class Projector:
         if acceptance_fn is not None and self.acc is not None:
             self.acc = acceptance_fn(self.acc)
         self.layout = Layout(r.parallel, r.gpus)
-        self.observed = None
-        self.calibration = None  # perfmodel.calibrate.CalibrationResult
-        self.factors = Factors()
-        if r.calibration or r.observed:
-            key = (r.calibration, r.observed, r.model, r.model_file, r.context, r.graphs, r.acceptance, r.kernels,
-                   id(self.profile))
-            if key not in _CALIBRATIONS:
-                _CALIBRATIONS[key] = (self._calibrate(), self.observed)
-            self.calibration, self.observed = _CALIBRATIONS[key]
-            self.factors = self.calibration.to_factors()
+        self.calibration = rs.calibration  # calibration_schema.CalibrationResult
+        self.observed = rs.observed_summary
+        self.factors = factors_of(self.calibration) if self.calibration is not None else Factors()
         self.kernels = self.calibration.kernels if self.calibration is not None else r.kernels
         if r.kernels != "perfmodel" and r.kernels != self.kernels:
             raise ProjectionError(f"--kernels {r.kernels}: the calibration was fitted on kernel set '{self.kernels}'")
@@ -100,7 +64,7 @@ class Projector:
                                                              self.mk, r.host_cpu_factor, r.graphs, self.kernels)
         except ValueError as e:
             raise ProjectionError(str(e)) from None
-        self.check = cached_self_check(self.profile)
+        self.check = rs.self_check
         if self.calibration is not None and machine is None:  # a variant's machine is calibrated already
             self.machine = calibrated(self.machine, self.factors)
         if whatif is not None:
@@ -109,35 +73,6 @@ class Projector:
     def variant(self, machine: Machine | None = None, acc=None) -> Projector:
         """A new projector on the same request with another machine and/or acceptance source."""
         return Projector(self.resolved, machine=machine or self.machine, acc=acc or self.acc)
-
-    # --------------------------------------------------------------- calibration
-    def _calibrate(self):
-        """`--calibration calib.json`, or `--observed` as a one-point calibration (the same fit)."""
-        from perfmodel.calibrate import CalibrationError, CalibrationInput, ObservedPoint, fit, load_result
-
-        r = self.req
-        try:
-            if r.calibration:
-                return load_result(r.calibration)
-            obs = self.resolved.observed
-            o = dict(obs.figure)
-            pt = ObservedPoint(
-                target=obs.gpu.name, gpus=o["gpus"], link=obs.link.name if obs.link else None,
-                model=self.model.name if not r.model_file else None, model_file=r.model_file or None,
-                parallel=o["parallel"], concurrency=o["concurrency"], context=o["context"] or r.context,
-                spec=o.get("spec") or "none", budget=o.get("budget"),
-                acceptance=r.acceptance if (o.get("spec") or "none") != "none" else None, graphs=r.graphs,
-                tokens_per_s_per_stream=o["tokens_per_s"], label=f"--observed {r.observed}")
-            cal = fit(CalibrationInput(engine="the engine behind --observed", points=[pt], kernels=r.kernels),
-                      self.profile, self.profile.label)
-            self.observed = {"point": pt.describe(), "observed_tokens_per_s_per_stream": o["tokens_per_s"],
-                             "uncalibrated_tokens_per_s_per_stream": cal.points[0].uncalibrated,
-                             "calibrated_tokens_per_s_per_stream": cal.points[0].predicted}
-            return cal
-        except CalibrationError as e:
-            raise ProjectionError(str(e)) from None
-        except ValueError as e:  # pydantic: a field of the observed point
-            raise ProjectionError(f"--observed '{r.observed}': {str(e).splitlines()[0]}") from None
 
     def model_error(self) -> float:
         """The model's own error on points like these: the calibration's leave-one-out median
@@ -150,8 +85,6 @@ class Projector:
         return own
 
     def describes(self) -> str:
-        from perfmodel.calibrate import uncalibrated_description
-
         return self.calibration.describes if self.calibration else uncalibrated_description(self.profile, self.kernels)
 
 
@@ -315,10 +248,3 @@ class Projector:
 
 def _memory(mem, C: int) -> MemoryGB:
     return MemoryGB(weights=mem.weights_GB, kv=mem.kv_GB(C), usable=mem.usable_GB)
-
-
-def project(req: Request | None = None, **kw) -> Projection:
-    """Project decode throughput: `project(Request(...))` or `project(target="b300", gpus=8, ...)`."""
-    if req is not None and kw:
-        raise TypeError("project() takes a Request or keyword fields, not both")
-    return Projector(req if req is not None else Request(**kw)).projection()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 
+from perfmodel.errors import ProjectionError
 from perfmodel.specs.schema import GQASpec, ModelSpec
 
 MAX_CONTEXT = 10_000_000  # tokens per sequence; beyond any model's trained context
@@ -31,9 +32,7 @@ MAX_BUDGET = 4096
 MAX_HOST_CPU_FACTOR = 100.0
 
 
-def _error(msg: str):
-    from perfmodel.request import ProjectionError
-
+def _error(msg: str) -> ProjectionError:
     return ProjectionError(msg)
 
 
@@ -57,13 +56,6 @@ def check_request(req, model: ModelSpec) -> None:
         raise _error(f"--host-cpu-factor {f}: must be a finite number in (0, {MAX_HOST_CPU_FACTOR:g}]")
     if req.budget != "auto" and req.budget > MAX_BUDGET:
         raise _error(f"--budget {req.budget}: must be between 1 and {MAX_BUDGET}, or 'auto'")
-    if req.link:
-        from perfmodel.specs import registry
-
-        try:
-            registry.load_link(req.link)
-        except registry.SpecError as e:
-            raise _error(f"--link: {e}") from None
     if req.parallel != "tp" and model.moe is None:
         return  # request._check says: needs an MoE model
     problem = layout_problem(model, req.parallel, req.gpus, drafter=req.spec != "none")
@@ -119,17 +111,6 @@ def layout_notes(model: ModelSpec, parallel: str, n: int) -> list[str]:
         return [(f"TP {n} > {a.n_kv_heads} KV heads: each KV head is replicated on {n // a.n_kv_heads} GPUs "
                  f"(one KV head per GPU, as vLLM and SGLang do); the KV cache is priced per GPU that way")]
     return []
-
-
-def resolve_link(req, gpu):
-    """The interconnect of a multi-GPU request: --link, else the GPU spec's default_interconnect."""
-    from perfmodel.specs import registry
-
-    try:
-        return registry.load_link(req.link or gpu.default_interconnect)
-    except registry.SpecError as e:
-        where = "--link" if req.link else f"{req.hw_file or 'GPU ' + gpu.name}: default_interconnect"
-        raise _error(f"{where}: {e}") from None
 
 
 def check_treebuild(req, profile, profile_label: str) -> None:
@@ -196,18 +177,3 @@ def check_observed(s: str, o: dict, model: ModelSpec, gpu, context: int) -> None
                      f"each step moves at least {floor_us * gpu.memory.bandwidth_GBps.value / 1e6:.2f} GB per GPU, "
                      f"{floor_us / 1e3:.3f} ms at the {gpu.memory.bandwidth_GBps.value:g} GB/s peak "
                      f"(≤ {1e6 / floor_us:.0f} tok/s per stream)")
-
-
-def check_profile_refs(profile, path) -> None:
-    """The names a profile refers to exist: its GPU (provenance.gpu_spec) and the model of each
-    end-to-end point. One line naming the file and the field."""
-    from perfmodel.specs import registry
-
-    where = f"profile {path}" if path else "profile"
-    refs = [("provenance.gpu_spec", registry.load_gpu, profile.provenance.gpu_spec)] if profile.provenance.gpu_spec else []
-    refs += [(f"e2e.{i}.model", registry.load_model, p.model) for i, p in enumerate(profile.e2e)]
-    for field, load, name in refs:
-        try:
-            load(name)
-        except registry.SpecError as e:
-            raise _error(f"{where}: {field}: {e}") from None

@@ -1,6 +1,6 @@
 """What-if variants: pure functions Machine -> Machine (and acceptance -> acceptance), re-run
-through the same model by `Projector(req, whatif=..., acceptance_fn=...)`. Nothing is patched
-in place. Sensitivity (`sensitivity.py`) and the findings report's recommendations use them.
+through the same model by `Projector(resolved, whatif=..., acceptance_fn=...)`. Nothing is patched
+in place. Sensitivity and the findings report's recommendations (`perfmodel.explore`) use them.
 
 A what-if that changes the request (parallel layout, speculation, tree building, CUDA graphs)
 is evaluated at the base point's budget at every concurrency unless it says it re-chooses the
@@ -12,10 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
-from importlib import resources
-
-import yaml
+from functools import partial
 
 from perfmodel.model.machine import Machine
 
@@ -54,16 +51,10 @@ def scale_overheads(k: float, *attrs: str) -> MachineFn:
     return f
 
 
-@lru_cache(maxsize=1)
-def production_floors() -> dict:
-    """perfmodel/data/production_floors.yaml: per kernel class, the cited batch-1 floor."""
-    return yaml.safe_load(resources.files("perfmodel").joinpath("data", "production_floors.yaml").read_text())
-
-
-def with_production_floors(m: Machine) -> Machine:
+def with_production_floors(m: Machine, floors: dict) -> Machine:
     """Each class's floor t0 (graph nodes excluded, as in the laws) lowered to its cited
-    production anchor where that is lower; classes without an anchor keep theirs."""
-    floors = production_floors()
+    production anchor (`floors`: perfmodel/data/production_floors.yaml) where that is lower;
+    classes without an anchor keep theirs."""
     node = m.overheads.graph_node_us
     laws = {}
     for c, law in m.laws.items():
@@ -91,7 +82,7 @@ class WhatIf:
     rechooses_budget: bool = False
 
 
-def variants(req, has_moe: bool, has_drafter: bool) -> list[WhatIf]:
+def variants(req, has_moe: bool, has_drafter: bool, floors: dict) -> list[WhatIf]:
     """The one-change-at-a-time what-ifs of a report, each named by what it changes."""
     v = []
     if req.spec == "ddtree":
@@ -109,7 +100,7 @@ def variants(req, has_moe: bool, has_drafter: bool) -> list[WhatIf]:
                 v.append(WhatIf(f"spec_{spec}", f"speculative decoding {spec} (now {req.spec}; budget re-chosen)",
                                 {"spec": spec, "budget": "auto"}, rechooses_budget=True))
     v.append(WhatIf("production_floors", "production-class kernel floors (cited batch-1 latencies, "
-                    "perfmodel/data/production_floors.yaml)", machine=with_production_floors))
+                    "perfmodel/data/production_floors.yaml)", machine=partial(with_production_floors, floors=floors)))
     v.append(WhatIf("latency_floor_half", "per-kernel latency floors halved (fused / persistent kernels)",
                     machine=scale_laws(0.5, "t0_us")))
     if req.gpus > 1:
@@ -124,46 +115,6 @@ def variants(req, has_moe: bool, has_drafter: bool) -> list[WhatIf]:
 HOST_FIELDS = ("host_step_us", "graph_launch_us", "launch_eager_us", "launch_eager_triton_us", "launch_eager_call_us")
 
 
-def evaluate(req, w: WhatIf, base_points: list[dict]) -> dict:
-    """The what-if at every concurrency of `base_points` (same machine as the base)."""
-    from dataclasses import replace as dc_replace
-
-    from perfmodel.model.project import ProjectionError, Projector
-
-    Cs = [p["concurrency"] for p in base_points]
-    try:
-        pj = Projector(dc_replace(req, concurrency=Cs, **w.request), whatif=w.machine, acceptance_fn=w.acceptance)
-    except (ProjectionError, ValueError) as e:
-        return {"key": w.key, "change": w.change, "skipped": str(e).splitlines()[0]}
-    per_c = []
-    for b in base_points:
-        C = b["concurrency"]
-        # the base point's budget (None where it does not fit; 0, plain decode, where it or the
-        # variant does not speculate)
-        fixed = None if w.rechooses_budget else b["budget"]
-        try:
-            p = pj.point(C, fixed)
-        except (ProjectionError, ValueError) as e:
-            per_c.append({"concurrency": C, "fits": False, "why": str(e).splitlines()[0]})
-            continue
-        if not b["fits_in_memory"]:
-            per_c.append({"concurrency": C, "fits": False, "why": "the base does not fit"})
-            continue
-        if not p["fits_in_memory"]:
-            per_c.append({"concurrency": C, "fits": False, "why": p.get("note", "does not fit")})
-            continue
-        comps = sorted(set(b["breakdown_ms"]) | set(p["breakdown_ms"]))
-        diff = {c: p["breakdown_ms"].get(c, 0.0) - b["breakdown_ms"].get(c, 0.0) for c in comps}
-        top = max(comps, key=lambda c: (abs(diff[c]), c))
-        per_c.append({"concurrency": C, "fits": True, "base": _summary(b), "new": _summary(p), "component": top,
-                      "component_base_ms": b["breakdown_ms"].get(top, 0.0),
-                      "component_new_ms": p["breakdown_ms"].get(top, 0.0),
-                      "gain": p["tokens_per_s_per_stream"] / b["tokens_per_s_per_stream"] - 1})
-    gains = [x["gain"] for x in per_c if x["fits"]]
-    return {"key": w.key, "change": w.change, "rechooses_budget": w.rechooses_budget, "per_concurrency": per_c,
-            "rank_gain": geo_mean_gain(gains), "n_evaluated": len(gains)}
-
-
 RANK_RULE = ("geometric mean over every reported concurrency where both fit of (new tok/s ÷ base tok/s), minus 1")
 
 
@@ -173,7 +124,7 @@ def geo_mean_gain(gains: list[float]) -> float | None:
     return math.exp(sum(math.log1p(g) for g in gains) / len(gains)) - 1
 
 
-def _summary(p: dict) -> dict:
+def summary(p: dict) -> dict:
     return {k: p[k] for k in ("concurrency", "step_ms", "tokens_per_s_per_stream", "tokens_per_s", "tau", "budget",
                               "bottleneck") if k in p}
 

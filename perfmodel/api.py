@@ -1,0 +1,103 @@
+"""The one door from a scenario to the model: `resolve` turns a `Request` into the core's inputs
+(specs, profile, calibration, the profile's self-check, all loaded and checked); `projector` and
+`project` price it. The CLI, compare, validate, the reports and the Python API all come here.
+
+Profiles are cached by path (`perfmodel.request`); the self-check and calibrations by the
+profile object and the request fields they depend on, so that what-ifs, sensitivity, reports and
+compare, which re-project one scenario many times, fit and check once.
+"""
+
+from __future__ import annotations
+
+from perfmodel.errors import ProjectionError
+from perfmodel.model.e2e import self_check as _self_check
+from perfmodel.model.project import Projector
+from perfmodel.model.resolved import Resolved
+from perfmodel.model.result import Projection
+from perfmodel.profile import Profile
+from perfmodel.request import e2e_inputs, profile_source_gpu, resolve_specs
+from perfmodel.scenario import Request
+
+_CHECKS: dict[int, tuple[Profile, dict]] = {}
+_CALIBRATIONS: dict[tuple, tuple] = {}
+
+
+def self_check(profile: Profile, mk=None) -> dict:
+    """Predict the profile's own 1-GPU end-to-end steps from its component fits."""
+    from perfmodel.specs import registry
+
+    src = profile_source_gpu(profile)
+    models, _ = e2e_inputs(profile, src)
+    return _self_check(profile, src, mk or registry.load_memory_kinds(), models)
+
+
+def cached_self_check(profile: Profile, mk=None) -> dict:
+    """`self_check` once per profile object (profiles are cached by path in perfmodel.request)."""
+    hit = _CHECKS.get(id(profile))
+    if hit is None or hit[0] is not profile:
+        hit = _CHECKS[id(profile)] = (profile, self_check(profile, mk))
+    return hit[1]
+
+
+def _calibration(rs: Resolved):
+    """`--calibration calib.json`, or `--observed` as a one-point calibration (the same fit):
+    (the calibration result, the --observed summary)."""
+    from perfmodel.calibrate import CalibrationError, CalibrationInput, ObservedPoint, fit, load_result
+
+    r = rs.req
+    try:
+        if r.calibration:
+            return load_result(r.calibration), None
+        o = dict(rs.observed.figure)
+        pt = ObservedPoint(
+            target=rs.observed.gpu.name, gpus=o["gpus"], link=rs.observed.link.name if rs.observed.link else None,
+            model=rs.model.name if not r.model_file else None, model_file=r.model_file or None,
+            parallel=o["parallel"], concurrency=o["concurrency"], context=o["context"] or r.context,
+            spec=o.get("spec") or "none", budget=o.get("budget"),
+            acceptance=r.acceptance if (o.get("spec") or "none") != "none" else None, graphs=r.graphs,
+            tokens_per_s_per_stream=o["tokens_per_s"], label=f"--observed {r.observed}")
+        cal = fit(CalibrationInput(engine="the engine behind --observed", points=[pt], kernels=r.kernels),
+                  rs.profile, rs.profile.label)
+        summary = {"point": pt.describe(), "observed_tokens_per_s_per_stream": o["tokens_per_s"],
+                   "uncalibrated_tokens_per_s_per_stream": cal.points[0].uncalibrated,
+                   "calibrated_tokens_per_s_per_stream": cal.points[0].predicted}
+        return cal, summary
+    except CalibrationError as e:
+        raise ProjectionError(str(e)) from None
+    except ValueError as e:  # pydantic: a field of the observed point
+        raise ProjectionError(f"--observed '{r.observed}': {str(e).splitlines()[0]}") from None
+
+
+def resolve(req: Request | Resolved) -> Resolved:
+    """Load and check everything `req` names, its calibration and the profile's self-check;
+    every failure is one-line `ProjectionError`."""
+    if isinstance(req, Resolved):
+        return req
+    if not isinstance(req, Request):
+        raise ProjectionError(f"expected a perfmodel Request, got {type(req).__name__}")
+    rs = resolve_specs(req)
+    try:
+        extra: dict = {"self_check": cached_self_check(rs.profile, rs.mk)}
+    except ValueError as e:  # a profile the machine cannot be built from (missing fits or overheads)
+        raise ProjectionError(str(e).splitlines()[0]) from None
+    if req.calibration or req.observed:
+        key = (req.calibration, req.observed, req.model, req.model_file, req.context, req.graphs, req.acceptance,
+               req.kernels, id(rs.profile))
+        if key not in _CALIBRATIONS:
+            _CALIBRATIONS[key] = _calibration(rs)
+        extra["calibration"], extra["observed_summary"] = _CALIBRATIONS[key]
+    from dataclasses import replace
+
+    return replace(rs, **extra)
+
+
+def projector(req: Request | Resolved, **kw) -> Projector:
+    """The projector of a scenario (`Projector`'s keywords: machine, acc, whatif, acceptance_fn)."""
+    return Projector(resolve(req), **kw)
+
+
+def project(req: Request | None = None, **kw) -> Projection:
+    """Project decode throughput: `project(Request(...))` or `project(target="b300", gpus=8, ...)`."""
+    if req is not None and kw:
+        raise TypeError("project() takes a Request or keyword fields, not both")
+    return projector(req if req is not None else Request(**kw)).projection()

@@ -1,0 +1,150 @@
+"""The calibration files' schemas: the observed points `perfmodel calibrate` reads
+(`CalibrationInput`) and the `calib.json` it writes (`CalibrationResult`). Pure pydantic, read
+by the fit (`perfmodel.calibrate`) and by the model, which applies a result's factors.
+
+A point's scenario fields (target, GPUs, layout, context, speculation, ...) are generated from
+the scenario's one declaration (`perfmodel.scenario.Request`); `ObservedPoint.request()` turns a
+point into the `Request` it was observed under, so a point is checked as `project` checks it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+
+from perfmodel.profile import check_kernel_set
+from perfmodel.scenario import PosInt, Request, fields
+
+FIGURES = ("tokens_per_s_per_stream", "tokens_per_s", "step_ms", "tpot_ms")
+REL_SIGMA = 0.03
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+# The scenario fields a point carries, and where a point's type or default differs from the
+# request's: a point names its GPU and model by preset or by file (never an inline spec), its GPU
+# count defaults to one, and its budget is a number (no 'auto').
+POINT_SCENARIO = ("target", "hw_file", "gpus", "link", "model", "model_file", "parallel", "context", "spec", "budget",
+                  "acceptance", "graphs", "tree_build", "dtypes")
+_POINT_TYPES: dict[str, tuple[Any, Any]] = {
+    "target": (str | None, None), "model": (str | None, None), "gpus": (PosInt, 1),
+    "budget": (PosInt | None, None), "acceptance": (str | None, None)}
+
+
+def _scenario_fields() -> dict[str, tuple[Any, Any]]:
+    out = {}
+    for name in POINT_SCENARIO:
+        ann, default, cli = fields()[name]
+        ann, default = _POINT_TYPES.get(name, (ann, default))
+        out[name] = (ann, Field(default, description=cli.help))
+    return out
+
+
+_PointScenario = create_model("_PointScenario", __base__=_Strict, **_scenario_fields())
+
+
+class ObservedPoint(_PointScenario):
+    """One figure observed on a machine, with the setup it was observed under."""
+
+    label: str | None = Field(None, description="free text shown in the output")
+    concurrency: int = Field(ge=1, strict=True)
+    q: int | None = Field(None, ge=1, le=4096, strict=True,
+                          description="tokens per sequence in a plain (non-drafting) step, e.g. a verify-width sweep")
+    n_layers: int | None = Field(None, ge=1, strict=True, description="layers, if the stack ran fewer than the model")
+    lm_head: bool = Field(True, strict=True)
+    host: bool = Field(True, strict=True, description="the figure includes the host loop (false: GPU replay time only)")
+    isl: int | None = Field(None, ge=1, strict=True, description="with tokens_per_s: whole requests of isl prompt tokens ...")
+    osl: int | None = Field(None, ge=1, strict=True, description="... and osl output tokens, so the figure includes prefill")
+    rel_sigma: float = Field(REL_SIGMA, gt=0, le=1, description="relative 1σ of the figure")
+    tokens_per_s_per_stream: float | None = Field(None, gt=0)
+    tokens_per_s: float | None = Field(None, gt=0, description="aggregate over the concurrency")
+    step_ms: float | None = Field(None, gt=0)
+    tpot_ms: float | None = Field(None, gt=0, description="time per output token per stream (= step / tau)")
+
+    @model_validator(mode="after")
+    def _one_of(self):
+        given = [f for f in FIGURES if getattr(self, f) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of {', '.join(FIGURES)} (got {', '.join(given) or 'none'})")
+        if (self.target is None) == (self.hw_file is None):
+            raise ValueError("give exactly one of target, hw_file")
+        if (self.model is None) == (self.model_file is None):
+            raise ValueError("give exactly one of model, model_file")
+        if self.spec == "ddtree" and self.budget is None:
+            raise ValueError("spec ddtree needs budget")
+        if self.spec != "none" and self.q is not None:
+            raise ValueError("q is for plain steps; a speculative step verifies budget+1 tokens")
+        if (self.isl is None) != (self.osl is None) or (self.isl is not None and self.tokens_per_s is None):
+            raise ValueError("isl and osl go together, with a tokens_per_s figure over whole requests")
+        return self
+
+    @property
+    def figure(self) -> tuple[str, float]:
+        f = next(f for f in FIGURES if getattr(self, f) is not None)
+        return f, getattr(self, f)
+
+    def request(self, kernels: str = "perfmodel") -> Request:
+        """The request this point was observed under (one concurrency; checked as `project` checks it)."""
+        kw = {n: getattr(self, n) for n in POINT_SCENARIO if getattr(self, n) is not None}
+        return Request(**kw, concurrency=[self.concurrency], kernels=kernels)
+
+    def describe(self) -> str:
+        gpu = self.target or Path(self.hw_file).name
+        extra = f" q={self.q}" if self.q else (f" {self.spec} B={self.budget}" if self.spec != "none" else "")
+        return (self.label or f"{self.model or Path(self.model_file).name} {self.gpus}x {gpu} {self.parallel} "
+                f"C={self.concurrency} L={self.context}{extra}")
+
+
+class CalibrationInput(_Strict):
+    engine: str = Field(min_length=1, description="the engine and its kernels, free text carried into every output")
+    kernels: str = Field("perfmodel", description="the kernel set the factors start from: perfmodel (its own "
+                                                  "kernels) or torch (PyTorch's native ops: SDPA, torch._grouped_mm, "
+                                                  "unfused norms); the closest to the engine's kernels")
+    points: list[ObservedPoint] = Field(min_length=1)
+
+    _kernel_set = field_validator("kernels")(lambda v: check_kernel_set(v))
+
+
+class FactorResult(_Strict):
+    name: str
+    value: float
+    sigma_post: float = Field(description="posterior 1σ: relative (log) for factors, µs for engine_host_us")
+    sigma_prior: float
+    determined: bool = Field(description="pinned by the data: posterior σ < 0.7 × prior σ")
+    outside_range: bool = Field(False, description="outside [0.33, 3]: the model misses a mechanism here")
+
+
+class PointResult(_Strict):
+    index: int
+    label: str
+    figure: str
+    observed: float
+    uncalibrated: float
+    predicted: float
+    err: float = Field(description="fitted: predicted / observed - 1")
+    loo_err: float | None = Field(None, description="leave-one-out: fit on the others, predict this one")
+
+
+class CalibrationResult(_Strict):
+    schema_version: int = 1
+    engine: str
+    kernels: str = Field("perfmodel", description="the kernel set the factors apply to")
+    profile: str = Field(description="the profile the factors were fitted against")
+    machines: list[str]
+    gpus: list[str]
+    describes: str
+    factors: list[FactorResult]
+    points: list[PointResult]
+    median_abs_err: float
+    loo_median_abs_err: float | None
+    warnings: list[str] = []
+
+    @property
+    def model_error(self) -> float:
+        """How far to trust predictions from this calibration: its leave-one-out median |error|
+        (the in-sample median with one point)."""
+        return self.loo_median_abs_err if self.loo_median_abs_err is not None else self.median_abs_err

@@ -1,0 +1,65 @@
+"""The kernel classes the step model prices: one record each, the one place a class is declared.
+
+A class is a kind of kernel call whose time one law describes (`perfmodel.model.ops.KernelLaw`:
+a latency floor, a bandwidth and a compute roof). `perfmodel measure` fits one law per class
+(profile key `<class>`, or `<class>@<kernel set>` for another provider's kernels); the model's
+ops name their class (`perfmodel.model.layers`); the transfer rules carry each law to the target
+(`perfmodel.model.machine`). A profile that lacks a class (measured before the class existed, or a
+partial run) gets the class's spec-derived law on the profile's GPU, from `derived` below, and
+the projection's rules say so. Adding a class: docs/extending.md.
+
+`derived`: the spec-derived law's assumptions, (fraction of the memory kind's achievable
+streaming bandwidth, per-call latency floor in µs, fraction of the bf16 dense peak). Sources:
+FlashMLA ≈90% of peak on H800 (perfmodel/modelspecs/SOURCES.md §5); Marlin W4A16 ~1150 GB/s flat
+at batch 1–16 (vLLM PR #2497); graph node ≈1 µs and launch 4–6 µs (hwspecs/SOURCES.md 2d [S33, S36]).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KernelClass:
+    name: str
+    component: str  # the step component its time is reported under (perfmodel.model.ops.Component)
+    group: str  # the calibration factor group its floor and bandwidth factors belong to
+    label: str  # for figures and tables
+    kernels_per_call: int  # kernel launches per call (a fused MoE call = align + gate_up + down + reduce)
+    derived: tuple[float, float, float]  # spec-derived law: (bw fraction, t0 µs, bf16-peak fraction)
+    doc: str
+
+
+CLASSES: tuple[KernelClass, ...] = (
+    KernelClass("moe_w4a16", "moe", "moe", "MoE W4A16", 4, (0.80, 10.0, 0.45),
+                "routed experts, INT4 group-32 weights, bf16 activations"),
+    KernelClass("moe_bf16", "moe", "moe", "MoE bf16", 4, (0.85, 8.0, 0.60), "routed experts, bf16 weights"),
+    KernelClass("gemm_bf16", "dense", "gemm", "bf16 GEMM", 1, (0.85, 4.0, 0.70),
+                "dense projections, shared expert, dense MLP, lm_head, router"),
+    KernelClass("attention_mla", "attention", "attention", "MLA attention", 2, (0.85, 6.0, 0.60),
+                "absorbed MLA decode / tree-verify attention over the latent cache"),
+    KernelClass("attention_gqa", "attention", "attention", "GQA attention", 2, (0.85, 6.0, 0.60),
+                "GQA decode / tree-verify attention"),
+    KernelClass("elementwise", "elementwise", "elementwise", "elementwise", 1, (0.70, 3.0, 0.10),
+                "norms, activations, residual adds, rope, sampling"),
+)
+
+
+_INDEX: tuple = ((), {})
+
+
+def by_name() -> dict[str, KernelClass]:
+    """name -> record (rebuilt when CLASSES is replaced, as a test that adds a class does)."""
+    global _INDEX
+    if _INDEX[0] is not CLASSES:
+        _INDEX = (CLASSES, {c.name: c for c in CLASSES})
+    return _INDEX[1]
+
+
+def names() -> tuple[str, ...]:
+    return tuple(by_name())
+
+
+def of_key(key: str) -> KernelClass | None:
+    """The class of a law or profile key (`class`, `class.variant`, `class@set`), or None."""
+    return by_name().get(key.partition("@")[0].partition(".")[0])

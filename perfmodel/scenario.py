@@ -1,0 +1,189 @@
+"""The one declaration of a scenario: what to project, field by field.
+
+`Request` is the typed scenario (a pydantic dataclass: it validates on construction and on
+`dataclasses.replace`; a bad field raises `ValueError` naming it). Each field carries, beside
+its type and range, a `Cli` record: its flags, help text, how the command line's text becomes
+the value, and whether `compare` sweeps it (`grid`). From this one declaration:
+- the CLI options of `project`, `report`, `compare` and `step` (`perfmodel.options`),
+- the scenario fields of a calibration point (`perfmodel.calibration_schema.ObservedPoint`),
+- `compare`'s grid (the `grid` fields, comma lists on its command line),
+- `perfmodel schema request`.
+Adding an option is one field here and its use where the model reads it (docs/extending.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, StrictBool, TypeAdapter, ValidationError, field_validator
+from pydantic.dataclasses import dataclass
+
+from perfmodel.errors import ProjectionError
+from perfmodel.profile import KERNEL_SETS, check_kernel_set
+from perfmodel.specs.schema import GpuSpec, ModelSpec
+
+PARALLEL = ("tp", "ep", "tp-attn-ep-moe")
+SPEC = ("none", "chain", "ddtree")
+ParallelKind = Literal["tp", "ep", "tp-attn-ep-moe"]
+SpecKind = Literal["none", "chain", "ddtree"]
+PosInt = Annotated[int, Field(ge=1, strict=True)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Cli:
+    """How a scenario field appears on the command line."""
+
+    flags: tuple[str, ...]
+    help: str
+    parse: Callable[[str], Any] | None = None  # command-line text -> field value (None: typer's own type)
+    grid: bool = False  # `compare` takes a comma list and sweeps it
+    cli_default: str | None = None  # the default as typed, where the field's default is not text
+
+
+# ------------------------------------------------------------------ command-line text -> values
+def split_list(s: str) -> list[str]:
+    return [x.strip() for x in str(s).split(",") if x.strip()]
+
+
+def parse_ints(s: str, flag: str) -> list[int]:
+    try:
+        out = [int(x) for x in split_list(s)]
+    except ValueError:
+        raise ProjectionError(f"{flag} '{s}': expected comma-separated integers like 1,8,32,128") from None
+    if not out or any(x < 1 for x in out):
+        raise ProjectionError(f"{flag} '{s}': values must be positive integers")
+    return out
+
+
+def _concurrency(s: str) -> list[int]:
+    return parse_ints(s, "--concurrency")
+
+
+def _budget(s: str):
+    if s == "auto":
+        return "auto"
+    try:
+        b = int(s)
+    except ValueError:
+        raise ProjectionError(f"--budget '{s}': expected a positive integer or 'auto'") from None
+    if b < 1:
+        raise ProjectionError(f"--budget '{s}': must be ≥ 1")
+    return b
+
+
+def _dtypes(s: str) -> dict[str, str]:
+    out = {}
+    for part in split_list(s):
+        k, eq, v = part.partition("=")
+        if not eq or not k.strip() or not v.strip():
+            raise ProjectionError(f"--dtype '{s}': expected name=dtype pairs like kv_cache=fp8,routed_experts=nvfp4")
+        out[k.strip()] = v.strip()
+    return out
+
+
+# ------------------------------------------------------------------ the declaration
+@dataclass(frozen=True, config=ConfigDict(extra="forbid", arbitrary_types_allowed=True))
+class Request:
+    """What to project. Defaults are the CLI's; `target`/`model` take a name, or a spec object."""
+
+    target: Annotated[str | GpuSpec, Cli(("--target", "-t"), "GPU name or alias (perfmodel hw list); compare: a comma list.",
+                                         grid=True)] = "b300"
+    gpus: Annotated[PosInt, Cli(("--gpus", "-n"), "GPUs in the system; compare: a comma list like 4,8.", grid=True)] = 8
+    model: Annotated[str | ModelSpec, Cli(("--model", "-m"), "Model preset (perfmodel models list).")] = "kimi-k2.6"
+    parallel: Annotated[ParallelKind, Cli(("--parallel",), "tp | ep | tp-attn-ep-moe; compare: a comma list.", grid=True)] = "tp"
+    concurrency: Annotated[list[PosInt], Field(min_length=1),
+                           Cli(("--concurrency", "-c"), "Comma-separated concurrencies.", parse=_concurrency,
+                               cli_default="1,8,32,128")] = dataclasses.field(default_factory=lambda: [1, 8, 32, 128])
+    context: Annotated[PosInt, Cli(("--context",), "Context length (tokens) of each sequence.")] = 8192
+    spec: Annotated[SpecKind, Cli(("--spec",), "Speculative decoding: none | chain | ddtree.")] = "none"
+    budget: Annotated[PosInt | Literal["auto"], Cli(("--budget",), "Tree budget B (verify B+1 tokens) or 'auto'.",
+                                                    parse=_budget)] = "auto"
+    acceptance: Annotated[str, Cli(("--acceptance",), "Acceptance: preset name, scalar α ('0.8'), 'table:16=6.1,64=7.8' "
+                                                      "or 'file:calib.json'.")] = "dflash_default"
+    graphs: Annotated[StrictBool, Cli(("--graphs/--no-graphs",), "CUDA-graph replay (default) or eager launches.")] = True
+    tree_build: Annotated[Literal["cpu", "gpu"], Cli(("--tree-build",), "Where DDTree trees are built: gpu | cpu.")] = "gpu"
+    profile: Annotated[str | None, Cli(("--profile",), "Profile JSON, or the name of a shipped profile (perfmodel/data/; "
+                                                       "default: the embedded measured H200 profile); 'spec' = spec-derived.")] = None
+    link: Annotated[str | None, Cli(("--link",), "Interconnect (hwspecs/links); default: the GPU's own.")] = None
+    host_cpu_factor: Annotated[float, Field(gt=0, allow_inf_nan=False),
+                               Cli(("--host-cpu-factor",), "Host CPU time relative to the profile's host.")] = 1.0
+    observed: Annotated[str | None, Cli(("--observed",), "Known figure on a source machine, e.g. "
+                                                         "'rtx-pro-6000,tp8,c=1,98tok/s'.")] = None
+    hw_file: Annotated[str | None, Cli(("--hw-file",), "Your own GPU YAML (overrides --target).")] = None
+    model_file: Annotated[str | None, Cli(("--model-file",), "Your own model YAML, or a HuggingFace config.json "
+                                                             "(overrides --model).")] = None
+    dtypes: Annotated[dict[str, str] | None, Cli(("--dtype",), "Weight/KV dtypes that differ from the model preset, e.g. "
+                                                               "'kv_cache=fp8,routed_experts=nvfp4'.", parse=_dtypes)] = None
+    calibration: Annotated[str | None, Cli(("--calibration",), "Calibration JSON written by `perfmodel calibrate`.")] = None
+    kernels: Annotated[str, Cli(("--kernels",), "Kernel set priced: " + " | ".join(KERNEL_SETS) + " (perfmodel: its own "
+                                                "kernels; torch: PyTorch's native ops: SDPA, torch._grouped_mm, unfused norms).")
+                       ] = "perfmodel"
+
+    _kernel_set = field_validator("kernels")(lambda v: check_kernel_set(v))
+
+    @field_validator("concurrency", mode="before")
+    @classmethod
+    def _one_concurrency(cls, v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return [v]
+        return list(v) if isinstance(v, tuple) else v
+
+    @field_validator("profile", "hw_file", "model_file", "calibration", mode="before")
+    @classmethod
+    def _paths(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, Path) else v
+
+    @field_validator("host_cpu_factor", mode="before")
+    @classmethod
+    def _number(cls, v: Any) -> Any:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"expected a number, got {v!r}")
+        return v
+
+    @property
+    def target_name(self) -> str:
+        return self.target if isinstance(self.target, str) else self.target.name
+
+    @property
+    def model_name(self) -> str:
+        return self.model if isinstance(self.model, str) else self.model.name
+
+
+def fields() -> dict[str, tuple[Any, Any, Cli]]:
+    """Each scenario field: (its annotation without the Cli record, its default, its Cli record)."""
+    hints = typing.get_type_hints(Request, include_extras=True)
+    out = {}
+    for f in dataclasses.fields(Request):
+        ann = hints[f.name]
+        cli = next(m for m in ann.__metadata__ if isinstance(m, Cli))
+        rest = tuple(m for m in ann.__metadata__ if not isinstance(m, Cli))
+        base = Annotated[(ann.__origin__, *rest)] if rest else ann.__origin__
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        out[f.name] = (base, default, cli)
+    return out
+
+
+def request_error(e: ValidationError) -> str:
+    """One line naming the field: '--budget: Input should be ... (got 0)'."""
+    err = e.errors(include_url=False)[0]
+    loc = [str(p) for p in err["loc"] if not isinstance(p, int)]
+    field = loc[0] if loc else "request"
+    msg = err["msg"].removeprefix("Value error, ")
+    flag = fields()[field][2].flags[0].split("/")[0] if field in fields() else f"--{field.replace('_', '-')}"
+    return f"{flag}: {msg} (got {err['input']!r})"
+
+
+def make_request(**kw) -> Request:
+    """`Request(**kw)`, with a bad field as one-line `ProjectionError` (for the CLI)."""
+    try:
+        return Request(**kw)
+    except ValidationError as e:
+        raise ProjectionError(request_error(e)) from None
+
+
+def request_schema() -> dict:
+    return TypeAdapter(Request).json_schema()
