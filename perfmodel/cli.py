@@ -249,7 +249,10 @@ def _calibrate_schema(name: str):
 
 
 @app.command()
-def calibrate(observed: str | None = typer.Argument(None, help="OBSERVED.yaml: the figures your engine reached "
+@scenario_options(only=("target", "gpus", "model", "parallel", "context", "spec", "budget", "graphs"), optional=True,
+                  help_prefix="With --from-*: ")
+def calibrate(opts: ScenarioOptions,
+              observed: str | None = typer.Argument(None, help="OBSERVED.yaml: the figures your engine reached "
                                                                  "(`perfmodel schema calibration-input`)."),
               out: Path = typer.Option(Path("calib.json"), "--out", "-o", help="Calibration JSON to write "
                                        "(`perfmodel schema calibration`); `project/report/validate --calibration` read it."),
@@ -257,15 +260,7 @@ def calibrate(observed: str | None = typer.Argument(None, help="OBSERVED.yaml: t
               from_vllm: str | None = typer.Option(None, "--from-vllm", help="A `vllm bench serve --save-result` JSON."),
               from_sglang: str | None = typer.Option(None, "--from-sglang", help="An SGLang `bench_serving` output (JSON / JSON lines)."),
               engine: str | None = typer.Option(None, "--engine", help="With --from-*: the engine and its kernels, free text."),
-              target: str | None = typer.Option(None, "--target", help="With --from-*: the GPU the benchmark ran on."),
-              gpus: int | None = typer.Option(None, "--gpus", help="With --from-*: GPUs it ran on."),
-              model: str | None = typer.Option(None, "--model", help="With --from-*: model preset."),
-              parallel: str | None = typer.Option(None, "--parallel", help="With --from-*: tp | ep | tp-attn-ep-moe."),
               concurrency: int | None = typer.Option(None, "--concurrency", help="With --from-*: if the file lacks max_concurrency."),
-              context: int | None = typer.Option(None, "--context", help="With --from-*: mean context, if the file lacks token counts."),
-              spec: str | None = typer.Option(None, "--spec", help="With --from-*: none | chain | ddtree."),
-              budget: int | None = typer.Option(None, "--budget", help="With --from-*: tree budget of a ddtree run."),
-              graphs: bool = typer.Option(True, "--graphs/--no-graphs", help="With --from-*: CUDA graphs on or off."),
               fmt: Fmt = typer.Option(Fmt.table, "--format", "-f")):
     """Fit the model to figures from your serving engine (both directions), with leave-one-out errors."""
     from perfmodel.calibrate import CalibrationError, fit, from_bench_file, load_input, write_result
@@ -278,8 +273,7 @@ def calibrate(observed: str | None = typer.Argument(None, help="OBSERVED.yaml: t
         if observed:
             inp = load_input(observed)
         else:
-            setup = dict(engine=engine, target=target, gpus=gpus, model=model, parallel=parallel, concurrency=concurrency,
-                         context=context, spec=spec, budget=budget, graphs=graphs)
+            setup = {"engine": engine, "concurrency": concurrency, "target": None, "model": None, **opts.single()}
             kind, path = ("vllm", from_vllm) if from_vllm else ("sglang", from_sglang)
             missing = [f"--{k}" for k in ("target", "model") if setup[k] is None]
             if missing:

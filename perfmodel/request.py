@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from perfmodel.errors import ProjectionError
+from perfmodel.inputs import read_text
 from perfmodel.model import sanity
 from perfmodel.model.resolved import Observed, Resolved
 from perfmodel.profile import Profile, load_profile
@@ -191,7 +192,8 @@ def _acceptance(req: Request, model: ModelSpec):
 
     depth = model.drafter.block_size - 1
     try:
-        acc = acceptance_from_cli(req.acceptance, depth, structure="chain" if req.spec == "chain" else "ddtree")
+        acc = acceptance_from_cli(req.acceptance, depth, structure="chain" if req.spec == "chain" else "ddtree",
+                                  read_file=lambda path: read_text(path, "calibration file"))
     except ValueError as e:
         raise ProjectionError(f"--acceptance '{req.acceptance}': {str(e).splitlines()[0]}") from None
     sanity.check_acceptance(req.acceptance, depth)

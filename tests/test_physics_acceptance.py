@@ -105,10 +105,10 @@ def test_tau_sigma():
 def test_calibration_file_sigma(tmp_path):
     f = tmp_path / "c.json"
     f.write_text(json.dumps({"q": [[0.6, 0.3]], "p": [[0.5, 0.2]], "tau_sigma_rel": 0.0}))
-    src = from_calibration_json(f)
+    src = from_calibration_json(f, text=f.read_text())
     assert src.tau(2) == pytest.approx(1.7) and src.tau_sigma(2) == 0.0
     f.write_text(json.dumps({"q": [[0.6, 0.3]], "p": [[0.5, 0.2]], "tau_sigma_rel": 0.2}))
-    assert from_calibration_json(f).tau_sigma(2) == pytest.approx(0.2 * 0.7)
+    assert from_calibration_json(f, text=f.read_text()).tau_sigma(2) == pytest.approx(0.2 * 0.7)
 
 
 def test_cli_forms_reach_the_same_models():

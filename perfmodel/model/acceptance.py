@@ -530,12 +530,13 @@ def from_table(table: Mapping, description: str | None = None, sigmas: Mapping |
     return src
 
 
-def from_calibration_json(path, structure: str = "ddtree", eagle_topk: int = 8) -> AcceptanceSource:
-    """JSON: {"q": [[...] per depth], "p": [[...] per depth], optional "description"}."""
-    from perfmodel.inputs import read_text
-
+def from_calibration_json(path, structure: str = "ddtree", eagle_topk: int = 8, text: str | None = None) -> AcceptanceSource:
+    """JSON text (read at the edge: `text`, else `read_file(path)`): {"q": [[...] per depth],
+    "p": [[...] per depth], optional "description"}."""
+    if text is None:
+        text = _read_file(path)
     try:
-        data = json.loads(read_text(path, "calibration file"))  # a regular UTF-8 file of at most 10 MB
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         msg = str(e).replace("\n", " ")
         raise ValueError(f"calibration file {path}: not valid JSON ({msg})") from None
@@ -616,7 +617,12 @@ def parametric(preset_or_params="dflash_default", depth: int | None = None, stru
     return src
 
 
-def acceptance_from_cli(spec: str, depth: int, structure: str = "ddtree") -> AcceptanceSource:
+def _read_file(path) -> str:
+    raise ValueError(f"calibration file {path}: give its text (the model reads no files)")
+
+
+def acceptance_from_cli(spec: str, depth: int, structure: str = "ddtree",
+                        read_file: Callable[[str], str] = _read_file) -> AcceptanceSource:
     """Parse a CLI acceptance spec.
 
     "auto" -> preset dflash_default; "<preset>" or "parametric:<preset>"; "0.8" -> scalar
@@ -662,7 +668,7 @@ def acceptance_from_cli(spec: str, depth: int, structure: str = "ddtree") -> Acc
         path = s.split(":", 1)[1].strip()
         if not path:
             raise ValueError(f"missing path in {spec!r}; {usage}")
-        return from_calibration_json(path, structure=structure)
+        return from_calibration_json(path, structure=structure, text=read_file(path))
     try:
         a = float(s)
     except ValueError:

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from perfmodel.calibration_schema import CalibrationResult
 from perfmodel.profile import Profile
 from perfmodel.scenario import Request
 from perfmodel.specs.schema import GpuSpec, InterconnectSpec, MemoryKinds, ModelSpec
+
+if TYPE_CHECKING:  # loaded only with a calibration (perfmodel.calibrate reads the file)
+    from perfmodel.calibration_schema import CalibrationResult
 
 
 @dataclasses.dataclass(frozen=True)
