@@ -1,10 +1,13 @@
-"""The measured anchors of a profile as a markdown block, and the issue bars checked against it.
+"""The measured anchors of a profile as markdown blocks, and the project's goals checked against them.
 
-    python -m perfmodel.reports.anchors [--profile P] [--readme README.md]
+    python -m perfmodel.reports.anchors [--profile P] [--readme README.md docs/kernels.md]
 
-With --readme, the block between `<!-- anchors:begin -->` and `<!-- anchors:end -->` is
-replaced, so every measured figure in the README is generated from the committed profile
-(a test checks that the README block matches)."""
+Two named blocks: `kernels` (the profile's ceilings, dispatch costs, fitted laws, decode-size
+samples and the kernel goals: docs/kernels.md) and `accuracy` (`perfmodel validate` on the
+shipped profiles and the published figures: README.md). With --readme, each file's blocks
+between `<!-- anchors:NAME:begin -->` and `<!-- anchors:NAME:end -->` are replaced, so every
+measured figure in those files is generated from the committed profiles (tests/test_readme.py
+checks that the committed blocks match)."""
 
 from __future__ import annotations
 
@@ -15,7 +18,12 @@ from pathlib import Path
 
 from perfmodel.profile import FLOOR_PROBE_BYTES, VALIDATION_BENCHES, Profile, ProfileError, load_profile
 
-BEGIN, END = "<!-- anchors:begin -->", "<!-- anchors:end -->"
+BLOCKS = ("kernels", "accuracy")
+
+
+def markers(name: str) -> tuple[str, str]:
+    """The begin and end markers of a named block."""
+    return f"<!-- anchors:{name}:begin -->", f"<!-- anchors:{name}:end -->"
 
 
 def _samples(p: Profile, bench: str, **match):
@@ -25,8 +33,8 @@ def _samples(p: Profile, bench: str, **match):
     return [s for s in b.samples if all(s.shape.get(k) == v or getattr(s, k, None) == v for k, v in match.items())]
 
 
-def bars(p: Profile, validation: dict | None = None) -> list[tuple[str, str, str, bool | None]]:
-    """(bar, measured, target, met) rows for the issues' bars, computed from the profile."""
+def kernel_bars(p: Profile) -> list[tuple[str, str, str, bool | None]]:
+    """(goal, measured, target, met) rows for the kernel goals, computed from the profile."""
     read = p.ceilings.read_GBps or float("nan")
     rows = []
     w4 = [s for s in _samples(p, "moe") if s.provider == "triton_w4a16" and s.achieved_GBps]
@@ -59,7 +67,7 @@ def bars(p: Profile, validation: dict | None = None) -> list[tuple[str, str, str
     if sp:
         rows.append(("GPU tree build vs CPU reference at B >= 64, C >= 8", f"median {statistics.median(sp):.1f}x, "
                      f"min {min(sp):.1f}x, max {max(sp):.1f}x", ">= 10x", min(sp) >= 10))
-    # issue 19: decode-size kernels at production latency, read from the raw samples
+    # decode-size kernels at production latency, read from the raw samples
     def worst(bench: str, sel) -> tuple[float, int, float] | None:
         """(slowest µs, points, the slowest point's bytes)."""
         pts = [s for s in _samples(p, bench) if sel(s)]
@@ -105,47 +113,97 @@ def bars(p: Profile, validation: dict | None = None) -> list[tuple[str, str, str
         rows.append(("full suite wall time (sum of benches)", f"{sum(walls):.0f} s"
                      + (f" (+ {extra:.0f} s of validation benches, `--only pcie,foreign`)" if extra else ""),
                      "<= 180 s", sum(walls) <= 180))
-    if validation:
-        # (kind, median target, interval-coverage target: issue #5 asks it of the published points)
-        # e2e-2gpu-ep (TP attention + EP experts) is held to the TP points' 10%
-        for kind, target, cov_target in (("e2e-1gpu", 0.05, None), ("e2e-2gpu", 0.10, None), ("e2e-2gpu-ep", 0.10, None),
-                                         ("published", 0.15, 0.80)):
-            s = validation["summary"]["by_kind"].get(kind)
-            if s and s["median_abs_err"] is not None:
-                cov = f", interval coverage {s['coverage']:.0%}" if s.get("coverage") is not None else ""
-                met = s["median_abs_err"] <= target and (cov_target is None or (s.get("coverage") or 0.0) >= cov_target)
-                want = f"<= {target:.0%}" + (f", coverage >= {cov_target:.0%}" if cov_target else "")
-                rows.append((f"validate {kind}: median abs error", f"{s['median_abs_err']:.1%} over {s['n']} points{cov}",
-                             want, met))
-        # issue #14: the torch-only stack calibrated on 2 of its points, and the published
-        # figures calibrated on one GPU's points of an engine and predicted on its others
-        by = validation["summary"]["by_kind"]
-        u = by.get("foreign-uncalibrated")
-        for kind, what in (("foreign-calibrated", "from the kernel set torch"),
-                           ("foreign-calibrated-own-kernels", "from perfmodel's own kernels")):
-            s = by.get(kind)
-            if not s or s["median_abs_err"] is None:
-                continue
-            met = s["median_abs_err"] <= 0.08 and s["max_abs_err"] <= 0.20 and (s.get("coverage") or 0.0) >= 0.80
-            was = (f" (uncalibrated: median {u['median_abs_err']:.1%})"
-                   if kind == "foreign-calibrated" and u and u["median_abs_err"] is not None else "")
-            rows.append((f"validate {kind} (torch-only stack, calibrated on 2 points {what})",
-                         f"median {s['median_abs_err']:.1%}, max {s['max_abs_err']:.1%} over {s['n']} points, "
-                         f"interval coverage {s['coverage']:.0%}{was}", "median <= 8%, max <= 20%, coverage >= 80%", met))
-        s = by.get("published-logo")
-        if s and s["median_abs_err"] is not None:
-            rows.append(("validate published-logo (calibrate on one GPU, predict the others)",
-                         f"median {s['median_abs_err']:.1%} over {s['n']} points", "<= 10%", s["median_abs_err"] <= 0.10))
     return rows
 
 
-def render(path: str | Path, validation: dict | None = None) -> str:
+# What each validation kind predicts, from what (the accuracy block's second column).
+KIND_WHAT = {
+    "e2e-1gpu": "a Kimi TP8-shard decode stack timed end to end on 1 GPU, from the same profile's kernel benches",
+    "e2e-2gpu": "the Kimi-shaped stack sharded TP over 2 GPUs, from the 1-GPU benches + the link's spec",
+    "e2e-2gpu-ep": "the same with TP attention + EP experts over 2 GPUs",
+    "published": "published engine decode figures (`perfmodel/data/published.yaml`), uncalibrated",
+    "foreign-calibrated": "a torch-only decode stack (`measure/foreign.py`), calibrated on 2 of its points, "
+                          "from the kernel set `torch`",
+    "foreign-calibrated-own-kernels": "the same stack and 2 points, from perfmodel's own kernels",
+    "published-logo": "published figures of one engine, calibrated on one GPU's points, predicted on its other GPUs",
+}
+
+
+def accuracy_rows(validation: dict) -> list[tuple[str, str, str, str, bool | None]]:
+    """(kind, what it predicts, measured, target, met) rows from `perfmodel validate`'s result."""
+    by = validation["summary"]["by_kind"]
+    rows = []
+    # (kind, median target, interval-coverage target: asked of the published points only);
+    # e2e-2gpu-ep (TP attention + EP experts) is held to the TP points' 10%
+    for kind, target, cov_target in (("e2e-1gpu", 0.05, None), ("e2e-2gpu", 0.10, None), ("e2e-2gpu-ep", 0.10, None),
+                                     ("published", 0.15, 0.80)):
+        s = by.get(kind)
+        if s and s["median_abs_err"] is not None:
+            cov = f", interval coverage {s['coverage']:.0%}" if s.get("coverage") is not None else ""
+            met = s["median_abs_err"] <= target and (cov_target is None or (s.get("coverage") or 0.0) >= cov_target)
+            want = f"median <= {target:.0%}" + (f", coverage >= {cov_target:.0%}" if cov_target else "")
+            rows.append((kind, KIND_WHAT[kind], f"median {s['median_abs_err']:.1%} over {s['n']} points{cov}", want, met))
+    u = by.get("foreign-uncalibrated")
+    for kind in ("foreign-calibrated", "foreign-calibrated-own-kernels"):
+        s = by.get(kind)
+        if not s or s["median_abs_err"] is None:
+            continue
+        met = s["median_abs_err"] <= 0.08 and s["max_abs_err"] <= 0.20 and (s.get("coverage") or 0.0) >= 0.80
+        was = (f" (uncalibrated: median {u['median_abs_err']:.1%})"
+               if kind == "foreign-calibrated" and u and u["median_abs_err"] is not None else "")
+        rows.append((kind, KIND_WHAT[kind], f"median {s['median_abs_err']:.1%}, max {s['max_abs_err']:.1%} over {s['n']} "
+                     f"points, interval coverage {s['coverage']:.0%}{was}", "median <= 8%, max <= 20%, coverage >= 80%", met))
+    s = by.get("published-logo")
+    if s and s["median_abs_err"] is not None:
+        rows.append(("published-logo", KIND_WHAT["published-logo"], f"median {s['median_abs_err']:.1%} over {s['n']} points",
+                     "median <= 10%", s["median_abs_err"] <= 0.10))
+    return rows
+
+
+def _met(met: bool | None) -> str:
+    return "yes" if met else "no" if met is not None else "—"
+
+
+def _provenance(p: Profile, path: Path) -> str:
+    pv = p.provenance
+    shown = _repo_path(path)
+    return (f"Measured on **{pv.gpu_name}** ({pv.n_gpus} GPU{'' if pv.n_gpus == 1 else 's'} in the machine; driver {pv.driver}, CUDA {pv.cuda}, "
+            f"torch {pv.torch}, triton {pv.triton}; git {str(pv.git_sha)[:7]}; {pv.timestamp}), "
+            f"profile `{shown}`, log `{shown.with_suffix('.log')}`.")
+
+
+def _samples_line(p: Profile) -> list[str]:
+    """A few raw decode-size samples the kernel notes discuss (those the profile holds)."""
+    out = []
+
+    def us(bench: str, provider: str | None = None, **match) -> float | None:
+        pts = [s for s in _samples(p, bench, **match) if provider is None or s.provider == provider]
+        return pts[0].median_ms * 1e3 if pts else None
+
+    for shape, label in (("kimi_tp8_I256", "Kimi TP8 slice"), ("qwen3_30b_a3b", "Qwen3-30B-A3B")):
+        ts = [(T, us("moe", "triton_w4a16", shape=shape, T=T)) for T in (1, 2, 4, 8)]
+        ts = [(T, v) for T, v in ts if v is not None]
+        if ts:
+            out.append(f"- W4A16 MoE layer, {label}: " + ", ".join(f"T={T} {v:.1f} us" for T, v in ts) + ".")
+    one, many = (us("attention", "triton", kind="mla", H=8, q=65, L=32768, C=c) for c in (1, 128))
+    if one and many:
+        out.append(f"- MLA, 8 heads, q=65, L=32768, time per sequence: C=1 {one:.1f} us (its caches fit in L2), "
+                   f"C=128 {many / 128:.1f} us (they do not).")
+    gpu = [(C, B, us("treebuild", impl="gpu", C=C, B=B)) for C, B in ((1, 16), (8, 64), (8, 128), (8, 256))]
+    gpu = [(C, B, v) for C, B, v in gpu if v is not None]
+    if gpu:
+        cpu = [us("treebuild", impl=i, C=8, B=64) for i in ("cpu_prep", "cpu")]
+        ref = f"; the CPU path at C=8, B=64: {cpu[0] + cpu[1]:.0f} us (device prep {cpu[0]:.0f} + best-first {cpu[1]:.0f})" \
+            if None not in cpu else ""
+        out.append("- DDTree build on the GPU: " + ", ".join(f"C={C} B={B} {v:.1f} us" for C, B, v in gpu) + ref + ".")
+    return out
+
+
+def render_kernels(path: str | Path) -> str:
+    """The `kernels` block: ceilings, dispatch, fitted laws, decode-size samples, kernel goals."""
     p = load_profile(path)
-    pv, c = p.provenance, p.ceilings
-    shown = _repo_path(Path(path))
-    out = [f"Measured on **{pv.gpu_name}** ({pv.n_gpus} GPUs in the machine; driver {pv.driver}, CUDA {pv.cuda}, "
-           f"torch {pv.torch}, triton {pv.triton}; git {str(pv.git_sha)[:7]}; {pv.timestamp}), "
-           f"profile `{shown}`, log `{shown.with_suffix('.log')}`.", ""]
+    c = p.ceilings
+    out = [_provenance(p, Path(path)), ""]
     ceil_source = c.source.split(';')[1].strip() if ';' in c.source else c.source
 
     def num(v, unit):
@@ -173,6 +231,7 @@ def render(path: str | Path, validation: dict | None = None) -> str:
                    f"of DRAM reads at a 1 MB working set {o.floor_dram_wave_us:.2f} us, a 2-kernel split-K pair "
                    f"{o.floor_splitk_pair_us:.2f} us. The table's last column is each class's floor t0 over the physical floor "
                    f"of a call with as many kernels (1: the DRAM wave; 2: the split-K pair; k: the DRAM wave + (k-1) nodes).")
+    out += _samples_line(p)
     out += ["", "| kernel class | floor t0 (us) | bandwidth (GB/s) | % of measured read | compute (TFLOP/s) | fit rmse | points "
                 "| floor / physical |",
             "|---|---|---|---|---|---|---|---|"]
@@ -184,12 +243,55 @@ def render(path: str | Path, validation: dict | None = None) -> str:
               else "not identified (floor-bound) | —")
         ratio = f"{f.t0_us / phys(k):.1f}x" if phys is not None else "—"
         out.append(f"| {k} | {f.t0_us:.1f} | {bw} | {f.tflops:.0f} | {f.rmse_rel:.0%} | {f.n_points} | {ratio} |")
-    rows = bars(p, validation)
+    rows = kernel_bars(p)
     if rows:
-        out += ["", "| bar (from the issues) | measured | target | met |", "|---|---|---|---|"]
-        for bar, val, tgt, met in rows:
-            out.append(f"| {bar} | {val} | {tgt} | {'yes' if met else 'no' if met is not None else '—'} |")
+        out += ["", "| kernel goal | measured | target | met |", "|---|---|---|---|"]
+        out += [f"| {goal} | {val} | {tgt} | {_met(met)} |" for goal, val, tgt, met in rows]
     return "\n".join(out) + "\n"
+
+
+def render_accuracy(path: str | Path, validation: dict) -> str:
+    """The `accuracy` block: `perfmodel validate` by kind, and the published points it misses most."""
+    from perfmodel.request import shipped_profiles
+
+    shipped = []
+    for sp in shipped_profiles():
+        pv = load_profile(sp).provenance
+        shipped.append(f"`{_repo_path(sp)}` ({pv.n_gpus}x {pv.gpu_name}, git {str(pv.git_sha)[:7]})")
+    base = load_profile(path).provenance
+    out = [f"`perfmodel validate` on the shipped profiles {', '.join(shipped)}: each profile's end-to-end points are "
+           f"predicted from that same profile's kernel benches; the published figures from `{_repo_path(Path(path))}` "
+           f"(git {str(base.git_sha)[:7]}).", "",
+           "| check | what is predicted | measured | goal | met |", "|---|---|---|---|---|"]
+    out += [f"| {k} | {what} | {val} | {tgt} | {_met(met)} |" for k, what, val, tgt, met in accuracy_rows(validation)]
+    e2e = _largest(validation, lambda k: k.startswith("e2e-"))
+    if e2e:
+        out += ["", "Largest errors on the measured steps: " + "; ".join(
+            f"`{r['point'].split()[0]}` ({r['source'].split()[0]}) {r['err']:+.0%}" for r in e2e) + "."]
+    pub = _largest(validation, lambda k: k == "published")
+    if pub:
+        out += ["", "Largest errors on the published figures (uncalibrated): "
+                + "; ".join(f"{r['point']} {r['err']:+.0%}" for r in pub) + "."]
+    return "\n".join(out) + "\n"
+
+
+def _largest(validation: dict, kind, n: int = 3) -> list[dict]:
+    """The n rows of the kinds `kind` selects with the largest |error|."""
+    rows = [r for r in validation["rows"] if kind(r["kind"]) and r.get("err") is not None]
+    return sorted(rows, key=lambda r: -abs(r["err"]))[:n]
+
+
+def render_blocks(path: str | Path, validation: dict | None = None) -> dict[str, str]:
+    """Each named block's text (the accuracy block only with a validation result)."""
+    out = {"kernels": render_kernels(path)}
+    if validation is not None:
+        out["accuracy"] = render_accuracy(path, validation)
+    return out
+
+
+def render(path: str | Path, validation: dict | None = None) -> str:
+    """All blocks, one after another (what the tool prints)."""
+    return "\n".join(render_blocks(path, validation).values())
 
 
 def _repo_path(path: Path) -> Path:
@@ -215,7 +317,7 @@ def physical_bound_us(o, nbytes: float, read_GBps: float) -> tuple[float, float]
 
 
 def physical_floor_fn(o):
-    """kernel class -> the physical floor of one call of it (issue 19's floor probe), or None
+    """kernel class -> the physical floor of one call of it (the floor probe), or None
     when the profile has no probe."""
     if o is None or not (o.floor_dram_wave_us and o.floor_empty_node_us and o.floor_splitk_pair_us):
         return None
@@ -227,10 +329,21 @@ def physical_floor_fn(o):
     return phys
 
 
-def update_readme(readme: Path, block: str) -> None:
-    text = readme.read_text()
-    a, b = text.index(BEGIN) + len(BEGIN), text.index(END)
-    readme.write_text(text[:a] + "\n" + block + text[b:])
+def update_file(path: Path, blocks: dict[str, str]) -> list[str]:
+    """Replace each named block found in the file; the names replaced. A file with none of
+    them is an error (ValueError), so that a typo in a path is not a silent no-op."""
+    text = path.read_text()
+    found = []
+    for name, block in blocks.items():
+        begin, end = markers(name)
+        if begin in text and end in text:
+            a, b = text.index(begin) + len(begin), text.index(end)
+            text = text[:a] + "\n" + block + text[b:]
+            found.append(name)
+    if not found:
+        raise ValueError(f"{path} holds none of the blocks {', '.join(markers(n)[0] for n in blocks)}")
+    path.write_text(text)
+    return found
 
 
 def main() -> None:
@@ -239,17 +352,18 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default=None)
-    ap.add_argument("--readme", default=None)
+    ap.add_argument("--readme", nargs="+", default=[], metavar="FILE",
+                    help="markdown files whose anchors blocks are replaced (README.md docs/kernels.md)")
     a = ap.parse_args()
     path = a.profile or embedded_profile_path()
     try:
-        block = render(path, run_validation())
-    except ProfileError as e:
+        blocks = render_blocks(path, run_validation())
+        for f in a.readme:
+            update_file(Path(f), blocks)
+    except (ProfileError, OSError, ValueError) as e:
         print(f"perfmodel.reports.anchors: {e}", file=sys.stderr)
         raise SystemExit(2) from None
-    if a.readme:
-        update_readme(Path(a.readme), block)
-    print(block)
+    print("\n".join(blocks.values()))
 
 
 if __name__ == "__main__":

@@ -112,7 +112,7 @@ def test_schema_projection_and_request():
 def test_readme_python_example_runs():
     """The README's notebook example, extracted and run as written."""
     text = (ROOT / "README.md").read_text()
-    section = text.split("## In Python, and comparing systems", 1)[1]
+    section = text.split("## Python API", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     assert "perfmodel.project(" in code and len(code.strip().splitlines()) <= 12
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)

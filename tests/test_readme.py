@@ -1,31 +1,53 @@
-"""The README's measured figures are generated from the committed profile, never typed."""
+"""The measured figures of README.md and docs/kernels.md are generated from the committed
+profiles, never typed."""
 
 from pathlib import Path
 
-from perfmodel.reports.anchors import BEGIN, END, render
+import pytest
+
+from perfmodel.reports.anchors import markers, render, render_blocks, update_file
 from perfmodel.request import embedded_profile_path
 from perfmodel.validate import run_validation
 
 ROOT = Path(__file__).resolve().parents[1]
+# Which generated block each document holds.
+DOCS = {"README.md": "accuracy", "docs/kernels.md": "kernels"}
 
 
-def test_readme_anchor_block_matches_profile():
-    text = (ROOT / "README.md").read_text()
-    block = text[text.index(BEGIN) + len(BEGIN): text.index(END)]
-    assert block.strip() == render(embedded_profile_path(), run_validation()).strip(), (
-        "README anchors are stale: run `python -m perfmodel.reports.anchors --readme README.md`")
+def test_generated_blocks_match_the_profiles():
+    blocks = render_blocks(embedded_profile_path(), run_validation())
+    for doc, name in DOCS.items():
+        text = (ROOT / doc).read_text()
+        begin, end = markers(name)
+        assert text.count(begin) == 1 and text.count(end) == 1, f"{doc} lacks its {name} block"
+        block = text[text.index(begin) + len(begin): text.index(end)]
+        assert block.strip() == blocks[name].strip(), (
+            f"{doc}'s {name} block is stale: run `python -m perfmodel.reports.anchors --readme README.md docs/kernels.md`")
+
+
+def test_update_fills_only_the_named_blocks_and_refuses_a_file_without_one(tmp_path):
+    doc = tmp_path / "doc.md"
+    begin, end = markers("kernels")
+    doc.write_text(f"intro\n{begin}\nold\n{end}\noutro\n")
+    assert update_file(doc, {"kernels": "new\n", "accuracy": "other\n"}) == ["kernels"]
+    assert doc.read_text() == f"intro\n{begin}\nnew\n{end}\noutro\n"
+    (tmp_path / "plain.md").write_text("no blocks here\n")
+    with pytest.raises(ValueError, match="holds none of the blocks"):
+        update_file(tmp_path / "plain.md", {"kernels": "new\n"})
 
 
 def test_quickstart_commands_are_in_readme():
-    text = (ROOT / "README.md").read_text()
-    assert "perfmodel project --target b300 --gpus 8 --model kimi-k2.6" in text
-    assert "python -m pytest" in text
+    """The install, projection and test commands that `.ci/run` runs are on the README's first screen."""
+    first_screen = "\n".join((ROOT / "README.md").read_text().splitlines()[:40])
+    assert 'pip install -e ".[dev]" torch==2.13.0 triton==3.6.0' in first_screen
+    assert "perfmodel project --target b300 --gpus 8 --model kimi-k2.6" in first_screen
+    assert "python -m pytest" in first_screen
     ci = (ROOT / ".ci" / "run").read_text()
     assert "python -m pytest" in ci and "torch==2.13.0" in ci
 
 
 def test_anchors_render_a_partial_profile_and_refuse_a_bad_path(capsys):
-    """A profile of some benches only (session 11's `--only dispatch` run: no ceilings) renders,
+    """A profile of some benches only (an `--only dispatch` run: no ceilings) renders,
     its missing ceilings said as such; a path that is no profile is one line and exit code 2."""
     import subprocess
     import sys
