@@ -1053,7 +1053,7 @@ def _fused_layer(x, topk_ids, topk_weights, gemm, *, E, I, block_m, gu, dn, act=
 # partials per column tile, is the slow part (evidence/kernel-defaults/moe-direct-path-and-attention-combine/). DIRECT_MAX_T
 # turns it on by default up to that T.
 DIRECT_MAX_T = 0
-DIRECT_PARTS = "both"  # tuning only (tools/ab.py, knob @DIRECT_PARTS=gate_up): "gate_up" skips down
+DIRECT_PARTS = "both"  # tuning only (tools/ab.py --time-failed, knob @DIRECT_PARTS=gate_up): "gate_up" skips down
 
 
 def direct_configs(T: int, k: int, E: int, H: int, I: int, num_sms: int = 132):

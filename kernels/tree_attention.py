@@ -558,7 +558,7 @@ def _run_planned(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, 
                                    (*ptrs[:8], *ints_a, float(sm_scale), *ints_b), kw)
     else:
         _get_kernel()[grid](*split_args, **kw)
-    if SPLIT_ONLY:  # tuning (tools/ab.py, knob @SPLIT_ONLY=true): the split kernel alone
+    if SPLIT_ONLY:  # tuning (tools/ab.py --time-failed, knob @SPLIT_ONLY=true): the split kernel alone
         return o
     # log-sum-exp merge of the splits (log2 domain), written straight into [C, Q, H, dv]
     # columns per program: all of them when the rows alone give >= 4 programs per SM, else

@@ -97,10 +97,15 @@ class Case:
         return (lambda *args: self.call(mod, kw, args)), mod, consts
 
     def check(self, knobs: dict, mod=None, i: int = 0) -> float:
+        """calc_diff of the variant's output against the reference (inf where they do not even
+        compare, e.g. a timing-only knob that returns partial results); raises where the call fails."""
         f, m, consts = self.bound(knobs, mod)
         with module_constants(m, consts):
             out = f(*self.args_list[i])
-        return self.diff(out, self.reference(i))
+        try:
+            return self.diff(out, self.reference(i))
+        except (RuntimeError, ValueError, AttributeError, TypeError):
+            return float("inf")
 
     def time_us(self, knobs: dict, mod=None) -> float:
         """Median us per call of a CUDA graph of one call per input copy (cold inputs, no launch

@@ -35,6 +35,8 @@ def add_common(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--shape", action="append", required=True, help="KIND:key=value[/value]:... (repeatable)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--check-only", action="store_true", help="compile and check every variant, time nothing")
+    ap.add_argument("--time-failed", action="store_true",
+                    help="also time variants that ran but failed the check (timing-only knobs such as @SPLIT_ONLY=true)")
     ap.add_argument("--per-kernel", action="store_true", help="also each variant's kernels' durations (profiler)")
     ap.add_argument("--read-GBps", type=float, default=None, help="read ceiling for '%% of read' (default: the shipped profile's on its GPU)")
     ap.add_argument("--json", help="write one row per (shape, variant) to this file")
@@ -79,16 +81,16 @@ def run(tool: str, a, shapes: list[dict], vs: dict[str, dict], before: str | Non
               flush=True)
         if isinstance(case, tg.AttentionCase):
             print(f"plan {case.name}: {case.plan(num_sms)}", flush=True)
-        ok = {}
+        ok, ran = {}, {}
         for name, knobs in vs.items():
             try:
                 d = case.check(knobs, mods.get(name))
-                ok[name] = d < tg.CHECK_MAX_DIFF
+                ok[name], ran[name] = d < tg.CHECK_MAX_DIFF, True
                 print(f"check {case.name} {name}: calc_diff {d:.1e} ({'ok' if ok[name] else 'FAIL'})", flush=True)
             except Exception as e:  # noqa: BLE001 -- a variant that does not compile or fit: report, leave out
-                ok[name] = False
+                ok[name] = ran[name] = False
                 print(f"check {case.name} {name}: failed: {type(e).__name__}: {str(e).strip()[:160]}", flush=True)
-        runs = [n for n in vs if ok[n]]
+        runs = [n for n in vs if ok[n] or (a.time_failed and ran[n])]
         if a.check_only or not runs:
             rows += [dict(shape=case.name, variant=n, knobs=vs[n], check_ok=ok[n]) for n in vs]
             continue
