@@ -180,7 +180,7 @@ class FastLauncher:
         through the C entry point), under the interpreter, or with a launch hook installed; the
         caller then goes through `launch_keyed`, which compiles, caches and launches. It builds
         no argument tuple, constexpr dict or grid tuple, and looks the key up once
-        (measure/tuning/eager_parts.py times it against `launch_keyed`)."""
+        (tools/eager_launch_parts.py times it against the C launcher alone)."""
         if self._stream is None:  # never launched (or interpreting): the keyed path binds first
             return False
         device = self._device()

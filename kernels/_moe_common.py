@@ -369,18 +369,18 @@ def default_moe_configs(
     touched = min(E, pairs)
     rows_per_expert = pairs / max(touched, 1)
     if int4 and rows_per_expert <= 8:  # weights as the MMA's A operand, tokens its N = 8: 3.9 vs
-        block_m = 8  # 3.5 TB/s at Kimi T=8 on the H200 (runs/README.md, "Kernel defaults")
+        block_m = 8  # 3.5 TB/s at Kimi T=8 on the H200 (evidence/kernel-defaults/moe-w4a16-block-m-8/)
     elif rows_per_expert <= 16:
         block_m = 16
     elif int4 or rows_per_expert <= 32:
         block_m = 32
-    else:  # bf16, compute-bound: H200 bf16 MoE sweep (runs/README.md, "Kernel defaults")
+    else:  # bf16, compute-bound: H200 bf16 MoE sweep (evidence/kernel-defaults/moe-bf16-tiles/)
         block_m = 64 if rows_per_expert <= 80 else 128
     blocks = max_num_blocks(pairs, E, block_m)
 
     def pick(n: int, kdim: int, fused: bool) -> MoEGemmConfig:
         if int4:  # K step fixed at 256 (8 groups unrolled). H200 sweeps and A/B runs of the tiled
-            # layout (runs/README.md, "Kernel defaults"): gate_up 64 columns x 4 warps x 3 stages, down
+            # layout (evidence/kernel-defaults/moe-w4a16-tiles/): gate_up 64 columns x 4 warps x 3 stages, down
             # 128 columns x 4 warps x 2 stages, best or within 5% at the Kimi shapes swept.
             bk, min_steps = 256, 4
             bn, warps, stages = (64, 4, 3) if fused else (128, 4, 2)

@@ -260,7 +260,7 @@ def _build_triton(logits: torch.Tensor, budget: int) -> DDTreeBatch:
     # one program per sequence is latency-bound; H200, C = 8, D = 15: 42 / 89 / 239 us at
     # B = 64 / 128 / 256 with 4 / 16 / 16 warps (8 warps: 42 / 94 / 287). ddtree_topk's
     # threshold select in place of tl.topk was slower here, per depth (+60 us at B = 64)
-    # and for the final top-B (+20 us) (runs/README.md, "Kernel defaults")
+    # and for the final top-B (+20 us) (evidence/kernel-defaults/ddtree-builder/)
     kern.tree[(C,)](top_lp, top_ids, pairs, tokens, parents, depths, ranks, scores, positions, num, D, K, B,
                     NP=NP, LOG_NP=NP.bit_length() - 1, DP=next_pow2(D), NPAIR=pairs.shape[-1],
                     num_warps=4 if pairs.shape[-1] <= 512 else 16)

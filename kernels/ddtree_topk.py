@@ -53,7 +53,7 @@ def topk_config(V: int, k: int, chunk: int | None = None) -> dict | None:
     H200, bf16, V = 163840, C = 8 sequences x 15 rows, graph replay: 41 / 46 / 68 us at
     k = 64 / 128 / 256, against 73 / - / 212 with tl.topk in both kernels and 46 / 51 / 79
     with a fixed 32-step bisection. Counting 2^b - 1 thresholds per step as one [N, 2^b]
-    reduction instead (b = 1..3) is 2.6-11x slower (runs/README.md, "Kernel defaults")."""
+    reduction instead (b = 1..3) is 2.6-11x slower (evidence/kernel-defaults/ddtree-builder/)."""
     assert 1 <= k <= V, (k, V)
     kp = max(2, next_pow2(k))  # the helpers work on powers of two >= 2
     g = 32 if kp <= 256 else 16  # K'*G logits re-read and selected in the merge

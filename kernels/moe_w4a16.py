@@ -19,7 +19,7 @@ Two layouts:
   half-words of rows j and j+1 share a 32-bit register as loaded (the bf16x2 pairs, no
   permute), shifting them by 4(i % 4) gives quantisation group 8b+i, and the column's 8 group
   scales of the K-block are one 16 B run. Contiguous tiles took a read-only pass over the weights from 73-87% to 97-102% of the
-  measured read bandwidth on the H200 (runs/README.md, "Kernel defaults").
+  measured read bandwidth on the H200 (evidence/kernel-defaults/moe-w4a16-tiled-layout/).
 
 MMA orientation: out[BM, BN] += act[BM, 32] . w[32, BN] per group, or, when BLOCK_M is 8
 (decode: the default when an expert gets <= 8 rows), out^T[BN, 8] += w^T[BN, 32] . act^T:
@@ -376,7 +376,7 @@ if triton is not None:
         which are performed where the other programs' atomic adds were. Plain loads (.cg), even
         after the arrival's acquire and the barrier, sometimes returned sums without the most
         recent adds on the H200: the last token's row of a column tile short of some pairs, the
-        workspace clean afterwards (runs/README.md, "Kernel defaults"). Off under the interpreter,
+        workspace clean afterwards (evidence/kernel-defaults/moe-w4a16-atomic-read-and-pdl/). Off under the interpreter,
         which runs programs one after another and has no fp32 atomic exchange."""
         if ATOMIC_READ:
             if CLEAN:
@@ -826,7 +826,8 @@ def _default_configs(T: int, k: int, E: int, H: int, I: int, num_sms: int = 132)
     Where the activation is fused (T <= FUSED_ACT_MAX_T), a split-K gate_up that still leaves
     fewer than 2 programs per SM splits K once more while each split keeps >= 3 K-blocks (as
     measured: Kimi TP8 at T=1 went from 4 splits of 7 K-blocks to 7 of 4, 25.6 -> 22.6 us for
-    the layer; runs/README.md, "Kernel defaults"). Shallower splits are not measured."""
+    the layer; evidence/kernel-defaults/tree-attention-mla-many-heads/sweep_decode_24bfb53.log). Shallower splits are not
+    measured."""
     bm, gu, dn = default_moe_configs(T, k, E, H, I, int4=True, num_sms=num_sms)
     num_kb = padded_k(H) // KBLOCK
     progs = max_num_blocks(T * k, E, bm) * -(-I // gu.block_n)
@@ -946,14 +947,14 @@ def fused_moe_w4a16(
 # DRAM then. The `pdl` knob of fused_moe_w4a16 picks either. On the H200 it was faster at one
 # token (Kimi TP8 slice and Qwen3-30B-A3B, 0.1-1.1 us in three runs) and slower from two tokens
 # and at Kimi I=2048 (down's waiting programs hold SM slots gate_up then needs, and its prefetch
-# competes for bandwidth gate_up uses), so it is on up to MOE_PDL_MAX_T tokens (runs/README.md,
-# "Kernel defaults").
+# competes for bandwidth gate_up uses), so it is on up to MOE_PDL_MAX_T tokens
+# (evidence/kernel-defaults/moe-w4a16-atomic-read-and-pdl/).
 MOE_PDL = True
 MOE_PDL_MAX_T = 1
 # where down is a dependent launch (`pdl_default`) and K (the expert width) is at most this many
 # 256-blocks, down's programs load and dequantise their first K-block of weights into registers
 # before they wait for gate_up, instead of only prefetching it into L2 (`PRELOAD`). On the H200 at
-# one token (runs/README.md, "Kernel defaults"): Kimi TP8 slice (1 block) 16.1 against 17.5 us;
+# one token (evidence/kernel-defaults/moe-w4a16-down-preload/): Kimi TP8 slice (1 block) 16.1 against 17.5 us;
 # Qwen3-30B-A3B (3 blocks, 4 warps) slower, 17.0 against 16.2
 DOWN_PAIRS_PRELOAD_MAX_KB = 1
 # ... and only while down's weights (prefetched into L2) are a small share of it: faster at 7 and
@@ -965,12 +966,12 @@ MOE_PDL_MAX_L2_SHARE = 0.25
 # counter (`_arrive`). Off: the barrier and the arriving thread's gpu-scope release already order
 # them in the PTX memory model, and on the H200 the fence cost 0.7 us at one token and
 # closed nothing: the wrong sums came from the reading side (ATOMIC_READ), and with the atomic
-# read 0 of 1,600 checked calls were wrong without it (runs/README.md, "Kernel defaults")
+# read 0 of 1,600 checked calls were wrong without it (evidence/kernel-defaults/moe-w4a16-atomic-read-and-pdl/)
 ARRIVE_FENCE = False
 # the last arrival reads the fp32 sums with atomics (`_read_sums`): with plain loads 9-30 of 400
 # layer calls were wrong at Kimi I=2048, T = 2 and 4 (pair path), with atomic reads 0 of 1,600;
-# it costs at most 0.6 us (runs/README.md, "Kernel defaults"). False only to reproduce the race
-# (measure/tuning/race_pair.py)
+# it costs at most 0.6 us (evidence/kernel-defaults/moe-w4a16-atomic-read-and-pdl/). False only to reproduce
+# the race (tools/stress.py with the knob @ATOMIC_READ=false)
 ATOMIC_READ = True
 
 
@@ -998,7 +999,8 @@ def pdl_default(device: torch.device, T: int, k: int, H: int, I: int) -> bool:
 # per tile applies it (otherwise a torch SiLU*mul and cast after the GEMM). The cast: down's last
 # program per column tile casts the fp32 sum (otherwise a torch cast). Both also move the
 # workspace memset into the one-program align kernel, which costs more than it saves once the
-# workspace grows (T >= 4); on the H200, Kimi TP8: runs/README.md, "Kernel defaults".
+# workspace grows (T >= 4); on the H200, Kimi TP8:
+# evidence/kernel-defaults/tree-attention-mla-many-heads/sweep_decode_24bfb53.log.
 FUSED_ACT_MAX_T = 2
 FUSED_CAST_MAX_T = 2
 
@@ -1048,10 +1050,10 @@ def _fused_layer(x, topk_ids, topk_weights, gemm, *, E, I, block_m, gu, dn, act=
 # its last program per column tile casts. Measured slower than the aligned path on the H200 at
 # every T <= 8 (Kimi TP8 slice: 22.8 against 22.4 us at T=1 with 4 splits, 87.5 against 66.9 at
 # T=8), though its gate_up alone, zeroing included, takes 9.8 us at T=1: down, which re-reads the
-# partials per column tile, is the slow part (runs/README.md, "Kernel defaults"). DIRECT_MAX_T
+# partials per column tile, is the slow part (evidence/kernel-defaults/moe-direct-path-and-attention-combine/). DIRECT_MAX_T
 # turns it on by default up to that T.
 DIRECT_MAX_T = 0
-DIRECT_PARTS = "both"  # tuning only (measure/tuning/ab_session7.py): "gate_up" skips down
+DIRECT_PARTS = "both"  # tuning only (tools/ab.py --time-failed, knob @DIRECT_PARTS=gate_up): "gate_up" skips down
 
 
 def direct_configs(T: int, k: int, E: int, H: int, I: int, num_sms: int = 132):
@@ -1123,9 +1125,9 @@ def _direct_layer(x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights, *, E, I, 
 # 47.2 / 67.2; Qwen3-30B-A3B and Kimi I=2048 faster too at T <= 4). In the full profile run at
 # T = 8 it was slower (Qwen3-30B-A3B 58.4 against 54.7 us: 128 experts, so 8 tokens share ~14
 # of 64 pairs' experts and read them twice; Kimi I=2048 404.9 against 384.6), so it is the
-# default up to 4 tokens (runs/README.md, "Kernel defaults"). What is left at T = 1 is the two
-# GEMMs (9.8 and 7.4 us), whose dequantisation is latency-bound at 10-20% occupancy (Nsight
-# Compute), not the bytes.
+# default up to 4 tokens (evidence/kernel-defaults/moe-w4a16-pair-path/, evidence/two-gpu-profile/).
+# What is left at T = 1 is the two GEMMs (9.8 and 7.4 us), whose dequantisation is latency-bound
+# at 10-20% occupancy (Nsight Compute), not the bytes.
 PAIR_BLOCKS_MAX_T = 4
 PAIR_BLOCKS_MAX_PAIRS = 64
 PAIR_BLOCK_M = 8
@@ -1333,7 +1335,7 @@ def _run_pair_plan(plan, x, w13_q, w13_s, w2_q, w2_s, topk_ids, topk_weights):
 # down of the pair path as one program per column tile that sums every pair in registers
 # (`_w4a16_down_pairs_kernel`) up to this many (token, slot) pairs, instead of one program per
 # (pair, column tile) with fp32 atomics, an arrival counter and the last arrival's cast. On the
-# H200 at one token (8 pairs; runs/README.md, "Kernel defaults"): Kimi TP8 slice 17.3 against
+# H200 at one token (8 pairs; evidence/kernel-defaults/moe-w4a16-down-pairs/): Kimi TP8 slice 17.3 against
 # 18.1 us, Qwen3-30B-A3B 15.9 against 17.2-17.8, Kimi I=2048 61.3 against 62.7; at two tokens
 # (16 pairs) it was slower (28.5 against 25.9, 24.7 against 24.1), hence 8.
 DOWN_PAIRS_MAX_P = 8
@@ -1341,7 +1343,7 @@ DOWN_PAIRS_MAX_PB = 16  # the kernel's MMA N (pairs padded to a power of two >= 
 DOWN_PAIRS_TARGET_PER_SM = 2  # column tiles narrowed (down to 16 columns) until about this many programs per SM
 # warps at most when K is not whole 256-blocks: with Triton 3.6 on the H200, 8 warps on 16-column
 # tiles gave wrong sums (calc_diff 0.95) at K = 32 (one ragged block), right with 4 warps, with
-# 32-column tiles, or with K whole blocks (runs/tuning/session10/check_down_pairs_*.log; not
+# 32-column tiles, or with K whole blocks (evidence/kernel-defaults/moe-w4a16-down-pairs/check_down_pairs_*.log; not
 # root-caused: the interpreter runs the same program right)
 DOWN_PAIRS_MAX_WARPS_RAGGED_K = 4
 
@@ -1352,7 +1354,7 @@ def down_pairs_config(H: int, I: int, num_sms: int = 132) -> MoEGemmConfig:
     one whole 256-block (Kimi TP8 slice: 17.3 against 18.3 us with 4), else 4 (Qwen3-30B-A3B, 3
     blocks: 15.9 against 21.2); 2 stages past 4 blocks (Kimi I=2048, 8 blocks: 61.3 against
     62.8 with 3), else 3 (Qwen3-30B-A3B: 15.9 against 17.2 with 2). On the H200,
-    runs/tuning/session10/ab_session10_c06e782.log."""
+    evidence/kernel-defaults/moe-w4a16-down-pairs/ab_down_pairs_c06e782.log."""
     bn = 64
     while bn > 16 and -(-H // bn) < DOWN_PAIRS_TARGET_PER_SM * num_sms:
         bn //= 2

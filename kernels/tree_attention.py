@@ -236,7 +236,7 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
     if dv <= 128:  # GQA: >= 2 programs per SM when the sequences alone don't fill the GPU
         block_s, per_sm, stages, resident = 64, 2, 2, 2
     else:  # MLA (dv 512): 64-position tiles, 2 stages, 4-8 programs per SM. H200 sweep
-        # (runs/README.md, "Kernel defaults"): 98% of read at C=128, L=32768.
+        # (evidence/kernel-defaults/tree-attention-mla-tiles/): 98% of read at C=128, L=32768.
         block_s, per_sm, stages, resident = 64, (8 if base >= 64 else 4), 2, 1
     # each split keeps >= 8 tiles so that each program still pipelines its loads
     max_splits = max(1, S // (8 * block_s))
@@ -247,18 +247,18 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
         # only 2 programs per SM at 3 stages: their splits stay within the wave (rounded down)
         fill = wave // base if dv <= 128 and block_r <= FULL_TILES_MAX_ROWS else -(-wave // base)
         splits = max(splits, min(-(-S // block_s), fill))
-        if dv <= 128:  # GQA: a third stage (96 KB, still 2 programs per SM; runs/README.md,
-            # "Kernel defaults") where a split has more than GQA_3STAGE_MIN_TILES - 1 tiles: with
-            # one to three tiles per program it only cost shared memory (`GQA_3STAGE_MIN_TILES`)
+        if dv <= 128:  # GQA: a third stage (96 KB, still 2 programs per SM) where a split has
+            # more than GQA_3STAGE_MIN_TILES - 1 tiles (evidence/kernel-defaults/tree-attention-small-batch-wave/):
+            # with one to three tiles per program it only cost shared memory (`GQA_3STAGE_MIN_TILES`)
             tiles = -(-(-(-S // splits)) // block_s)
             stages = 3 if tiles >= GQA_3STAGE_MIN_TILES else 2
         elif given_block_r is None and block_r > 16:
             # MLA with many heads (64 at C=1): 16-row tiles, MLA_SMALL_WAVES programs per SM (one
             # resident wave: two 96 KB programs fit), one or two tiles each, beat 32-row tiles at
-            # one program per SM (runs/README.md, "Kernel defaults"). The splits round *down* to that
-            # wave: rounded up, 64 heads at C=8 made 288 programs for 264 places, and the 24 left over
-            # ran as a second wave (L=4096: 58.3 against 44.6 us at 256 programs;
-            # runs/tuning/session16/ab_session16_sweep_e9a213b.log)
+            # one program per SM (evidence/kernel-defaults/tree-attention-mla-many-heads/). The
+            # splits round *down* to that wave: rounded up, 64 heads at C=8 made 288 programs for 264
+            # places, and the 24 left over ran as a second wave (L=4096: 58.3 against 44.6 us at 256
+            # programs; evidence/kernel-defaults/tree-attention-mla-many-heads/ab_warps_and_row_tiles_e9a213b.log)
             block_r = 16
             base = C * Hkv * -(-rows // block_r)
             splits = max(1, min(-(-S // block_s), MLA_SMALL_WAVES * num_sms // base))
@@ -268,7 +268,8 @@ def default_config(C: int, Hkv: int, rows: int, S: int, dv: int, num_sms: int = 
 # partial outputs above this many bytes are stored in bf16 (bf16 inputs only; the (m, lse) stay
 # fp32). None: always fp32, the default, because bf16 partials were slower on the H200 even for
 # MLA with 64 heads at C=1, whose fp32 partials are as many bytes as its KV cache at L=8192
-# (runs/README.md, "Kernel defaults"). The `partials` knob still picks either.
+# (evidence/kernel-defaults/tree-attention-mla-many-heads/sweep_decode_347cc9d.log). The `partials`
+# knob still picks either.
 PARTIALS_BF16_ABOVE = None
 
 
@@ -279,12 +280,12 @@ def default_partials(C: int, Hkv: int, R: int, nsplit: int, dv: int) -> str:
 
 MLA_SMALL_WAVES = 2  # programs per SM for many-head MLA at small C x L, one resident wave (see default_config)
 # GQA's small-C x L plan runs 3 stages only where each split has at least this many KV tiles. On
-# the H200, the defaults at 2 stages against 3 (runs/tuning/session13/ab_session13_7ef5d38.log,
-# "st2"), best of 3 interleaved rounds: faster at every shape with 1-3 tiles per split but one
-# (Llama C=2 L=1024, 2 tiles: 8.4 -> 8.0 us; Qwen3 C=8 L=1024, 3 tiles: 11.4 -> 11.0; Qwen3 C=1
-# L=8192, 2 tiles: 9.7 -> 9.5; L=1024, 1 tile: 5.0 -> 4.8; Llama C=1 L=1024, 1 tile: 6.2 -> 6.3),
-# slower or level at every shape with 4 or more (Llama C=4 L=2048, 5 tiles: 14.6 -> 15.3; C=1
-# L=8192, 4 tiles: 13.7 -> 13.8)
+# the H200, the defaults at 2 stages against 3, best of 3 interleaved rounds ("st2" in
+# evidence/kernel-defaults/tree-attention-full-tiles/ab_gqa_full_tiles_7ef5d38.log): faster at every
+# shape with 1-3 tiles per split but one (Llama C=2 L=1024, 2 tiles: 8.4 -> 8.0 us; Qwen3 C=8
+# L=1024, 3 tiles: 11.4 -> 11.0; Qwen3 C=1 L=8192, 2 tiles: 9.7 -> 9.5; L=1024, 1 tile: 5.0 -> 4.8;
+# Llama C=1 L=1024, 1 tile: 6.2 -> 6.3), slower or level at every shape with 4 or more (Llama C=4
+# L=2048, 5 tiles: 14.6 -> 15.3; C=1 L=8192, 4 tiles: 13.7 -> 13.8)
 GQA_3STAGE_MIN_TILES = 4
 
 
@@ -359,17 +360,19 @@ def _get_combine():
 
 # programmatic dependent launch of the combine (sm_90+; off under the interpreter): the combine
 # grid starts while the split kernel drains and waits in griddepcontrol.wait for its writes
-# (runs/README.md, "Kernel defaults")
+# (evidence/kernel-defaults/tree-attention-small-batch-wave/)
 PDL_DEFAULT = True
 # the combine loads every split's (lse, o) in one tile when they fit (<= 8192 fp32), instead of a
 # max pass over the lse then a weighted pass: GQA, and MLA up to 64 splits (MLA with 64 heads
-# and 65-66 splits was 0.3 us faster in two passes; runs/README.md, "Kernel defaults")
+# and 65-66 splits was 0.3 us faster in two passes;
+# evidence/kernel-defaults/moe-direct-path-and-attention-combine/)
 COMBINE_ONE_PASS = True
 # the split kernel loads q inside its KV loop, with each KV tile (knob `q_in_loop`): its copy then
 # goes out with the first tile's instead of a round trip before it. On for GQA with row tiles of
 # <= 16 rows (q=1 decode): 0.1-0.2 us at C=1 and 2.5% at C=8, L=8192; off for MLA, where the
 # 18 KB q reload per tile was slower (1218 -> 1380 us at C=128, L=32768), and for larger row
-# tiles (tree verification), which were not measured (runs/README.md, "Kernel defaults")
+# tiles (tree verification), which were not measured
+# (evidence/kernel-defaults/tree-attention-gqa-q-in-loop/)
 Q_IN_LOOP_GQA_MAX_ROWS = 16
 
 
@@ -378,20 +381,20 @@ def default_q_in_loop(dv: int, block_r: int) -> bool:
 
 
 # tiles wholly inside their split and the KV prefix skip the visibility mask (the split kernel's
-# FULL_TILES, knob `full_tiles`) at row tiles of at most this many rows. On the H200
-# (runs/tuning/session12/ab_session12_tiles_df58f91.log, interleaved): MLA 64 heads C=1 L=8192
-# 17.7 -> 16.9 us, 8 heads 10.8 -> 10.3; 8 heads C=128 L=32768 1235.9 -> 1187.0 (95% of read).
-# GQA gained at C=1 and at large shapes but lost at C=8-32 in its 3-stage small-C x L plan
-# (ab_session12_tiles_mid_f46271e.log: Qwen3 C=8 L=4096 26.4 -> 32.7): the branch's 2 KB more
+# FULL_TILES, knob `full_tiles`) at row tiles of at most this many rows. On the H200, interleaved
+# (evidence/kernel-defaults/tree-attention-full-tiles/, ab_full_tiles_df58f91.log): MLA 64 heads C=1
+# L=8192 17.7 -> 16.9 us, 8 heads 10.8 -> 10.3; 8 heads C=128 L=32768 1235.9 -> 1187.0 (95% of
+# read). GQA gained at C=1 and at large shapes but lost at C=8-32 in its 3-stage small-C x L plan
+# (ab_full_tiles_mid_batch_f46271e.log: Qwen3 C=8 L=4096 26.4 -> 32.7): the branch's 2 KB more
 # shared memory fits 2 programs per SM there instead of 3 (offline_compile_gqa_smem_5b626b9.txt),
 # and the plan's splits, rounded up, made 288-384 programs: a second wave. With the splits
 # rounded down to one wave of 2 per SM (`default_config`) it beat the mask at every such shape
-# (runs/tuning/session13/ab_session13_f3f18e2.log), and against session 11's kernels was faster
-# or level at 21 of 22 GQA shapes (ab_session13_7ef5d38.log: Qwen3 C=8 L=4096 26.3 -> 23.2 us,
-# Llama C=1 L=8192 13.9 -> 13.7; slower at Llama C=2 L=1024, 8.0 -> 8.4). Given splits that pass
-# that wave at 3 stages keep the mask (`default_full_tiles`). Larger row tiles are not measured:
-# at 32 rows the offline sm_90 compile spills, at 64 Triton 3.6's pipeliner fails on the branch
-# (a compile error).
+# (ab_gqa_full_tiles_rule_f3f18e2.log), and against the plan before (every tile masked, the
+# splits rounded up: the log's `s11`) was faster or level at 21 of 22 GQA shapes
+# (ab_gqa_full_tiles_7ef5d38.log: Qwen3 C=8 L=4096 26.3 -> 23.2 us, Llama C=1 L=8192 13.9 -> 13.7;
+# slower at Llama C=2 L=1024, 8.0 -> 8.4). Given splits that pass that wave at 3 stages keep the
+# mask (`default_full_tiles`). Larger row tiles are not measured: at 32 rows the offline sm_90
+# compile spills, at 64 Triton 3.6's pipeliner fails on the branch (a compile error).
 FULL_TILES_MAX_ROWS = 16
 # GQA programs per SM that fit at 3 stages with the branch (2 without it fit 3)
 FULL_TILES_GQA_RESIDENT_3STAGE = 2
@@ -555,7 +558,7 @@ def _run_planned(q, qpe, k, kpe, v, tree_mask, sm_scale, *, G, Hkv, dv, v_is_k, 
                                    (*ptrs[:8], *ints_a, float(sm_scale), *ints_b), kw)
     else:
         _get_kernel()[grid](*split_args, **kw)
-    if SPLIT_ONLY:  # tuning (measure/tuning/sweep_decode.py): the split kernel alone
+    if SPLIT_ONLY:  # tuning (tools/ab.py --time-failed, knob @SPLIT_ONLY=true): the split kernel alone
         return o
     # log-sum-exp merge of the splits (log2 domain), written straight into [C, Q, H, dv]
     # columns per program: all of them when the rows alone give >= 4 programs per SM, else

@@ -167,7 +167,7 @@ def fit_attention(samples, ceilings, source: str, sm_count: int | None = None) -
     The kernel reads the prefix once per row tile, but those re-reads do not cost HBM time:
     at a fixed (q, H, L) the time per sequence is the same whether the sequences' caches fit
     in the 50 MB L2 (C = 1) or not (C = 128): 201 vs 200 us at q=65, H=8, L=32768 (38 MB per
-    sequence) in an H200 profile. The row tiles' extra cost is SM work, so it is carried to
+    sequence) in an H200 profile (evidence/attention-law-bytes/). The row tiles' extra cost is SM work, so it is carried to
     other GPUs by the FLOPS ratio, not the bandwidth ratio. (Older profiles counted the
     re-reads in the bytes; `KernelFit.rows_per_kv_pass` marks them.)
     The kernel set "torch" (SDPA, GQA only) gets two laws, `attention_gqa@torch` (q = 1, the

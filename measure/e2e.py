@@ -153,8 +153,8 @@ def points_1gpu(quick: bool) -> list[Point]:
 
 
 def points_tp(n_gpus: int, quick: bool) -> list[Point]:
-    """Multi-GPU TP points: C = 1, 8, 32 on 2 GPUs; C = 1, 8, 32, 128 on 4+ GPUs (issue #7's
-    8-GPU set); q = 1 and 9."""
+    """Multi-GPU TP points: C = 1, 8, 32 on 2 GPUs; C = 1, 8, 32, 128 on 4+ GPUs (the 8-GPU set);
+    q = 1 and 9."""
     Cs = (1, 8) if quick else ((1, 8, 32) if n_gpus <= 2 else (1, 8, 32, 128))
     return [Point(C, q) for C in Cs for q in ((1,) if quick else (1, 9))]
 

@@ -31,7 +31,7 @@ def run(ctx: BenchContext) -> BenchOutput:
         n_copies = rotation_copies(2.0 * N * K, max_copies=32)
         ws = [randn(N, K, scale=0.02) for _ in range(n_copies)]
         # M ascends: the decode points come first, right after the previous shape's largest M
-        # (runs/tuning/session11: router_tp8 at M=1 timed at 1680 MHz after lm_head_tp8 at M=4096)
+        # (evidence/sm-clock-settle/: router_tp8 at M=1 timed at 1680 MHz after lm_head_tp8 at M=4096)
         ctx.settle_clock(f"gemm {name}")
         for M in Ms:
             x = randn(M, K)

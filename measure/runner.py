@@ -27,17 +27,19 @@ BENCH_ORDER = ("ceilings", "dispatch", "elementwise", "gemm", "moe", "attention"
 
 # Soft wall-clock budget per bench in seconds (full, quick): sweeps stop adding points past
 # it; compile time of first Triton calls counts. Most benches finish under budget: the full
-# suite's benches summed to 130 and 151 s in two full runs on 2x H200 (runs/README.md).
+# suite's benches summed to 159 s in the embedded profile's run on 1x H200
+# (evidence/embedded-profile/anchors.md); the cuts that set the budgets below are in
+# evidence/bench-budgets/.
 BUDGET_S = {
     "ceilings": (13, 5),
     "dispatch": (6, 3),
     "elementwise": (14, 4),  # perfmodel's small ops and the kernel set "torch"'s
     "gemm": (12, 4),
-    "moe": (100, 10),  # 55 s cut the bf16 Qwen sweep at T<128 with the fused decode kernels compiling cold (runs/51dbe64)
-    "attention": (130, 12),  # the decode split-KV configs compile per split count: 36 s cut C <= 32 (runs/51dbe64); the last 30 s: SDPA
-    "treebuild": (50, 25),  # compiles per budget B (about 7 s each on the H200 host); uses 28-37 s on a 2x H200
+    "moe": (100, 10),  # 55 s cut the bf16 Qwen sweep at T<128 with the fused decode kernels compiling cold (run at 51dbe64)
+    "attention": (130, 12),  # the decode split-KV configs compile per split count: 36 s cut C <= 32 (run at 51dbe64); the last 30 s: SDPA
+    "treebuild": (50, 25),  # compiles per budget B (about 7 s each on the H200 host); 26 s in the embedded profile's run
     "collectives": (22, 8),
-    "e2e": (30, 10),  # 18 s cut a cold e2e-only run (--resume --only dispatch,e2e) at 11 of 15 points (runs/3762c89)
+    "e2e": (30, 10),  # 18 s cut a cold e2e-only run (--resume --only dispatch,e2e) at 11 of 15 points (run at 3762c89)
     "pcie": (20, 8),  # collectives with NCCL peer-to-peer off (through host memory)
     "foreign": (90, 20),  # torch-only decode stacks on 1 GPU, TP over NVLink and over PCIe
 }

@@ -14,7 +14,7 @@ SM clock: a GPU that has just run heavy work (a large-GEMM or large-T sweep) low
 clock for seconds, and a latency-bound decode kernel timed then is slow by the clock ratio:
 on an H200 the Kimi TP8 MoE layer at T=1 took 19.5 us at 1725 MHz right after the moe bench's
 I=2048 sweep, 17.5 us at 1980 MHz fresh or after 10 s idle
-(runs/tuning/session10/moe_order_effect_*.log). `settle_clock` waits for the clock under load to
+(evidence/sm-clock-settle/moe_order_effect_65f127b.log). `settle_clock` waits for the clock under load to
 come back before such points; `time_fn` records the clock after its samples (`Timing.extra`), which
 `make_sample` puts on the sample (`sm_clock_MHz`).
 

@@ -157,7 +157,7 @@ def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmode
 # combined in quadrature with the transfer rules' uncertainty. Floors: production decode
 # kernels' batch-1 latencies are 2-4x below perfmodel's (issue #19's anchors: FlashInfer MLA
 # ~12 us, FlashMLA ~22 us, ours 30-45 us), and an engine's MoE path can be slower still
-# (torch._grouped_mm: see runs/foreign-*). Bandwidth: streaming kernels of mature engines
+# (torch._grouped_mm: its moe samples in perfmodel/data/h200-sxm.json). Bandwidth: streaming kernels of mature engines
 # reach 60-100% of read bandwidth where ours reach 85-100%. Collectives are NCCL on both
 # sides: the link's own uncertainty alone. Graph nodes and launches: the same driver.
 ENGINE_UNC = {"floor": 0.7, "bw": 0.3, "coll_lat": 0.0, "coll_bw": 0.0, "launch": 0.0}

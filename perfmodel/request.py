@@ -26,7 +26,7 @@ from perfmodel.specs.schema import GpuSpec, InterconnectSpec, ModelSpec
 DEFAULT_PROFILE = "h200-sxm.json"
 # shipped beside it: a profile of 2x H200 over NVLink4 (older kernels), which holds the measured
 # collectives and the 2-GPU e2e points that the embedded 1-GPU profile lacks; `perfmodel validate`
-# predicts its e2e points from its own benches (evidence/README.md, "The shipped profiles")
+# predicts its e2e points from its own benches (evidence/README.md, "Profiles")
 TWO_GPU_PROFILE = "h200-sxm-x2-0565ba9.json"
 
 

@@ -265,7 +265,8 @@ def test_sm90_main_loop_stays_lean(args, most):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-m", "perfmodel.measure.tuning.sass_census", *args], env=env,
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-m", "tools.sass_census", *args], env=env, cwd=root,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     per_weight = float(re.search(r"= ([0-9.]+) per weight", r.stdout).group(1))
@@ -472,7 +473,7 @@ def test_pair_layer_is_the_default_at_one_token(monkeypatch):
 _EPILOGUE_PTX = """
 import json
 from perfmodel.kernels import moe_w4a16 as m
-from perfmodel.measure.tuning.sass_census import compile_w4a16
+from perfmodel.kernels._offline import compile_w4a16
 down = dict(A_ROW_DIV=1, C_ROW_DIV=8, MUL_ROUTED_WEIGHT=True, ATOMIC=True, FINAL_CAST=True, SELF_CLEAN=True,
             ATOMIC_READ=m.ATOMIC_READ, ARRIVE_FENCE=m.ARRIVE_FENCE, PDL_WAIT=True)
 gate_up = dict(SPLIT_ACT=True, SELF_CLEAN=True, ATOMIC_READ=m.ATOMIC_READ, ARRIVE_FENCE=m.ARRIVE_FENCE,
@@ -487,7 +488,8 @@ def test_sm90_last_arrival_reads_the_sums_with_atomics():
     """Offline sm_90 compile of the self-cleaning epilogues as the pair path launches them. The
     last arrival must read the fp32 sums with atomic exchanges (performed where the other
     programs' adds were): plain .cg loads there sometimes missed the latest adds on the H200
-    (runs/tuning/session9/race_pair_atomic_read.log: 9-30 of 400 calls wrong, 0 with atomics),
+    (evidence/kernel-defaults/moe-w4a16-atomic-read-and-pdl/race_pair_atomic_read.log: 9-30 of 400 calls
+    wrong, 0 with atomics),
     which no CPU test can reproduce. The dependent down launch must issue its L2 prefetches
     before griddepcontrol.wait, and gate_up must let it launch."""
     import json
@@ -509,7 +511,7 @@ def test_sm90_last_arrival_reads_the_sums_with_atomics():
 
 _DOWN_PAIRS_PTX = """
 import json
-from perfmodel.measure.tuning.sass_census import compile_down_pairs
+from perfmodel.kernels._offline import compile_down_pairs
 print(json.dumps({"down": compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True)).asm["ptx"],
                   "preload": compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True, PRELOAD=True)).asm["ptx"]}))
 """
@@ -584,9 +586,9 @@ def test_pdl_default_takes_one_token_and_a_down_small_against_the_l2(monkeypatch
 
 
 def test_ptx_fingerprint_ignores_debug_information_only():
-    """measure/tuning/ptx_fingerprint.py: line locations, the file table, inlined-call labels and
+    """tools/ptx_fingerprint.py: line locations, the file table, inlined-call labels and
     the debug sections do not change a fingerprint; an instruction does."""
-    from perfmodel.measure.tuning.ptx_fingerprint import CONFIGS, stripped
+    from tools.ptx_fingerprint import CONFIGS, stripped
 
     body = "\tld.global.b32 %r1, [%rd1];\n\tmma.sync.aligned.m16n8k16 {%f1}, {%r1}, {%r2}, {%f1};\n"
     a = ".file 1 \"a.py\"\n.loc 1 10 5\n" + body + "$L__tmp3:\n.section .debug_info\n{ 1 2 }\n"

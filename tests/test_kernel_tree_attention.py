@@ -50,7 +50,7 @@ def test_tree_attention_gqa(C, Q, L, Hq, Hkv, D, dtype):
 def test_gqa_reads_a_head_major_kv_layout():
     """K and V stored [C, Hkv, S, D] (each head's positions contiguous: the HND layout of
     TensorRT-LLM's and FlashInfer's paged caches), given as [C, S, Hkv, D] views: the kernel
-    follows the strides (measure/tuning/ab_session12.py times this layout)."""
+    follows the strides."""
     gen = torch.Generator().manual_seed(5)
     C, Q, L, Hq, Hkv, D = 2, 3, 45, 4, 2, 32
     q = torch.randn(C, Q, Hq, D, generator=gen).to(DEV)

@@ -47,12 +47,12 @@ def test_quickstart_commands_are_in_readme():
 
 
 def test_anchors_render_a_partial_profile_and_refuse_a_bad_path(capsys):
-    """A profile of some benches only (an `--only dispatch` run: no ceilings) renders,
+    """A profile of some benches only (an `--only dispatch` run at 7a44901: no ceilings) renders,
     its missing ceilings said as such; a path that is no profile is one line and exit code 2."""
     import subprocess
     import sys
 
-    part = ROOT / "runs/tuning/session11/measure_7a44901_dispatch/h200-sxm_dispatch.json"
+    part = ROOT / "tests/fixtures/dispatch_only_7a44901.json"
     block = render(part)
     assert "streaming read not measured" in block and "eager Triton kernel launch" in block
     r = subprocess.run([sys.executable, "-m", "perfmodel.reports.anchors", "--profile", str(ROOT / "no-such.json")],

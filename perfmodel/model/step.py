@@ -172,8 +172,8 @@ def draft_ops(m: ModelSpec, lay: Layout, C: int, L: int) -> list[Op]:
 # Relative uncertainty of an eager step's exposed launch time, at least: the model times each
 # call in a loop of its own and scales it by the measured interleave factor, but the Python glue
 # between calls is not counted and the host's own timings of one step disagree. On one H200
-# host the model was -22% (C=1) and +33% (C=8) against `measure/tuning/eager_stack.py`, and
-# within 1% of the e2e bench's eager point (runs/tuning/session15/README.md).
+# host the model was -22% (C=1) and +33% (C=8) against `tools/eager_step_host_time.py`, and
+# within 1% of the e2e bench's eager point (evidence/eager-step-host-time/).
 EAGER_REL_UNC = 0.3
 
 
