@@ -118,7 +118,7 @@ def test_speculative_point_calibrates_tau():
 
 def test_calibrated_machine_carries_factors_to_a_target():
     from perfmodel.api import projector
-    from perfmodel.request import Request
+    from perfmodel.scenario import Request
 
     pj = projector(Request(target="b300", gpus=8, concurrency=[1]))
     f = Factors(values={"floor.gemm": 0.5, "bw.moe": 10.0, "coll_lat.pcie": 3.0, "launch": 2.0, "engine_host_us": 250.0},

@@ -158,7 +158,7 @@ def test_rank_order_of_a_calibration_file_does_not_matter(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps({"q": [[0.6, 0.3], [0.6, 0.3]], "p": [[0.5, 0.2], [0.5, 0.2]]}))
     b.write_text(json.dumps({"q": [[0.3, 0.6], [0.6, 0.3]], "p": [[0.2, 0.5], [0.5, 0.2]]}))
-    fa, fb = from_calibration_json(str(a)), from_calibration_json(str(b))
+    fa, fb = from_calibration_json(str(a), text=a.read_text()), from_calibration_json(str(b), text=b.read_text())
     for B in (1, 2, 3, 4):
         assert fb.tau(B) == pytest.approx(fa.tau(B))
     assert fa.tau(3) == pytest.approx(1.95)  # 1 + .5 + .25 + .2 (see test_physics_projection)
@@ -193,7 +193,7 @@ def test_chain_from_a_file_uses_the_first_b_depths(tmp_path):
     measured."""
     f = tmp_path / "c.json"
     f.write_text(json.dumps({"q": [[0.9], [0.9], [0.9]], "p": [[0.5], [0.4], [0.2]]}))
-    src = from_calibration_json(str(f), structure="chain")
+    src = from_calibration_json(str(f), structure="chain", text=f.read_text())
     assert (src.tau(1), src.tau(2), src.tau(3), src.tau(10)) == pytest.approx((1.5, 1.7, 1.74, 1.74))
     assert src.measured is True and src.kind == "calibration-file"
     assert "D=3, K=1" in src.description

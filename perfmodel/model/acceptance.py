@@ -20,6 +20,7 @@ Pure numpy + stdlib (heapq); no torch/scipy/matplotlib (CLI start-up path).
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import math
@@ -47,6 +48,17 @@ __all__ = [
     "from_scalar_alpha",
     "parametric",
     "acceptance_from_cli",
+    "workload_source",
+    "workload_table",
+    "from_engine_acceptance",
+    "engine_setting",
+    "tau_from_engine_metric",
+    "shape_slope",
+    "fit_scale",
+    "setting_tau",
+    "tau_sigma_rel",
+    "combine_intervals",
+    "IntervalSplit",
 ]
 
 STRUCTURES = ("ddtree", "chain", "eagle")
@@ -617,20 +629,442 @@ def parametric(preset_or_params="dflash_default", depth: int | None = None, stru
     return src
 
 
+# --------------------------------------------------------------------------------------
+# Acceptance by workload, from published figures (perfmodel/data/acceptance.yaml)
+# --------------------------------------------------------------------------------------
+# The shape every drafter kind is read with: the calibrated truncated-Zipf draft of
+# ParametricDraft with a flat per-depth confidence (decay 1, a = 1, K = 1024), whose one free
+# parameter s1 (the per-depth acceptance scale: the top-1 acceptance is 1 / H_{K,s1}) is fitted
+# to each published tau at its own setting. decay 1 is the dflash_default fit (derive_presets);
+# for chain drafters the published per-position rates are as flat: Kimi-K2.6's EAGLE-3 head
+# accepts 0.633 / 0.404 / 0.264 unconditionally, 0.633 / 0.638 / 0.653 conditionally
+# (acceptance.yaml e3mla-kimi-k26-heldout-*). How far the shape is off is measured, not assumed:
+# SHAPE_SLOPE below is fitted to the published tau-vs-setting series.
+DRAFTER_KINDS = ("dflash", "eagle3", "mtp")
+DRAFTER_LABEL = {"dflash": "DFlash", "eagle3": "EAGLE-3", "mtp": "MTP"}
+SHAPE_DECAY, SHAPE_A, SHAPE_K = 1.0, 1.0, 1024
+WORKLOADS = ("chat", "code", "math", "long-context", "thinking")
+DATA_LABEL = "perfmodel/data/acceptance.yaml"
+
+
+def _setting_fields(setting) -> tuple:
+    """(structure, draft_tokens, budgets, depth, topk, steps, verify_tokens) of a DraftSetting or
+    of a tuple already in that form (hashable, for the caches)."""
+    if isinstance(setting, tuple):
+        return setting
+    b = tuple(setting.budgets) if setting.budgets is not None else None
+    return (setting.structure, setting.draft_tokens, b, setting.depth, setting.topk, setting.steps, setting.verify_tokens)
+
+
+def _setting_width(st: tuple) -> int:
+    """Tokens one verify forward runs at this setting (draft nodes + the root)."""
+    structure, k, budgets, depth, topk, steps, verify = st
+    if structure == "chain":
+        return k + 1
+    if structure == "ddtree":
+        return round(sum(budgets) / len(budgets)) + 1
+    return verify
+
+
+def _shape_draft(s1: float, depth: int) -> ParametricDraft:
+    return ParametricDraft(float(s1), SHAPE_DECAY, SHAPE_A, max(int(depth), 1), SHAPE_K)
+
+
+def setting_tau(s1: float, setting) -> float:
+    """tau of the shape with scale s1 at a published setting (chain k, DDTree budgets over a
+    block of `depth`, or an EAGLE tree of topk x steps reranked to verify_tokens - 1 nodes)."""
+    structure, k, budgets, depth, topk, steps, verify = _setting_fields(setting)
+    if structure == "chain":
+        return _shape_draft(s1, k).chain_tau(k)
+    if structure == "ddtree":
+        m = _shape_draft(s1, depth)
+        c = ddtree_tau_curve(m.q(), m.p(), max(budgets))
+        return float(np.mean([c[b] for b in budgets]))
+    if structure == "eagle-tree":
+        m = _shape_draft(s1, steps)
+        return float(eagle_tau_curve(m.q(), m.p(), topk, steps, verify - 1)[verify - 1])
+    raise ValueError(f"unknown setting structure {structure!r}; use chain, ddtree or eagle-tree")
+
+
+@functools.lru_cache(maxsize=4096)
+def fit_scale(setting, tau: float, lo: float = 0.0, hi: float = 40.0, tol: float = 1e-6) -> float:
+    """s1 at which the shape gives `tau` at `setting` (tau rises with s1: the top-1 acceptance
+    1 / H_{K,s1} does, and the tail it takes mass from weighs less in every tree). Illinois
+    regula falsi on [lo, hi]; a tau beyond the family's range is an error naming it."""
+    st = _setting_fields(setting)
+    f_lo, f_hi = setting_tau(lo, st) - tau, setting_tau(hi, st) - tau
+    if f_lo > 0 or f_hi < 0:
+        raise ValueError(f"acceptance length {tau:g} at {describe_setting(st)} is outside what the draft family "
+                         f"gives there ({f_lo + tau:.4g} .. {f_hi + tau:.4g})")
+    side = 0
+    for _ in range(200):
+        if hi - lo < tol:
+            break
+        mid = (lo * f_hi - hi * f_lo) / (f_hi - f_lo) if f_hi != f_lo else 0.5 * (lo + hi)
+        if not lo < mid < hi:
+            mid = 0.5 * (lo + hi)
+        f_mid = setting_tau(mid, st) - tau
+        if abs(f_mid) < 1e-10 * max(tau - 1.0, 1e-3):
+            return mid
+        if f_mid < 0:
+            lo, f_lo = mid, f_mid
+            if side == -1:
+                f_hi *= 0.5
+            side = -1
+        else:
+            hi, f_hi = mid, f_mid
+            if side == 1:
+                f_lo *= 0.5
+            side = 1
+    return 0.5 * (lo + hi)
+
+
+def describe_setting(setting) -> str:
+    structure, k, budgets, depth, topk, steps, verify = _setting_fields(setting)
+    if structure == "chain":
+        return f"a chain of {k} draft{'s' if k != 1 else ''}"
+    if structure == "ddtree":
+        return f"DDTree budget {'/'.join(str(b) for b in budgets)} over {depth} positions"
+    return f"an EAGLE tree (topk {topk}, {steps} steps, {verify} verify tokens)"
+
+
+def _structure_curve(s1: float, structure: str, depth: int, eagle_topk: int) -> Callable[[int], float]:
+    """tau(B) of the shape with scale s1 for the request's structure: a chain of min(B, depth)
+    drafts, a DDTree of B nodes over `depth` positions, or an EAGLE tree reranked to B nodes."""
+    m = _shape_draft(s1, depth)
+    if structure == "chain":
+        a = float(m.p()[0, 0])  # flat per-depth acceptance: every depth accepts with the top-1 probability
+        return lambda b: chain_tau(a, min(int(round(float(b))), int(depth)))
+    if structure == "ddtree":
+        q, p = m.q(), m.p()
+        return _CurveCache(lambda n: ddtree_tau_curve(q, p, n))
+    if structure == "eagle":
+        q, p = m.q(), m.p()
+        return _CurveCache(lambda n: eagle_tau_curve(q, p, eagle_topk, int(depth), n))
+    raise ValueError(f"unknown structure {structure!r}; use one of {', '.join(STRUCTURES)}")
+
+
+def _request_width(structure: str, budget: float, depth: int) -> int:
+    b = int(round(float(budget)))
+    return min(b, int(depth)) + 1 if structure == "chain" else b + 1
+
+
+def _figures(figures):
+    """The published figures (perfmodel/data/acceptance.yaml, loaded at the edge:
+    `perfmodel.specs.registry.load_acceptance_data().figures`)."""
+    if figures is None:
+        raise ValueError("the published acceptance figures are an input: pass figures= "
+                         "(perfmodel.specs.registry.load_acceptance_data().figures)")
+    return list(figures)
+
+
+def _groups(figs) -> list[list]:
+    """Figures grouped by series (one drafter, target and dataset at several settings count once)."""
+    out: dict[str, list] = {}
+    for f in figs:
+        out.setdefault(f.series or f.id, []).append(f)
+    return list(out.values())
+
+
+def shape_slope(figures=None) -> float:
+    """Relative error of (tau - 1) per doubling of the verify width when the shape, fitted to one
+    published setting, is carried to another: sqrt(sum e^2 / sum d^2) over every ordered pair of
+    figures in a series (e = predicted / published (tau - 1) - 1, d = |log2| of the widths' ratio)."""
+    return _shape_slope(tuple(_pairs_key(_figures(figures))))
+
+
+def _pairs_key(figs) -> list[tuple]:
+    return [(g[0].series, tuple((_setting_fields(f.setting), f.tau) for f in g)) for g in _groups(figs) if len(g) > 1]
+
+
+@functools.lru_cache(maxsize=16)
+def _shape_slope(series: tuple) -> float:
+    se = sd = 0.0
+    for _, members in series:
+        fits = [(st, tau, fit_scale(st, tau)) for st, tau in members]
+        for st_i, _, s_i in fits:
+            for st_j, tau_j, _ in fits:
+                if st_i == st_j:
+                    continue
+                e = (setting_tau(s_i, st_j) - 1.0) / (tau_j - 1.0) - 1.0
+                d = math.log2(_setting_width(st_j) / _setting_width(st_i))
+                se, sd = se + e * e, sd + d * d
+    return math.sqrt(se / sd) if sd > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class _FittedGroup:
+    label: str
+    widths: tuple[int, ...]
+    curves: tuple[Callable[[int], float], ...]
+
+    def tau(self, b) -> float:
+        return float(np.mean([c(b) for c in self.curves]))
+
+    def distance(self, width: int) -> float:
+        """|log2| from the nearest published setting of the group to the request's verify width."""
+        return min(abs(math.log2(width / w)) for w in self.widths)
+
+
+def _fit_groups(figs, structure: str, depth: int, eagle_topk: int) -> list[_FittedGroup]:
+    out = []
+    for g in _groups(figs):
+        curves = tuple(_structure_curve(fit_scale(_setting_fields(f.setting), f.tau), structure, depth, eagle_topk)
+                       for f in g)
+        out.append(_FittedGroup(g[0].series or g[0].id, tuple(_setting_width(_setting_fields(f.setting)) for f in g),
+                                curves))
+    return out
+
+
+def _class_stats(groups: list[_FittedGroup], b, width: int, slope: float, pooled_rel: float | None):
+    """(mean tau, 1-sigma) of one workload class at budget b: the groups' mean; the spread between
+    them (their sample SD; with one group, the drafter's pooled within-class relative spread times
+    (tau - 1)) combined with the shape term slope x distance x (tau - 1)."""
+    v = np.array([g.tau(b) for g in groups])
+    mu = float(v.mean())
+    if len(v) >= 2:
+        spread = float(v.std(ddof=1))
+    else:
+        spread = (pooled_rel or 0.0) * (mu - 1.0)
+    shape = math.sqrt(float(np.mean([(slope * g.distance(width) * (g.tau(b) - 1.0)) ** 2 for g in groups])))
+    return mu, math.hypot(spread, shape), spread
+
+
+def workload_source(drafter: str = "dflash", workload: str | None = None, depth: int = 15,
+                    structure: str = "ddtree", eagle_topk: int = 8, figures=None) -> AcceptanceSource:
+    """tau(B) for a drafter kind and a workload class, from the published figures.
+
+    Each figure fixes the shape's scale s1 at its own setting; a group (a series counts once)
+    gives tau(B) from its fitted draft(s) at the request's structure and depth; a class is the
+    mean of its groups, and its 1-sigma their spread combined with the shape error (SHAPE_SLOPE
+    per doubling of the verify width away from the nearest published setting). With no workload
+    (None or "any") tau is the mean over the classes that have figures for this drafter, and its
+    1-sigma spans them: sqrt(mean within-class variance + variance of the class means), so the
+    interval says how much the answer depends on the workload. A class without figures for this
+    drafter is refused (nothing is derived for it)."""
+    if drafter not in DRAFTER_KINDS:
+        raise ValueError(f"unknown drafter kind {drafter!r}; use one of {', '.join(DRAFTER_KINDS)}")
+    w = None if workload in (None, "", "any") else str(workload)
+    if w is not None and w not in WORKLOADS:
+        raise ValueError(f"unknown workload {workload!r}; use one of {', '.join(WORKLOADS)} (or 'any')")
+    allf = _figures(figures)
+    mine = [f for f in allf if f.drafter == drafter and f.workload in WORKLOADS]
+    by_class = {c: [f for f in mine if f.workload == c] for c in WORKLOADS}
+    have = [c for c in WORKLOADS if by_class[c]]
+    if not have:
+        raise ValueError(f"no published {DRAFTER_LABEL[drafter]} acceptance figures in {DATA_LABEL}")
+    if w is not None and not by_class[w]:
+        raise ValueError(f"no published {DRAFTER_LABEL[drafter]} acceptance figures for workload '{w}' in {DATA_LABEL}; "
+                         f"classes with figures: {', '.join(have)}")
+    slope = shape_slope(allf)
+    fitted = {c: _fit_groups(by_class[c], structure, depth, eagle_topk) for c in have}
+    classes = [w] if w is not None else have
+    rel = [_class_stats(fitted[c], 2 * depth, 2 * depth + 1, 0.0, None) for c in have if len(fitted[c]) >= 2]
+    # pooled within-class relative spread, at a reference budget of twice the depth
+    pooled = math.sqrt(float(np.mean([(s / (mu - 1.0)) ** 2 for mu, _, s in rel]))) if rel else None
+
+    def stats(b):
+        width = _request_width(structure, b, depth)
+        per = [_class_stats(fitted[c], b, width, slope, pooled) for c in classes]
+        mus = np.array([m for m, _, _ in per])
+        var = float(np.mean([s * s for _, s, _ in per])) + (float(mus.var()) if len(per) > 1 else 0.0)
+        return float(mus.mean()), math.sqrt(var)
+
+    def tau(b) -> float:
+        return 1.0 if float(b) <= 0 else stats(b)[0]
+
+    def sigma(b) -> float:
+        return 0.0 if float(b) <= 0 else stats(b)[1]
+
+    n_fig = sum(len(by_class[c]) for c in classes)
+    n_grp = sum(len(fitted[c]) for c in classes)
+    counts = ", ".join(f"{c} {len(by_class[c])}" for c in classes)
+    label = f"workload {w}" if w is not None else f"any workload (mean of {len(classes)} classes: {', '.join(classes)})"
+    how = {"ddtree": f"DDTree of B nodes over {depth} positions", "chain": f"chain of min(B, {depth}) drafts",
+           "eagle": f"EAGLE-2 top-{eagle_topk} tree depth {depth}, reranked to B nodes"}[structure]
+    desc = (f"published {DRAFTER_LABEL[drafter]} acceptance lengths, {label}: {n_fig} figures ({counts}) in {n_grp} "
+            f"groups from {DATA_LABEL}, each fitted with the flat-confidence Zipf draft at its own setting; {how}")
+    note = (f"1-sigma: spread of the {'classes and of the ' if w is None else ''}figures"
+            f"{' within each class' if w is None else ''}, with the shape error {slope:.1%} of (tau - 1) per "
+            f"doubling of the verify width away from the nearest published setting (fitted to the published series)"
+            + ("" if pooled is None else f"; a class with one figure takes the pooled within-class spread {pooled:.0%}"))
+    return AcceptanceSource(f"workload:{w or 'any'}@{drafter}", desc, tau, structure, depth, measured=False,
+                            sigma_note=note, _sigma=sigma)
+
+
+def workload_table(drafter: str, depth: int, structure: str, budgets: Sequence[int], figures=None) -> dict:
+    """{class: [(budget, tau, sigma)]} for every class with figures, and 'any' (for reports)."""
+    out = {}
+    for c in (*WORKLOADS, "any"):
+        try:
+            src = workload_source(drafter, c, depth, structure, figures=figures)
+        except ValueError:
+            continue
+        out[c] = [(int(b), src.tau(b), src.tau_sigma(b)) for b in budgets]
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# The engine's own number
+# --------------------------------------------------------------------------------------
+# What engines log (perfmodel/modelspecs/SOURCES.md sect. 7d):
+#   SGLang "accept len"  = (accepted drafts + 1 per request) / requests per verify: the bonus
+#                          token is counted (scheduler: spec_num_total_accepted_tokens +=
+#                          num_accepted_tokens + batch size; / spec_num_total_forward_ct).
+#   vLLM "Mean acceptance length" = 1 + accepted / drafts: the bonus token is counted
+#                          (v1/spec_decode/metrics.py: "Conventionally, mean acceptance length
+#                          includes the bonus token").
+#   vLLM "Avg Draft acceptance rate" = accepted / drafted tokens (no bonus): tau = 1 + rate x k.
+#   vLLM "Per-position acceptance rate" i = drafts whose first i+1 tokens were all accepted /
+#                          drafts (unconditional): tau = 1 + their sum.
+ENGINE_METRICS = ("accept_len", "mean_acceptance_length", "acceptance_rate", "per_position", "accepted_per_step")
+
+
+def tau_from_engine_metric(value, metric: str = "mean_acceptance_length", draft_tokens: int | None = None) -> float:
+    """tau (bonus included) from what an engine logs: SGLang's accept len or vLLM's mean
+    acceptance length (both include the bonus token: returned as is), vLLM's draft acceptance
+    rate (x k + 1, needs draft_tokens), its per-position rates (1 + their sum), or accepted
+    drafts per step (+ 1)."""
+    if metric in ("accept_len", "mean_acceptance_length"):
+        t = float(value)
+    elif metric == "acceptance_rate":
+        if not draft_tokens:
+            raise ValueError("an acceptance rate needs the draft tokens per step (k) to give tau = 1 + rate x k")
+        r = float(value)
+        if not 0.0 <= r <= 1.0:
+            raise ValueError(f"acceptance rate must be in [0, 1], got {value!r}")
+        t = 1.0 + r * int(draft_tokens)
+    elif metric == "per_position":
+        rates = [float(x) for x in value]
+        if any(not 0.0 <= r <= 1.0 for r in rates) or any(b > a + 1e-9 for a, b in zip(rates, rates[1:])):
+            raise ValueError("per-position acceptance rates must be in [0, 1] and non-increasing (they are unconditional)")
+        t = 1.0 + sum(rates)
+    elif metric == "accepted_per_step":
+        t = 1.0 + float(value)
+    else:
+        raise ValueError(f"unknown engine metric {metric!r}; use one of {', '.join(ENGINE_METRICS)}")
+    if not math.isfinite(t) or t < 1.0:
+        raise ValueError(f"acceptance length must be >= 1 (the bonus token counts), got {t:g}")
+    return t
+
+
+def engine_setting(draft_tokens: int | None = None, ddtree_budget: int | None = None, depth: int | None = None,
+                   topk: int | None = None, steps: int | None = None, verify_tokens: int | None = None) -> tuple:
+    """The draft setting an engine's number was measured at, as setting_tau reads it: a chain of
+    `draft_tokens` (vLLM num_speculative_tokens, SGLang num_steps with topk 1), a DDTree of
+    `ddtree_budget` nodes over `depth` positions, or an EAGLE tree (SGLang eagle_topk,
+    num_steps, num_draft_tokens)."""
+    if ddtree_budget is not None:
+        if depth is None:
+            raise ValueError("a DDTree setting needs the drafter's depth (block size - 1)")
+        return ("ddtree", None, (int(ddtree_budget),), int(depth), None, None, None)
+    if topk is not None and topk > 1:
+        if steps is None or verify_tokens is None:
+            raise ValueError("an EAGLE tree setting needs topk, steps and verify_tokens (SGLang num_draft_tokens)")
+        return ("eagle-tree", None, None, None, int(topk), int(steps), int(verify_tokens))
+    if draft_tokens is None or int(draft_tokens) < 1:
+        raise ValueError("the engine's acceptance length needs the draft tokens per step it was measured at (k >= 1)")
+    return ("chain", int(draft_tokens), None, None, None, None, None)
+
+
+def from_engine_acceptance(tau, setting, drafter: str = "dflash", structure: str = "ddtree", depth: int = 15,
+                           eagle_topk: int = 8, sigma_rel: float | None = None, figures=None) -> AcceptanceSource:
+    """tau(B) from an engine's measured mean acceptance length (bonus included, see
+    tau_from_engine_metric) at a known setting (engine_setting): the shape's scale is fitted so
+    that it reproduces `tau` there, then evaluated at the request's structure, depth and budgets.
+    1-sigma: sigma_rel x (tau - 1) at the measured setting (default DEFAULT_SIGMA_REL, the
+    assumed spread of a measured tau without a stated error), combined with the shape error
+    SHAPE_SLOPE x |log2 of the verify widths' ratio| x (tau(B) - 1) away from it."""
+    t = float(tau)
+    if not math.isfinite(t) or t < 1.0:
+        raise ValueError(f"acceptance length must be >= 1 (the bonus token counts), got {tau!r}")
+    st = _setting_fields(setting)
+    cap = _setting_width(st)
+    if st[0] == "ddtree":
+        cap = min(cap, st[3] + 1)
+    elif st[0] == "eagle-tree":
+        cap = min(cap, st[5] + 1)
+    if t > cap + 1e-9:
+        raise ValueError(f"acceptance length {t:g} is above the {cap} tokens {describe_setting(st)} can yield per step")
+    rel = DEFAULT_SIGMA_REL if sigma_rel is None else float(sigma_rel)
+    if not (math.isfinite(rel) and rel >= 0):
+        raise ValueError(f"sigma_rel must be a number >= 0, got {sigma_rel!r}")
+    s1 = fit_scale(st, min(t, cap - 1e-9))
+    curve = _structure_curve(s1, structure, depth, eagle_topk)
+    slope = shape_slope(figures)
+    w0 = _setting_width(st)
+
+    def tau_b(b) -> float:
+        return 1.0 if float(b) <= 0 else float(curve(b))
+
+    def sigma(b) -> float:
+        if float(b) <= 0:
+            return 0.0
+        d = abs(math.log2(_request_width(structure, b, depth) / w0))
+        return (tau_b(b) - 1.0) * math.hypot(rel, slope * d)
+
+    alpha = float(_shape_draft(s1, 1).p()[0, 0])
+    desc = (f"engine-measured {DRAFTER_LABEL.get(drafter, drafter)} acceptance length {t:g} at {describe_setting(st)}, "
+            f"carried to other settings by the flat-confidence Zipf draft fitted to it (top-1 acceptance {alpha:.3f})")
+    note = (f"1-sigma {rel:.0%} of (tau - 1) at the measured setting"
+            f"{' (assumed: no error given)' if sigma_rel is None else ''}, growing by {slope:.1%} of (tau - 1) per "
+            f"doubling of the verify width away from it (the shape error on the published series)")
+    return AcceptanceSource(f"engine@{drafter}", desc, tau_b, structure, depth, measured=True, sigma_note=note,
+                            _sigma=sigma)
+
+
+# --------------------------------------------------------------------------------------
+# tau's share of a projection's interval
+# --------------------------------------------------------------------------------------
+def tau_sigma_rel(src: AcceptanceSource, budget) -> float:
+    """tau's 1-sigma relative to tau at `budget` (0 without speculation)."""
+    if float(budget) <= 0:
+        return 0.0
+    return float(src.tau_sigma(budget)) / float(src.tau(budget))
+
+
+@dataclass(frozen=True)
+class IntervalSplit:
+    """A tokens/s interval with the step's and tau's relative errors in quadrature in log space
+    (as Projector._interval combines them), and the share of its log-space variance that is tau's."""
+
+    tokens_per_s: tuple[float, float]
+    tau: tuple[float, float]
+    tau_share: float
+
+
+def combine_intervals(tokens_per_s: float, step_us: float, step_lo_us: float, step_hi_us: float,
+                      tau: float, tau_sigma: float, z: float = 1.645) -> IntervalSplit:
+    """tokens/s = tau / step: down = hypot(ln(step_hi / step), ln(tau / tau_lo)), up = hypot(
+    ln(step / step_lo), ln(tau_hi / tau)), tau's band tau +- z sigma (floored at 1). tau_share =
+    (ln(tau/tau_lo)^2 + ln(tau_hi/tau)^2) / (down^2 + up^2): 0 when tau is exact, 1 when the step is."""
+    t_lo, t_hi = max(tau - z * tau_sigma, 1.0), tau + z * tau_sigma
+    s_dn, s_up = math.log(step_hi_us / step_us), math.log(step_us / step_lo_us)
+    t_dn, t_up = math.log(tau / t_lo), math.log(t_hi / tau)
+    down, up = math.hypot(s_dn, t_dn), math.hypot(s_up, t_up)
+    tot = down * down + up * up
+    share = (t_dn * t_dn + t_up * t_up) / tot if tot > 0 else 0.0
+    return IntervalSplit((tokens_per_s * math.exp(-down), tokens_per_s * math.exp(up)), (t_lo, t_hi), share)
+
+
 def _read_file(path) -> str:
     raise ValueError(f"calibration file {path}: give its text (the model reads no files)")
 
 
-def acceptance_from_cli(spec: str, depth: int, structure: str = "ddtree",
-                        read_file: Callable[[str], str] = _read_file) -> AcceptanceSource:
+def acceptance_from_cli(spec: str, depth: int, structure: str = "ddtree", drafter: str = "dflash",
+                        figures=None, read_file: Callable[[str], str] = _read_file) -> AcceptanceSource:
     """Parse a CLI acceptance spec.
 
     "auto" -> preset dflash_default; "<preset>" or "parametric:<preset>"; "0.8" -> scalar
     chain alpha; "table:16=6.1,32=7.0,64=7.8" (optionally with standard errors,
-    "table:16=6.1±0.3,32=7.0±0.4" or "+-"); "file:path.json" (calibration q/p arrays).
-    ``depth`` = draft depth D (block_size - 1); it overrides the preset's D."""
+    "table:16=6.1±0.3,32=7.0±0.4" or "+-"); "file:path.json" (calibration q/p arrays);
+    "workload:<class>" or "workload:any" (published figures for `drafter`, see workload_source;
+    "workload:code@eagle3" names the drafter kind); "engine:<tau>@<k>" (an engine's measured
+    mean acceptance length, bonus included, at a chain of k drafts; "engine:<tau>@b<B>" at a
+    DDTree of B nodes; see from_engine_acceptance).
+    ``depth`` = draft depth D (block_size - 1, or the chain length); it overrides the preset's D."""
     usage = ("use 'auto', a preset (" + ", ".join(sorted(PRESETS)) + "), a scalar alpha like '0.8', "
-             "'table:16=6.1,32=7.0' or 'file:calib.json'")
+             "'table:16=6.1,32=7.0', 'file:calib.json', 'workload:chat' or 'engine:3.1@4'")
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"empty acceptance spec; {usage}")
     s = spec.strip()
@@ -641,6 +1075,24 @@ def acceptance_from_cli(spec: str, depth: int, structure: str = "ddtree",
         return parametric(s.split(":", 1)[1].strip(), depth=depth, structure=structure)
     if s in PRESETS:
         return parametric(s, depth=depth, structure=structure)
+    if low.startswith("workload:"):
+        name, _, kind = s.split(":", 1)[1].strip().partition("@")
+        return workload_source(kind.strip() or drafter, name.strip() or None, depth, structure, figures=figures)
+    if low.startswith("engine:"):
+        body = s.split(":", 1)[1].strip()
+        t, sep, at = body.partition("@")
+        try:
+            tau = float(t)
+            if not sep:
+                raise ValueError
+            at = at.strip().lower()
+            setting = (engine_setting(ddtree_budget=int(at[1:]), depth=depth) if at.startswith("b")
+                       else engine_setting(draft_tokens=int(at)))
+        except ValueError as e:
+            why = f" ({e})" if str(e) else ""
+            raise ValueError(f"bad engine acceptance {spec!r}{why}; expected 'engine:TAU@K' (a chain of K drafts) "
+                             f"or 'engine:TAU@bB' (a DDTree of B nodes)") from None
+        return from_engine_acceptance(tau, setting, drafter, structure, depth, figures=figures)
     if low.startswith("table:"):
         body = s.split(":", 1)[1]
         table, sigmas = {}, {}

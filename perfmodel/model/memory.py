@@ -69,6 +69,48 @@ def kv_bytes_per_token(m: ModelSpec, lay: Layout) -> float:
     return per_layer * layers / lay.dp_attn
 
 
+def drafter_weight_bytes(m: ModelSpec, lay: Layout) -> float:
+    """The drafter's weights per GPU. DFlash and EAGLE-3 layers split n ways as the drafter runs
+    TP (an EAGLE-3 layer's q/k/v are 2 x hidden wide: [embedding ; hidden]; its fc fuses
+    n_target_layers_fused target hidden states; its lm_head spans the draft vocabulary). An
+    MTP module is one MoE (or dense) layer of the target, split as the target's layers are, plus
+    its eh_proj (2 x hidden -> hidden, replicated); it shares the embedding and lm_head."""
+    dr = m.drafter
+    n, t = lay.n_gpus, lay.t_attn
+    if dr.kind == "mtp":
+        pc = param_counts(m)
+        d = m.dtypes
+        w = pc["attention"] / m.n_layers * WEIGHT_BYTES[d.attention] / t
+        n_moe = m.n_layers - m.n_dense_layers
+        if m.moe and n_moe:
+            w += (pc["routed_experts"] / n_moe * WEIGHT_BYTES[d.routed_experts] / n
+                  + pc["shared_experts"] / n_moe * WEIGHT_BYTES[d.shared_experts] / t + pc["router"] / n_moe * 2.0)
+        else:
+            w += 3 * m.hidden_size * (m.dense_intermediate_size or 0) * WEIGHT_BYTES[d.dense_mlp] / t
+        return w + 2 * m.hidden_size * m.hidden_size * WEIGHT_BYTES[d.attention]
+    qkv_in = 2 if dr.kind == "eagle3" else 1
+    per_layer = qkv_in * dr.hidden_size * (dr.n_heads + 2 * dr.n_kv_heads) * dr.head_dim \
+        + dr.n_heads * dr.head_dim * dr.hidden_size + 3 * dr.hidden_size * dr.intermediate_size
+    params = per_layer * dr.n_layers + dr.n_target_layers_fused * m.hidden_size * dr.hidden_size
+    if dr.kind == "eagle3":
+        params += dr.hidden_size * dr.draft_vocab_size
+    return params * WEIGHT_BYTES[dr.dtype] / n
+
+
+def draft_kv_bytes_per_token(m: ModelSpec, lay: Layout) -> float:
+    """The drafter's own KV cache per token per GPU: an EAGLE-3 head keeps its one GQA layer's
+    keys and values (heads split by TP), an MTP module one layer of the target's KV. A DFlash
+    drafter's cache of context K/V is not modelled (0 here): its weights are."""
+    dr = m.drafter
+    if dr.kind == "mtp":
+        return kv_bytes_per_token(m, lay) / m.n_layers
+    if dr.kind == "eagle3":
+        kvb = 1.0 if m.dtypes.kv_cache == "fp8" else 2.0
+        hkv = max(1, dr.n_kv_heads // lay.t_attn)
+        return 2 * hkv * dr.head_dim * kvb * dr.n_layers / lay.dp_attn
+    return 0.0
+
+
 def memory_use(m: ModelSpec, gpu: GpuSpec, lay: Layout, context: int, spec_tokens: int = 0,
                drafter: bool = False) -> MemoryUse:
     pc = param_counts(m)
@@ -83,11 +125,9 @@ def memory_use(m: ModelSpec, gpu: GpuSpec, lay: Layout, context: int, spec_token
         w += pc["shared_experts"] * WEIGHT_BYTES[d.shared_experts] / t
         w += pc["router"] * 2.0
     if drafter and m.drafter:
-        dr = m.drafter
-        per_layer = dr.hidden_size * (dr.n_heads + 2 * dr.n_kv_heads) * dr.head_dim + dr.n_heads * dr.head_dim * dr.hidden_size \
-            + 3 * dr.hidden_size * dr.intermediate_size
-        w += (per_layer * dr.n_layers + dr.n_target_layers_fused * m.hidden_size * dr.hidden_size) * WEIGHT_BYTES[dr.dtype] / n
+        w += drafter_weight_bytes(m, lay)
     cap = gpu.memory.usable_GB.value if gpu.memory.usable_GB else gpu.memory.capacity_GB.value
     usable = cap * (1 - RESERVE_FRACTION)
-    kv_seq = kv_bytes_per_token(m, lay) * (context + spec_tokens)
+    kv_tok = kv_bytes_per_token(m, lay) + (draft_kv_bytes_per_token(m, lay) if drafter and m.drafter else 0.0)
+    kv_seq = kv_tok * (context + spec_tokens)
     return MemoryUse(weights_GB=w / 1e9, kv_per_seq_GB=kv_seq / 1e9, usable_GB=usable)

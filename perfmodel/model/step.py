@@ -24,7 +24,7 @@ from perfmodel.collective_math import bus_factor
 from perfmodel.model.layers import Collective, Layout, decode_ops
 from perfmodel.model.machine import Machine
 from perfmodel.model.ops import Op, OpEstimate, estimate
-from perfmodel.specs.schema import GQASpec, ModelSpec
+from perfmodel.specs.schema import GQASpec, ModelDtypes, ModelSpec
 
 Z90 = 1.645  # z of a two-sided 90% interval: a StepEstimate's step_us ± Z90 · sigma_us
 
@@ -144,15 +144,26 @@ def _price_collectives(acc: _Acc, mach: Machine, colls: list[Collective], comp: 
 
 
 def drafter_model(m: ModelSpec) -> ModelSpec:
-    """The drafter as a dense GQA model (no lm_head: it shares the target's)."""
+    """The drafter as a dense GQA model: a DFlash block drafter (no lm_head: it shares the
+    target's) or an EAGLE-3 head (its own lm_head over the draft vocabulary)."""
     d = m.drafter
+    vocab = d.draft_vocab_size if d.kind == "eagle3" else m.vocab_size
+    dt = d.dtype
     return ModelSpec(
         name=d.name, display_name=d.name, source=d.source, n_layers=d.n_layers, n_dense_layers=d.n_layers,
-        hidden_size=d.hidden_size, vocab_size=m.vocab_size,
+        hidden_size=d.hidden_size, vocab_size=vocab,
         attention=GQASpec(n_heads=d.n_heads, n_kv_heads=d.n_kv_heads, head_dim=d.head_dim),
         dense_intermediate_size=d.intermediate_size,
-        dtypes=m.dtypes.model_copy(update={"attention": d.dtype, "dense_mlp": d.dtype}),
+        dtypes=ModelDtypes(attention=dt, dense_mlp=dt, embedding=dt, lm_head=dt, kv_cache=m.dtypes.kv_cache),
     )
+
+
+def drafter_layout(m: ModelSpec, lay: Layout) -> Layout:
+    """A separate (dense) drafter runs TP where the target splits attention and experts apart
+    (tp-attn-ep-moe); an MTP module is a layer of the target and runs in the target's layout."""
+    if m.drafter is not None and m.drafter.kind != "mtp" and lay.parallel == "tp-attn-ep-moe":
+        return Layout("tp", lay.n_gpus, lay.tp_shape, lay.comm)
+    return lay
 
 
 def draft_ops(m: ModelSpec, lay: Layout, C: int, L: int) -> list[Op]:
@@ -167,6 +178,55 @@ def draft_ops(m: ModelSpec, lay: Layout, C: int, L: int) -> list[Op]:
     ops.append(_gemm("draft_fc", "dense", Cg, d.n_target_layers_fused * m.hidden_size, m.hidden_size, d.dtype, 1))
     ops += lm_head_ops(m, lay, Cg * (d.block_size - 1))
     return ops
+
+
+def _draft_pass(m: ModelSpec, lay: Layout, C: int, q: int, L: int, logit_rows: int, first: bool):
+    """One forward of a chain drafter over q tokens per sequence, logits for `logit_rows` of them."""
+    from perfmodel.model.layers import _elt, _gemm, lm_head_ops
+
+    d = m.drafter
+    Cg = math.ceil(C / lay.dp_attn)
+    T = Cg * q
+    if d.kind == "eagle3":
+        hm = drafter_model(m)
+        ops, colls = decode_ops(hm, lay, C, q, L, lm_head=False)
+        hq, hkv = max(1, d.n_heads // lay.t_attn), max(1, d.n_kv_heads // lay.t_attn)
+        # the layer's q/k/v read [input_layernorm(embedding) ; hidden_norm(h)]: a second hidden-wide input
+        ops += [_gemm("eagle_qkv_embedding_half", "dense", T, d.hidden_size, (hq + 2 * hkv) * d.head_dim, d.dtype, 1),
+                _elt("eagle_hidden_norm", T, d.hidden_size, 1, "rmsnorm")]
+        if first:  # fc over the fused low/mid/high target hidden states of the verified tokens
+            ops.append(_gemm("eagle_fc", "dense", T, d.n_target_layers_fused * m.hidden_size, d.hidden_size, d.dtype, 1))
+        ops += lm_head_ops(hm, lay, Cg * logit_rows)  # the head's own norm and lm_head over its draft vocabulary
+    else:  # mtp: a layer of the target (MoE, or the dense MLP of a dense model) + eh_proj, the target's lm_head
+        ops, colls = decode_ops(m, lay, C, q, L, n_layers=1, n_dense=0 if m.moe else 1, lm_head=False)
+        H = m.hidden_size
+        ops += [_elt("mtp_enorm_hnorm", T, 2 * H, 1, "rmsnorm"),
+                _gemm("mtp_eh_proj", "dense", T, 2 * H, H, m.dtypes.attention, 1)]
+        ops += lm_head_ops(m, lay, Cg * logit_rows)
+    if lay.comm and lay.n_gpus > 1:
+        colls = colls + [Collective("draft_logits_gather", "all_reduce", Cg * logit_rows * 8.0, 1)]
+    return ops, colls
+
+
+def _times(ops: list[Op], colls: list[Collective], n: int):
+    return ([replace(o, count=o.count * n) for o in ops],
+            [replace(c, count=c.count * n) for c in colls])
+
+
+def chain_draft_ops(m: ModelSpec, lay: Layout, C: int, L: int, k: int, topk: int = 1):
+    """Ops and collectives of the draft phase of one speculative step of an EAGLE-3 head or an MTP
+    module proposing k tokens (k = num_speculative_tokens), as vLLM's EAGLE proposer and SGLang's
+    EAGLE worker run it: a first forward over the k + 1 tokens each sequence verified last step
+    (it writes their keys and values into the draft's KV and proposes the first draft from the
+    last accepted one), then k - 1 forwards over `topk` tokens per sequence (1 for a chain; the
+    frontier of an EAGLE tree). Every forward computes logits for its last token(s) only."""
+    if k < 1:
+        return [], []
+    ops, colls = _draft_pass(m, lay, C, k + 1, L, 1, first=True)
+    if k > 1:
+        o, c = _times(*_draft_pass(m, lay, C, topk, L + k, topk, first=False), k - 1)
+        ops, colls = ops + o, colls + c
+    return ops, colls
 
 
 # Relative uncertainty of an eager step's exposed launch time, at least: the model times each
@@ -230,17 +290,37 @@ def eager_launch_us(op: Op, launcher: str, o, *, timed: bool = True) -> float:
 def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: int, *, graph: bool = True,
                   lm_head: bool = True, n_layers: int | None = None, n_dense: int | None = None,
                   draft: bool = False, tree_budget: int = 0, tree_impl: str = "gpu",
-                  host: bool = True) -> StepEstimate:
+                  host: bool = True, draft_steps: int | None = None, draft_topk: int = 1,
+                  draft_forward_host_us: float = 0.0, draft_forward_host_sigma_us: float = 0.0) -> StepEstimate:
+    """One decode step of C sequences x q tokens at context L. With `draft` and a drafter: a
+    DFlash block drafter's forward (+ the DDTree build for tree_budget > 0), or an EAGLE-3 /
+    MTP drafter's k draft forwards (k = draft_steps, else q - 1: a chain verifying k + 1 tokens;
+    an EAGLE tree passes its steps and draft_topk with q = its verify tokens).
+
+    draft_forward_host_us: an engine's host cost per draft forward that the GPU does not hide
+    (its Python drafting loop: input preparation, sampling, metadata between the forwards), added
+    k times to engine_host. 0 by default: perfmodel does not know an engine's. Against vLLM's
+    EAGLE-3 TPOT table (vllm issue #20780) the shape-priced step misses a per-step and a
+    per-draft-forward engine cost (measured in evidence/acceptance-by-workload/check.txt), which is what a
+    calibration has to supply."""
     acc = _Acc()
     ops, colls = decode_ops(m, lay, C, q, L, n_layers=n_layers, n_dense=n_dense, lm_head=lm_head)
     gpu_us = _price_ops(acc, mach, ops)
-    if draft and m.drafter:
-        dlay = Layout(lay.parallel if lay.parallel != "tp-attn-ep-moe" else "tp", lay.n_gpus, lay.tp_shape, lay.comm)
+    if draft and m.drafter and m.drafter.kind == "dflash":
+        dlay = drafter_layout(m, lay)
         dops = draft_ops(m, dlay, C, L)
         gpu_us += _price_ops(acc, mach, dops, comp_override="draft")
         dcolls = [Collective("draft_allreduce", "all_reduce", C * m.drafter.block_size * m.drafter.hidden_size * 2.0,
                              2 * m.drafter.n_layers)] if lay.comm and lay.n_gpus > 1 else []
         gpu_us += _price_collectives(acc, mach, dcolls, comp="draft")
+    elif draft and m.drafter:
+        k = (q - 1) if draft_steps is None else int(draft_steps)
+        dops, dcolls = chain_draft_ops(m, drafter_layout(m, lay), C, L, k, draft_topk)
+        gpu_us += _price_ops(acc, mach, dops, comp_override="draft")
+        gpu_us += _price_collectives(acc, mach, dcolls, comp="draft")
+        if draft_forward_host_us > 0:
+            acc.add("engine_host", k * draft_forward_host_us, "engine_draft_host",
+                    draft_forward_host_sigma_us / draft_forward_host_us)
     gpu_us += _price_collectives(acc, mach, colls)
     if tree_budget > 0:
         law = mach.treebuild.get(tree_impl)

@@ -5,6 +5,8 @@ from perfmodel.specs.registry import (
     list_gpus,
     list_links,
     list_models,
+    load_acceptance_data,
+    load_acceptance_file,
     load_gpu,
     load_gpu_file,
     load_link,
@@ -15,8 +17,11 @@ from perfmodel.specs.registry import (
 )
 from perfmodel.specs.schema import (
     WEIGHT_BYTES,
+    AcceptanceData,
+    AcceptanceFigure,
     ComputeSpec,
     DrafterSpec,
+    Eagle3DrafterSpec,
     GpuSpec,
     GQASpec,
     InterconnectCalibrated,
@@ -32,8 +37,10 @@ from perfmodel.specs.schema import (
     ModelDtypes,
     ModelSpec,
     MoESpec,
+    MTPDrafterSpec,
     Sourced,
     SourcedFraction,
+    SpeculationEngineSpec,
     Strict,
     WeightDtype,
 )
@@ -44,5 +51,6 @@ __all__ = [
     "WEIGHT_BYTES", "ComputeSpec", "DrafterSpec", "GpuSpec", "GQASpec", "InterconnectCalibrated",
     "InterconnectPeak", "InterconnectSpec", "LinkKind", "LinkSpec", "MemoryKind", "MemoryKinds",
     "MemoryKindSpec", "MemorySpec", "MLASpec", "ModelDtypes", "ModelSpec", "MoESpec", "Sourced",
-    "SourcedFraction", "Strict", "WeightDtype",
+    "SourcedFraction", "Strict", "WeightDtype", "AcceptanceData", "AcceptanceFigure", "Eagle3DrafterSpec",
+    "MTPDrafterSpec", "SpeculationEngineSpec", "load_acceptance_data", "load_acceptance_file",
 ]

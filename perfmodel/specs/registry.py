@@ -21,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from perfmodel.inputs import InputError, read_text
-from perfmodel.specs.schema import GpuSpec, InterconnectSpec, MemoryKinds, ModelSpec
+from perfmodel.specs.schema import AcceptanceData, GpuSpec, InterconnectSpec, MemoryKinds, ModelSpec
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -111,7 +111,8 @@ def _load_path(path: str | Path, schema: type[M]) -> M:
     return _parse_text(text, label, schema)
 
 
-_NOUN = {GpuSpec: "GPU", InterconnectSpec: "link", ModelSpec: "model", MemoryKinds: "memory kinds"}
+_NOUN = {GpuSpec: "GPU", InterconnectSpec: "link", ModelSpec: "model", MemoryKinds: "memory kinds",
+         AcceptanceData: "acceptance data"}
 
 
 def _check_name(spec: BaseModel, stem: str, label: str) -> None:
@@ -224,3 +225,17 @@ __all__ = [
     "load_model_file",
     "load_link_file",
 ]
+
+
+@functools.cache
+def load_acceptance_data() -> AcceptanceData:
+    """The published acceptance lengths the workload presets are built from
+    (perfmodel/data/acceptance.yaml, shipped with the package)."""
+    label = "perfmodel/data/acceptance.yaml"
+    return _parse_text(_read(importlib.resources.files("perfmodel") / "data" / "acceptance.yaml", label), label,
+                       AcceptanceData)
+
+
+def load_acceptance_file(path: str | Path) -> AcceptanceData:
+    """A user's own acceptance figures in the same format."""
+    return _load_path(path, AcceptanceData)

@@ -9,9 +9,9 @@ GB = 1e9 bytes, GiB = 2**30 bytes. TFLOPS are dense (no 2:4 sparsity).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 
 class Strict(BaseModel):
@@ -219,8 +219,9 @@ class ModelDtypes(Strict):
 
 class DrafterSpec(Strict):
     """A DFlash-style block drafter: one non-causal forward over a block, sharing the
-    target's embedding and lm_head."""
+    target's embedding and lm_head. (`kind` may be left out: older presets have none.)"""
 
+    kind: Literal["dflash"] = "dflash"
     name: str
     source: str
     n_layers: int = Field(gt=0)
@@ -232,6 +233,92 @@ class DrafterSpec(Strict):
     block_size: int = Field(gt=1)
     n_target_layers_fused: int = Field(1, ge=1, description="target hidden states concatenated into fc")
     dtype: WeightDtype = "bf16"
+
+
+class Eagle3DrafterSpec(Strict):
+    """An EAGLE-3 head (Li et al., arXiv 2503.01840; SGLang/vLLM `LlamaForCausalLMEagle3`): one
+    Llama-style decoder layer (GQA attention + SwiGLU MLP) whose q/k/v read
+    [input_layernorm(embedding) ; hidden_norm(h)] (2 x hidden wide), where h is `fc` over the
+    concatenated low/mid/high target hidden states (n_target_layers_fused x target hidden ->
+    hidden) on the first draft step and the head's own output after it; its own final norm and
+    lm_head over `draft_vocab_size` tokens (mapped to the target's vocabulary by a table); the
+    embedding is the target's. Engines run it as a chain of `num_speculative_tokens` steps
+    (SGLang `--speculative-num-steps`, vLLM `num_speculative_tokens`)."""
+
+    kind: Literal["eagle3"]
+    name: str
+    source: str
+    n_layers: int = Field(1, gt=0)
+    hidden_size: int = Field(gt=0)
+    n_heads: int = Field(gt=0)
+    n_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    intermediate_size: int = Field(gt=0)
+    draft_vocab_size: int = Field(gt=0, description="the head's lm_head width (the target vocab when not reduced)")
+    n_target_layers_fused: int = Field(3, ge=1, description="target hidden states concatenated into fc")
+    num_speculative_tokens: int = Field(gt=0, description="draft steps per verify (the chain length k)")
+    dtype: WeightDtype = "bf16"
+
+    @property
+    def block_size(self) -> int:
+        """Tokens one verify step can yield at most: k drafts + the bonus token."""
+        return self.num_speculative_tokens + 1
+
+
+class MTPDrafterSpec(Strict):
+    """The model's own multi-token-prediction module (DeepSeek-V3 report sect. 2.2): one decoder
+    layer of the target's shape (its attention and its MoE FFN with the shared expert, or the
+    dense MLP of a dense model), an eh_proj (2 x hidden -> hidden) over [enorm(embedding) ;
+    hnorm(h)], and the target's embedding and lm_head, shared. DeepSeek-V3/R1 ship one module
+    (num_nextn_predict_layers: 1); engines reuse it for k > 1 draft steps (TRT-LLM "MTP Eagle",
+    vLLM `deepseek_mtp`, SGLang NEXTN). `n_heads` and `intermediate_size` repeat the target's
+    (checked) so that layout checks read every drafter alike."""
+
+    kind: Literal["mtp"]
+    name: str
+    source: str
+    n_modules: int = Field(1, gt=0, description="MTP modules in the checkpoint (num_nextn_predict_layers)")
+    num_speculative_tokens: int = Field(gt=0, description="draft steps per verify (the chain length k)")
+    n_heads: int = Field(gt=0)
+    intermediate_size: int = Field(gt=0)
+
+    @property
+    def n_layers(self) -> int:
+        return 1  # one module's layer per draft step
+
+    @property
+    def block_size(self) -> int:
+        """Tokens one verify step can yield at most: k drafts + the bonus token."""
+        return self.num_speculative_tokens + 1
+
+
+def _drafter_kind(v: Any) -> str:
+    """The drafter's kind, "dflash" when a preset gives none (older presets)."""
+    if isinstance(v, dict):
+        return v.get("kind", "dflash")
+    return getattr(v, "kind", "dflash")
+
+
+Drafter = Annotated[
+    Annotated[DrafterSpec, Tag("dflash")] | Annotated[Eagle3DrafterSpec, Tag("eagle3")]
+    | Annotated[MTPDrafterSpec, Tag("mtp")],
+    Discriminator(_drafter_kind),
+]
+DRAFTER_KINDS = ("dflash", "eagle3", "mtp")
+
+
+class SpeculationEngineSpec(Strict):
+    """How a serving engine runs a drafter, beside its shape. `disable_above_batch_size`: the
+    engine turns speculation off when more sequences than this are batched (TensorRT-LLM
+    `DecodingBaseConfig.max_concurrency`: "speculation will be disabled at batch sizes above this
+    value"; vLLM V0 `speculative_disable_by_batch_size`; vLLM V1 schedules draft length by batch
+    size, `num_speculative_tokens_per_batch_size`, where a 0 entry does the same; SOURCES.md sect. 7d)."""
+
+    engine: str = ""
+    disable_above_batch_size: int | None = Field(None, ge=1)
+
+    def speculates_at(self, concurrency: int) -> bool:
+        return self.disable_above_batch_size is None or concurrency <= self.disable_above_batch_size
 
 
 class ModelSpec(Strict):
@@ -248,7 +335,9 @@ class ModelSpec(Strict):
     dense_intermediate_size: int | None = Field(None, gt=0)
     moe: MoESpec | None = None
     dtypes: ModelDtypes = ModelDtypes()
-    drafter: DrafterSpec | None = None
+    drafter: Drafter | None = None
+    drafter_options: dict[str, Drafter] = Field(
+        default_factory=dict, description="other drafters this model is served with, by name (`with_drafter`)")
     notes: str = ""
 
     @model_validator(mode="after")
@@ -259,7 +348,24 @@ class ModelSpec(Strict):
             raise ValueError("a model without moe must have n_dense_layers == n_layers")
         if self.n_dense_layers and self.dense_intermediate_size is None:
             raise ValueError("dense layers need dense_intermediate_size")
+        for label, d in [("drafter", self.drafter)] + [(f"drafter_options.{k}", v) for k, v in self.drafter_options.items()]:
+            if isinstance(d, MTPDrafterSpec):
+                inter = self.moe.expert_intermediate_size if self.moe else self.dense_intermediate_size
+                if (d.n_heads, d.intermediate_size) != (self.attention.n_heads, inter):
+                    raise ValueError(f"{label}: an MTP module is a layer of the target: n_heads {d.n_heads} and "
+                                     f"intermediate_size {d.intermediate_size} must be the target's "
+                                     f"{self.attention.n_heads} and {inter}")
         return self
+
+    def with_drafter(self, name: str) -> ModelSpec:
+        """The same model served with its drafter option `name` (or its default drafter's name)."""
+        if self.drafter is not None and name in (self.drafter.name, self.drafter.kind, "default"):
+            return self
+        if name not in self.drafter_options:
+            known = [self.drafter.kind] if self.drafter is not None else []
+            known += sorted(self.drafter_options)
+            raise ValueError(f"{self.name} has no drafter '{name}'; known: {', '.join(known) or 'none'}")
+        return self.model_copy(update={"drafter": self.drafter_options[name]})
 
 
 # Bytes per weight, scales included (group scales are bf16, one per group; block FP8 has an
@@ -273,3 +379,94 @@ WEIGHT_BYTES: dict[str, float] = {
     "mxfp4": 0.5 + 1.0 / 32,
     "nvfp4": 0.5 + 1.0 / 16,
 }
+
+
+# ----------------------------------------------------------------------------- published acceptance
+
+WorkloadClass = Literal["chat", "code", "math", "long-context", "thinking", "other"]
+WORKLOAD_CLASSES = ("chat", "code", "math", "long-context", "thinking")  # "other": kept, used by no preset
+DrafterKind = Literal["dflash", "eagle3", "mtp"]
+
+
+class DraftSetting(Strict):
+    """The draft setting a published acceptance length was measured at.
+
+    chain       `draft_tokens` = k drafts per verify (vLLM num_speculative_tokens; SGLang
+                num_steps with topk 1, num_draft_tokens = k + 1; DFlash block size - 1).
+    ddtree      a DDTree over a block drafter of `depth` positions with `budgets` draft nodes;
+                the figure is the mean of tau over the budgets listed.
+    eagle-tree  an EAGLE-2/3 dynamic tree: `topk` per step, `steps` deep, reranked to
+                `verify_tokens` - 1 draft nodes (SGLang num_draft_tokens counts the root)."""
+
+    structure: Literal["chain", "ddtree", "eagle-tree"]
+    draft_tokens: int | None = Field(None, ge=1)
+    budgets: list[int] | None = None
+    depth: int | None = Field(None, ge=1)
+    topk: int | None = Field(None, ge=1)
+    steps: int | None = Field(None, ge=1)
+    verify_tokens: int | None = Field(None, ge=2)
+
+    @model_validator(mode="after")
+    def _complete(self) -> DraftSetting:
+        need = {"chain": ("draft_tokens",), "ddtree": ("budgets", "depth"),
+                "eagle-tree": ("topk", "steps", "verify_tokens")}[self.structure]
+        missing = [f for f in need if getattr(self, f) is None]
+        if missing:
+            raise ValueError(f"a {self.structure} setting needs {', '.join(missing)}")
+        if self.budgets is not None and (not self.budgets or min(self.budgets) < 1):
+            raise ValueError("budgets must be a non-empty list of draft-node counts >= 1")
+        return self
+
+    @property
+    def verify_width(self) -> int:
+        """Tokens one verify forward runs (draft nodes + the root)."""
+        if self.structure == "chain":
+            return self.draft_tokens + 1
+        if self.structure == "ddtree":
+            return round(sum(self.budgets) / len(self.budgets)) + 1
+        return self.verify_tokens
+
+
+class AcceptanceFigure(Strict):
+    """One published mean acceptance length (tokens per verify step, the bonus token included:
+    SGLang's "accept len", vLLM's "Mean acceptance length"), with its citation."""
+
+    id: str = Field(min_length=3)
+    drafter: DrafterKind
+    workload: WorkloadClass
+    dataset: str
+    target: str
+    setting: DraftSetting
+    tau: float = Field(ge=1)
+    tau_range: list[float] | None = None
+    derived: str = Field("", description="how tau follows from the printed figures, when it is not printed as is")
+    temperature: float | None = Field(None, ge=0)
+    engine: str = ""
+    series: str = Field("", description="figures of one drafter, target and dataset at several settings")
+    source: str = Field(min_length=3)
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _physical(self) -> AcceptanceFigure:
+        cap = self.setting.verify_width
+        if self.setting.structure == "ddtree":
+            cap = min(cap, self.setting.depth + 1)
+        elif self.setting.structure == "eagle-tree":
+            cap = min(cap, self.setting.steps + 1)
+        if self.tau > cap + 1e-9:
+            raise ValueError(f"tau {self.tau:g} is above the {cap} tokens this setting can yield per step")
+        if self.tau_range is not None and not (len(self.tau_range) == 2 and self.tau_range[0] <= self.tau <= self.tau_range[1]):
+            raise ValueError("tau_range must be [low, high] around tau")
+        return self
+
+
+class AcceptanceData(Strict):
+    figures: list[AcceptanceFigure] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> AcceptanceData:
+        ids = [f.id for f in self.figures]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise ValueError(f"duplicate figure ids: {', '.join(dup)}")
+        return self
