@@ -147,7 +147,7 @@ def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmode
     tau, cap = 1.0, 1.0
     if draft:
         tau, cap = float(rs.acc.tau(budget)), float(min(budget + 1, model.drafter.block_size))
-    keys, prior = _keys(model, mach, draft, q)
+    keys, prior = _keys(model, mach, draft and p.acceptance_length is None, q)  # a given acceptance length pins τ
     prep = Prepared(i, p, model, mach, lay, q, tau, cap, draft, budget if p.spec == "ddtree" else 0, keys, prior)
     _check_physics(prep, gpu)
     return prep
@@ -167,7 +167,7 @@ def _prior(kind: str, transfer_rel: float) -> float:
     return math.hypot(math.log1p(transfer_rel), ENGINE_UNC[kind])
 
 
-def _keys(model, mach: Machine, draft: bool, q: int) -> tuple[tuple[str, ...], dict[str, float]]:
+def _keys(model, mach: Machine, fit_tau: bool, q: int) -> tuple[tuple[str, ...], dict[str, float]]:
     """The factors a point depends on, each with its prior σ in log space: the transfer
     rules' own uncertainty on this machine, combined with ENGINE_UNC."""
     prior: dict[str, float] = {}
@@ -185,7 +185,7 @@ def _keys(model, mach: Machine, draft: bool, q: int) -> tuple[tuple[str, ...], d
         prior[f"coll_lat.{fam}"] = _prior("coll_lat", mach.all_reduce.rel_unc_lat)
         prior[f"coll_bw.{fam}"] = _prior("coll_bw", mach.all_reduce.rel_unc_bw)
     prior["launch"] = _prior("launch", mach.overheads.rel_unc_node)
-    if draft:
+    if fit_tau:
         prior["tau"] = math.log1p(TAU_PRIOR)
     prior[HOST] = HOST_PRIOR_US
     return tuple(sorted(prior)), prior

@@ -29,7 +29,8 @@ class _Strict(BaseModel):
 # request's: a point names its GPU and model by preset or by file (never an inline spec), its GPU
 # count defaults to one, and its budget is a number (no 'auto').
 POINT_SCENARIO = ("target", "hw_file", "gpus", "link", "model", "model_file", "parallel", "context", "spec", "budget",
-                  "acceptance", "graphs", "tree_build", "dtypes")
+                  "acceptance", "workload", "acceptance_length", "acceptance_at", "draft_tokens", "drafter", "spec_off_above", "graphs",
+                  "tree_build", "dtypes")
 _POINT_TYPES: dict[str, tuple[Any, Any]] = {
     "target": (str | None, None), "model": (str | None, None), "gpus": (PosInt, 1),
     "budget": (PosInt | None, None), "acceptance": (str | None, None)}

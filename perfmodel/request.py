@@ -183,16 +183,65 @@ def _check(req: Request, model: ModelSpec) -> None:
         raise ProjectionError(f"--parallel {req.parallel} needs an MoE model; {model.name} is dense")
     if req.spec != "none" and model.drafter is None:
         raise ProjectionError(f"--spec {req.spec} needs a drafter in the model spec; {model.name} has none")
+    spec_only = [f for f, v in (("--workload", req.workload), ("--acceptance-length", req.acceptance_length),
+                                ("--draft-tokens", req.draft_tokens), ("--drafter", req.drafter),
+                                ("--spec-off-above", req.spec_off_above), ("--acceptance-at", req.acceptance_at))
+                if v is not None]
+    if spec_only and req.spec == "none":
+        raise ProjectionError(f"{spec_only[0]} describes speculative decoding: give --spec chain or --spec ddtree")
+    if req.workload is not None and req.acceptance != "workload":
+        raise ProjectionError(f"--workload {req.workload} picks the published acceptance of that workload; it cannot be "
+                              f"combined with --acceptance {req.acceptance}")
+    if req.acceptance_length is not None and req.acceptance != "workload":
+        raise ProjectionError(f"--acceptance-length gives τ itself; it cannot be combined with --acceptance {req.acceptance}")
+    if req.acceptance_at is not None and req.acceptance_length is None:
+        raise ProjectionError("--acceptance-at says where --acceptance-length was measured: give --acceptance-length too")
+
+
+def _drafter(req: Request, model: ModelSpec) -> ModelSpec:
+    """The model served with the drafter the request names, drafting `--draft-tokens` per verify."""
+    if req.spec == "none" or model.drafter is None:
+        return model
+    if req.drafter is not None:
+        try:
+            model = model.with_drafter(req.drafter)
+        except ValueError as e:
+            raise ProjectionError(f"--drafter: {e}") from None
+    if req.draft_tokens is not None:
+        if model.drafter.kind == "dflash":
+            raise ProjectionError(f"--draft-tokens is the chain length of an EAGLE-3 or MTP drafter; {model.name}'s "
+                                  f"DFlash drafter drafts its block of {model.drafter.block_size - 1}: use --budget")
+        model = model.model_copy(update={"drafter": model.drafter.model_copy(update={"num_speculative_tokens": req.draft_tokens})})
+    if req.spec == "ddtree" and model.drafter.kind != "dflash":
+        raise ProjectionError(f"--spec ddtree builds trees from a block drafter's per-position distributions; the "
+                              f"{model.drafter.kind} drafter drafts a chain: use --spec chain")
+    return model
 
 
 def _acceptance(req: Request, model: ModelSpec):
     if req.spec == "none":
         return None
-    from perfmodel.model.acceptance import acceptance_from_cli
+    from perfmodel.model.acceptance import acceptance_from_cli, engine_setting, from_engine_acceptance, workload_source
 
     depth = model.drafter.block_size - 1
+    kind = model.drafter.kind
+    structure = "chain" if req.spec == "chain" else "ddtree"
+    figures = registry.load_acceptance_data().figures
+    if req.acceptance_length is not None:
+        # measured at the engine's setting: the chain's draft tokens, or the tree budget asked
+        k = req.acceptance_at or (depth if structure == "chain" or req.budget == "auto" else req.budget)
+        setting = engine_setting(draft_tokens=k) if structure == "chain" else engine_setting(ddtree_budget=k, depth=depth)
+        try:
+            return from_engine_acceptance(req.acceptance_length, setting, kind, structure, depth, figures=figures)
+        except ValueError as e:
+            raise ProjectionError(f"--acceptance-length {req.acceptance_length:g}: {str(e).splitlines()[0]}") from None
+    if req.acceptance == "workload":
+        try:
+            return workload_source(kind, req.workload, depth, structure, figures=figures)
+        except ValueError as e:
+            raise ProjectionError(f"--workload {req.workload or '(all)'}: {str(e).splitlines()[0]}") from None
     try:
-        acc = acceptance_from_cli(req.acceptance, depth, structure="chain" if req.spec == "chain" else "ddtree",
+        acc = acceptance_from_cli(req.acceptance, depth, structure=structure, drafter=kind, figures=figures,
                                   read_file=lambda path: read_text(path, "calibration file"))
     except ValueError as e:
         raise ProjectionError(f"--acceptance '{req.acceptance}': {str(e).splitlines()[0]}") from None
@@ -222,8 +271,9 @@ def resolve_specs(req: Request, profile: Profile | None = None) -> Resolved:
         if req.link:
             _link(req, None)
         gpu, model, link = _specs(req)
-        sanity.check_request(req, model)
         _check(req, model)
+        model = _drafter(req, model)
+        sanity.check_request(req, model)
         profile = profile or resolve_profile(req.profile, gpu if req.profile == "spec" else None)
         sanity.check_treebuild(req, profile, req.profile or "the embedded profile")
         source_gpu = profile_source_gpu(profile)

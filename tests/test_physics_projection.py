@@ -298,8 +298,8 @@ def test_acceptance_sources(tmp_path):
     f.write_text(json.dumps({"q": [[0.6, 0.3], [0.6, 0.3]], "p": [[0.5, 0.2], [0.5, 0.2]]}))
     assert _spec_point(f"file:{f}", 3)["tau"] == pytest.approx(1.95)
     assert _spec_point(f"file:{f}", 2)["tau"] == pytest.approx(1.75)
-    # the preset reproduces DFlash's published chain acceptance, 6.29-6.44 (sglang PR #16818)
-    p = project(Request(target="b300", gpus=8, spec="chain", concurrency=[1]))["points"][0]
+    # the math preset reproduces DFlash's published chain acceptance on GSM8K, 6.29-6.44 (sgl-project/sglang#16818)
+    p = project(Request(target="b300", gpus=8, spec="chain", acceptance="dflash_default", concurrency=[1]))["points"][0]
     assert 6.29 <= p["tau"] <= 6.44
 
 

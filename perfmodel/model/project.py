@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from perfmodel.errors import ProjectionError
 from perfmodel.model import sanity
+from perfmodel.model.acceptance import combine_intervals
 from perfmodel.model.calibration import Factors, calibrated, factors_of, scaled_tau
 from perfmodel.model.layers import Layout
 from perfmodel.model.machine import Machine, build_machine
@@ -106,16 +107,13 @@ class Projector:
     def _interval(self, est: StepEstimate, tau: float, tau_sigma: float) -> dict:
         """90% intervals: the step's (term σ and self-check error), and tok/s combining the
         step's and τ's relative errors in quadrature (in log space, so that with a known τ it
-        is exactly τ over the step interval)."""
+        is exactly τ over the step interval); `tau_share`: τ's share of that spread."""
         err = self.model_error()
         sigma = math.hypot(est.sigma_us, err * est.step_us)
         lo, hi = max(est.step_us - Z90 * sigma, 1e-3), est.step_us + Z90 * sigma
-        t_lo, t_hi = max(tau - Z90 * tau_sigma, 1.0), tau + Z90 * tau_sigma
-        tps = tau / est.step_us * 1e6
-        down = math.hypot(math.log(hi / est.step_us), math.log(tau / t_lo))
-        up = math.hypot(math.log(est.step_us / lo), math.log(t_hi / tau))
-        return {"step_ms": [lo / 1e3, hi / 1e3], "tokens_per_s_per_stream": [tps * math.exp(-down), tps * math.exp(up)],
-                "tau": [t_lo, t_hi]}
+        iv = combine_intervals(tau / est.step_us * 1e6, est.step_us, lo, hi, tau, tau_sigma, Z90)
+        return {"step_ms": [lo / 1e3, hi / 1e3], "tokens_per_s_per_stream": list(iv.tokens_per_s), "tau": list(iv.tau),
+                "tau_share": iv.tau_share}
 
     def _tau_sigma(self, budget: int, tau: float) -> tuple[float, bool]:
         """τ's 1σ at a speculative budget (> 0) and whether τ is fitted to data rather than
@@ -148,7 +146,8 @@ class Projector:
             bottleneck=est.bottleneck, n_kernels=est.n_kernels,
             interval=Interval(step_ms=iv["step_ms"], tokens_per_s_per_stream=iv["tokens_per_s_per_stream"],
                               tokens_per_s=[x * C for x in iv["tokens_per_s_per_stream"]],
-                              tau=iv["tau"] if budget else None, level=0.9),
+                              tau=iv["tau"] if budget else None, tau_share=iv["tau_share"] if budget else None,
+                              level=0.9),
             spec_split=spec_split, fits_in_memory=mem.fits(C), memory_GB=_memory(mem, C),
             tokens_per_s_per_gpu=tps * C / self.req.gpus, tpot_ms=step_ms / tau, itl_ms=step_ms, **extra)
 
@@ -156,12 +155,14 @@ class Projector:
         """The point at concurrency C: the request's budget (or the best of the candidates for
         'auto'), or exactly `budget` when given (0 = no speculation)."""
         r = self.req
-        if r.spec == "none" or budget == 0:
+        off = r.spec != "none" and r.spec_off_above is not None and C > r.spec_off_above
+        if r.spec == "none" or budget == 0 or off:
             mem = memory_use(self.model, self.gpu, self.layout, r.context)
             if not mem.fits(C):
                 return self._unfit(C, mem, 0)
             est, tau = self._estimate(C, 0)
-            return self._point(C, est, tau, 0, mem)
+            note = {"budget_note": f"speculation off above batch size {r.spec_off_above} (--spec-off-above)"} if off else {}
+            return self._point(C, est, tau, 0, mem, **note)
         auto = r.budget == "auto" and budget is None
         budgets = (budget,) if budget is not None else BUDGET_CANDIDATES if r.budget == "auto" else (r.budget,)
         if r.spec == "chain" and auto:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 
 class _Out(BaseModel):
@@ -62,7 +62,10 @@ class Interval(_Out):
     tokens_per_s_per_stream: list[float]
     tokens_per_s: list[float]
     tau: list[float] | None = None
+    tau_share: float | None = Field(None, description="τ's share of the tok/s interval's (log-space) spread")
     level: float
+
+    _omit_none: ClassVar[frozenset[str]] = frozenset({"tau_share"})
 
 
 class SpecSplit(_Out):
