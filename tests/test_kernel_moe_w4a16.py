@@ -163,6 +163,7 @@ def test_fused_moe_w4a16_default(T, E, H, I, k, dtype):
     assert_close(out, ref, dtype, f"moe_w4a16 {T=} {E=} {H=} {I=} {k=} {dtype=}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "gate_up,down",
     [
@@ -251,6 +252,7 @@ def _sm90_tools_present() -> bool:
     return all(os.path.exists(os.path.join(bin_dir, t)) for t in ("ptxas", "cuobjdump"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _sm90_tools_present(), reason="needs Triton's bundled ptxas and cuobjdump")
 @pytest.mark.parametrize("args,most", [(["--block-m", "8"], 2.6),
                                        (["--block-m", "8", "--gate-up", "0", "--block-n", "128", "--stages", "2"], 2.5)])
@@ -294,6 +296,7 @@ def test_fused_moe_w4a16_torch_align_under_graph_capture():
     assert_close(out, ref.float(), torch.bfloat16, "torch align under graph capture")  # atomics: order varies
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("act_max_t,cast_max_t", [(64, 64), (64, 0), (0, 64), (0, 0)])
 def test_fused_epilogues_match_reference(act_max_t, cast_max_t, monkeypatch):
     """The fused activation (last split of a split-K gate_up applies SiLU*mul, arrival counters)
@@ -321,9 +324,9 @@ def test_align_zeroes_the_workspace():
 # expert shared by several tokens (leaders gather up to 8 rows); whole tiles (FAST_COLS)
 DIRECT = [
     (1, 8, 64, 32, 2, {}, {}),
-    (3, 6, 160, 96, 4, dict(split_k=1, block_n=32), dict(block_n=16)),
-    (8, 4, 544, 96, 2, dict(split_k=3), dict(block_n=32)),
-    (5, 8, 256, 64, 3, dict(split_k=2), {}),
+    pytest.param(3, 6, 160, 96, 4, dict(split_k=1, block_n=32), dict(block_n=16), marks=pytest.mark.slow),
+    pytest.param(8, 4, 544, 96, 2, dict(split_k=3), dict(block_n=32), marks=pytest.mark.slow),
+    pytest.param(5, 8, 256, 64, 3, dict(split_k=2), {}, marks=pytest.mark.slow),
 ]
 
 
@@ -362,9 +365,9 @@ def test_direct_layer_default_follows_direct_max_t(monkeypatch):
 # (T, E, H, I, k, gate_up, down): one token, the default configs; split-K gate_up (the last split
 # applies SiLU*mul); no split; several tokens sharing experts (each pair its own block)
 PAIRS = [
-    (1, 8, 544, 96, 4, dict(split_k=3), dict(block_n=32)),
+    pytest.param(1, 8, 544, 96, 4, dict(split_k=3), dict(block_n=32), marks=pytest.mark.slow),
     (1, 6, 160, 64, 2, dict(split_k=1, block_n=32), dict(block_n=16)),
-    (3, 4, 544, 96, 2, dict(split_k=2), dict(block_n=32)),
+    pytest.param(3, 4, 544, 96, 2, dict(split_k=2), dict(block_n=32), marks=pytest.mark.slow),
 ]
 
 
@@ -388,9 +391,9 @@ def test_pair_layer_matches_reference_and_cleans_its_workspace(T, E, H, I, k, ga
 # (T, E, H, I, k, down tile): K of several blocks and a ragged last one (I=544), the pair count
 # padded to 8 MMA columns (P=3) and to 16 (P=12, three output rows), a ragged column tile (H=224 in 64-column tiles)
 DOWN_PAIRS = [
-    (1, 8, 256, 544, 4, 16),
+    pytest.param(1, 8, 256, 544, 4, 16, marks=pytest.mark.slow),
     (1, 6, 224, 64, 3, 64),
-    (3, 8, 256, 96, 4, 64),
+    pytest.param(3, 8, 256, 96, 4, 64, marks=pytest.mark.slow),
 ]
 
 
@@ -411,6 +414,7 @@ def test_pair_summing_down_matches_reference_and_the_atomic_down(T, E, H, I, k, 
     assert calc_diff(summed.float(), atomic.float()) < 1e-5
 
 
+@pytest.mark.slow
 def test_pair_summing_down_is_the_default_up_to_its_pair_count(monkeypatch):
     calls = []
     real = m._down_pairs
@@ -438,6 +442,7 @@ def test_down_pairs_config_fills_the_gpu_and_follows_k():
     assert m.down_pairs_config(64, 32).num_warps == 4  # one ragged K-block: 8 warps were wrong (GPU)
 
 
+@pytest.mark.slow
 def test_pair_layer_drops_other_ranks_experts():
     """Expert parallelism: ids outside [0, E) are another rank's experts; their blocks do
     nothing, so the shards' outputs sum to the whole layer."""
@@ -483,6 +488,7 @@ print(json.dumps({name: compile_w4a16(8, 64 if gu else 128, gu, 4, 2, extra=extr
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _sm90_tools_present(), reason="needs Triton's bundled ptxas and cuobjdump")
 def test_sm90_last_arrival_reads_the_sums_with_atomics():
     """Offline sm_90 compile of the self-cleaning epilogues as the pair path launches them. The
@@ -517,6 +523,7 @@ print(json.dumps({"down": compile_down_pairs(16, 8, 3, extra=dict(PDL_WAIT=True)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _sm90_tools_present(), reason="needs Triton's bundled ptxas and cuobjdump")
 def test_sm90_pair_summing_down_has_no_atomics_and_prefetches_before_its_wait():
     """Offline sm_90 compile of the pair-summing down as the Kimi TP8 slice launches it (16

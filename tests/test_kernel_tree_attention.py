@@ -62,6 +62,7 @@ def test_gqa_reads_a_head_major_kv_layout():
     assert_close(ta.tree_attention_gqa(q, k, v, mask, block_s=16, num_splits=2), ref, torch.float32, "gqa HND view")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("full_tiles", [False, True])
 def test_full_tiles_with_and_without_the_mask(full_tiles):
     """full_tiles (tiles wholly inside the split and the prefix skip the visibility mask; the
@@ -153,7 +154,7 @@ def test_tree_mask_matters():
 
 
 # (C, Q, L, H) with the real MLA dims 512 / 64
-MLA_SHAPES = [(1, 1, 45, 2), (2, 3, 20, 4)]
+MLA_SHAPES = [(1, 1, 45, 2), pytest.param(2, 3, 20, 4, marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
@@ -175,6 +176,7 @@ def test_tree_attention_mla(C, Q, L, H, dtype):
     assert_close(out, ref, dtype, f"mla bf16 partials {C=} {Q=} {L=} {H=} {dtype=}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block_dv", [128, 256])
 def test_mla_output_columns_split_over_programs(block_dv):
     """block_dv < 512: each program accumulates a slice of the 512 output columns (the value is
@@ -195,6 +197,7 @@ def test_mla_output_columns_split_over_programs(block_dv):
         ta.tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07, block_dv=96)
 
 
+@pytest.mark.slow
 def test_q_loaded_inside_the_kv_loop():
     """q_in_loop: q (and MLA's q_rope) reloaded with each KV tile gives the same result, over
     several tiles per split, the tree part, and partly filled row tiles."""
@@ -247,6 +250,7 @@ def test_tree_attention_mla_gpu_large():
     assert_close(ta.tree_attention_mla(ql, qr, ckv, kpe, mask, 0.07), ref, torch.bfloat16, f"mla {C=} {Q=} {L=}")
 
 
+@pytest.mark.slow
 def test_many_splits_combine_loops_over_split_chunks():
     """More than 64 KV splits: the combine kernel loops over the splits in chunks."""
     gen = torch.Generator().manual_seed(5)
