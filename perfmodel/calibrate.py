@@ -401,22 +401,37 @@ def from_bench_file(path: str, kind: Literal["vllm", "sglang"], setup: dict) -> 
 
 
 def write_result(res: CalibrationResult, out: Path) -> None:
-    """calib.json, atomically (a temporary file beside it, then renamed), never NaN."""
+    """calib.json, atomically (a temporary file beside it, then renamed), never NaN, with the
+    permissions of a file the user shares: an existing file's mode, else 0666 less the umask
+    (0644 as a rule; mkstemp's own 0600 would keep it from the colleagues it is written for)."""
     import os
+    import stat
     import tempfile
 
     out = Path(out)
     if out.is_dir():
         raise CalibrationError(f"--out '{out}' is a directory")
     text = json.dumps(res.model_dump(mode="json"), indent=1, allow_nan=False) + "\n"
+    tmp = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            mode = stat.S_IMODE(out.stat().st_mode)
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+            os.fchmod(f.fileno(), mode)
         os.replace(tmp, out)
+        tmp = None
     except OSError as e:
         raise CalibrationError(f"cannot write --out '{out}': {e.strerror or e}") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def model_error(res: CalibrationResult) -> float:

@@ -15,10 +15,11 @@ import typer
 from perfmodel.cli_errors import OneLineErrors  # parse errors: one line naming the option and value
 from perfmodel.options import ScenarioOptions, scenario_options
 
-app = typer.Typer(cls=OneLineErrors, no_args_is_help=True, pretty_exceptions_enable=False,
+HELP = {"help_option_names": ["-h", "--help"]}  # -h as help on every command
+app = typer.Typer(cls=OneLineErrors, no_args_is_help=True, pretty_exceptions_enable=False, context_settings=HELP,
                   help="Measure decode kernels here, project LLM decode throughput there, and explain the bottleneck.")
-hw_app = typer.Typer(no_args_is_help=True, help="Hardware specs (hwspecs/).")
-models_app = typer.Typer(no_args_is_help=True, help="Model presets, and import from a HuggingFace config.json.")
+hw_app = typer.Typer(no_args_is_help=True, context_settings=HELP, help="Hardware specs (hwspecs/).")
+models_app = typer.Typer(no_args_is_help=True, context_settings=HELP, help="Model presets, and import from a HuggingFace config.json.")
 app.add_typer(hw_app, name="hw")
 app.add_typer(models_app, name="models")
 
@@ -133,6 +134,11 @@ def compare(opts: ScenarioOptions,
     from perfmodel.compare import CompareError, run_compare
     from perfmodel.errors import ProjectionError
 
+    if plot is not None:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:  # said before any work, in one line
+            fail("--plot needs matplotlib, which is not installed: pip install 'perfmodel[report]'")
     try:
         cmp = run_compare(opts.requests())
     except (ProjectionError, CompareError) as e:
@@ -141,12 +147,12 @@ def compare(opts: ScenarioOptions,
 
     _emit(cmp, fmt, render.compare_csv, render.compare_table)
     if plot is not None:
-        try:
-            from perfmodel.compare import pareto_plot
-        except ImportError as e:
-            fail(f"--plot needs matplotlib ({e.name or e} is missing): pip install 'perfmodel[report]'")
+        from perfmodel.compare import pareto_plot
+
         try:
             pareto_plot(cmp, plot)
+        except ImportError as e:  # matplotlib present but broken (a missing part of it)
+            fail(f"--plot needs matplotlib ({e.name or e} is missing): pip install 'perfmodel[report]'")
         except OSError as e:
             fail(f"cannot write --plot {plot}: {e.strerror or e}")
         typer.echo(f"Pareto plot: {plot}", err=True)

@@ -121,20 +121,17 @@ def projection_table(res) -> None:
     _print(*out)
 
 
+def rows_csv(rows: list[dict]) -> str:
+    """Flat rows (`Projection.rows()`) as CSV, in the columns of `result.row_columns`: the same
+    columns for `project` and `compare`."""
+    from perfmodel.model.result import row_columns
+
+    cols = row_columns(rows)
+    return _csv(cols, [["" if r.get(c) is None else r.get(c) for c in cols] for r in rows])
+
+
 def projection_csv(res) -> str:
-    comps = sorted({k for p in res.points if p.fits_in_memory for k in p.breakdown_ms})
-    header = (["concurrency", "fits_in_memory", "tokens_per_s_per_stream", "tokens_per_s", "step_ms", "budget", "tau",
-               "bottleneck", "tps_stream_lo", "tps_stream_hi"] + [f"{c}_ms" for c in comps])
-    rows = []
-    for p in res.points:
-        if not p.fits_in_memory:
-            rows.append([p.concurrency, False] + [""] * (8 + len(comps)))
-            continue
-        iv = p.interval.tokens_per_s_per_stream
-        rows.append([p.concurrency, True, f"{p.tokens_per_s_per_stream:.3f}", f"{p.tokens_per_s:.3f}",
-                     f"{p.step_ms:.4f}", p.budget, f"{p.tau:.3f}", p.bottleneck, f"{iv[0]:.3f}", f"{iv[1]:.3f}"]
-                    + [f"{p.breakdown_ms.get(c, 0.0):.4f}" for c in comps])
-    return _csv(header, rows)
+    return rows_csv(res.rows())
 
 
 # ------------------------------------------------------------------------------ compare
@@ -157,8 +154,18 @@ def compare_table(cmp) -> None:
 
 
 def compare_csv(cmp) -> str:
-    fields = list(type(cmp.rows[0]).model_fields) if cmp.rows else []
-    return _csv(fields, [[getattr(r, f) if getattr(r, f) is not None else "" for f in fields] for r in cmp.rows])
+    """Every configuration's `Projection.rows()`, and a row with the reason for a configuration
+    that did not run: the columns of `project --format csv`."""
+    rows: list[dict] = []
+    for label in dict.fromkeys(cmp.configs):
+        proj = cmp.projections.get(label)
+        if proj is not None:
+            rows += proj.rows()
+            continue
+        rows += [{"gpu": r.target, "n_gpus": r.gpus, "model": cmp.model, "parallel": r.parallel, "context": cmp.context,
+                  "spec": cmp.spec, "concurrency": r.concurrency, "fits_in_memory": None, "note": r.error}
+                 for r in cmp.rows if r.config == label]
+    return rows_csv(rows)
 
 
 # ------------------------------------------------------------------------------ validate

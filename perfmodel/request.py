@@ -19,7 +19,7 @@ from perfmodel.inputs import read_text
 from perfmodel.model import sanity
 from perfmodel.model.resolved import Observed, Resolved
 from perfmodel.profile import Profile, load_profile
-from perfmodel.scenario import PARALLEL, SPEC, Request, make_request, request_error, request_schema  # noqa: F401
+from perfmodel.scenario import PARALLEL, SPEC, Request, layout_names, make_request, parse_parallel, request_error, request_schema  # noqa: F401
 from perfmodel.specs import registry
 from perfmodel.specs.schema import GpuSpec, InterconnectSpec, ModelSpec
 
@@ -101,11 +101,13 @@ def profile_source_gpu(profile: Profile) -> GpuSpec:
 
 
 # ------------------------------------------------------------------------------ --observed
-_OBS_PAR = re.compile(r"^(?P<par>tp-attn-ep-moe|tp|ep)(?P<n>\d+)$")
+_OBS_PAR = re.compile(r"^(?P<par>" + "|".join(re.escape(n) for n in sorted(layout_names(), key=len, reverse=True))
+                      + r")(?P<n>\d+)$")
 
 
 def parse_observed(s: str) -> dict:
-    """'[gpu,]tpN|epN|tp-attn-ep-moeN,c=C,X tok/s[,ctx=L][,spec=chain|ddtree][,b=B]' -> fields.
+    """'[gpu,]<layout>N,c=C,X tok/s[,ctx=L][,spec=chain|ddtree][,b=B]' -> fields, the layout
+    by any of its names (tp8, tp+ep8, dp-attn+ep8; the older ep8, tp-attn-ep-moe8).
     X is tokens/s per stream; a speculative figure names its spec (and budget for ddtree)."""
     usage = f"--observed '{s}': expected like 'rtx-pro-6000,tp8,c=1,98tok/s[,ctx=8192][,spec=ddtree,b=16]'"
     parts = [x.strip() for x in s.replace(" ", "").split(",") if x.strip()]
@@ -115,7 +117,7 @@ def parse_observed(s: str) -> dict:
         m = _OBS_PAR.match(low)
         try:
             if m:
-                out["parallel"], out["gpus"] = m["par"], int(m["n"])
+                out["parallel"], out["gpus"] = parse_parallel(m["par"]), int(m["n"])
             elif low.startswith("c="):
                 out["concurrency"] = int(low[2:])
             elif low.startswith("ctx="):

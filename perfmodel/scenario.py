@@ -19,16 +19,94 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, StrictBool, TypeAdapter, ValidationError, field_validator
+from pydantic import BeforeValidator, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError, field_validator
 from pydantic.dataclasses import dataclass
 
 from perfmodel.errors import ProjectionError
 from perfmodel.profile import KERNEL_SETS, check_kernel_set
 from perfmodel.specs.schema import GpuSpec, ModelSpec
 
-PARALLEL = ("tp", "ep", "tp-attn-ep-moe")
+PARALLEL = ("tp", "ep", "tp-attn-ep-moe")  # the model's own layout keys (perfmodel/model/layers.py, profile files)
 SPEC = ("none", "chain", "ddtree")
 ParallelKind = Literal["tp", "ep", "tp-attn-ep-moe"]
+
+
+# ------------------------------------------------------------------ layouts, as the engines name them
+@dataclasses.dataclass(frozen=True)
+class LayoutName:
+    """A parallel layout: the key the model uses, the name shown, the names accepted for it."""
+
+    key: str  # Layout.parallel, profile files, projections' `parallel`
+    name: str  # the engine-style name shown in notes and help
+    aliases: tuple[str, ...]  # also accepted (the old names among them)
+    engines: str  # how the serving engines spell it
+
+    def label(self, n_gpus: int) -> str:
+        """'TP8', 'TP8 attention + EP8 MoE', 'DP8 attention + EP8 MoE'."""
+        return {"tp": f"TP{n_gpus}", "tp-attn-ep-moe": f"TP{n_gpus} attention + EP{n_gpus} MoE",
+                "ep": f"DP{n_gpus} attention + EP{n_gpus} MoE"}[self.key]
+
+
+# Engine flags: SGLang server arguments (--tp, --ep, --enable-dp-attention: docs.sglang.io "Server
+# Arguments", "Expert Parallelism", "DP, DPA and sgl-router"); vLLM --tensor-parallel-size,
+# --data-parallel-size, --enable-expert-parallel (vLLM docs, "Data Parallel Deployment").
+LAYOUTS = (
+    LayoutName("tp", "tp", ("tensor-parallel",), "attention and experts tensor-parallel over the GPUs (SGLang/vLLM --tp N)"),
+    LayoutName("tp-attn-ep-moe", "tp+ep", ("ep-moe", "tp-attn-ep-moe", "tp-ep"),
+               "attention TP, routed experts EP: whole experts per GPU (SGLang --tp N --ep N, its 'EP8'; vLLM --tp N "
+               "--enable-expert-parallel)"),
+    LayoutName("ep", "dp-attn+ep", ("dp-attn-ep", "dp-attention", "ep"),
+               "data-parallel attention (each GPU its own sequences), routed experts EP (SGLang --tp N --ep N "
+               "--enable-dp-attention --dp N; vLLM --dp N --enable-expert-parallel)"),
+)
+LAYOUT_BY_KEY = {lay.key: lay for lay in LAYOUTS}
+_LAYOUT_NAMES = {n: lay.key for lay in LAYOUTS for n in (lay.name, lay.key, *lay.aliases)}
+
+
+def layout_of(key: str) -> LayoutName:
+    return LAYOUT_BY_KEY[key]
+
+
+def layout_hint(text: str) -> str:
+    """The one-line hint for a layout name that is not one: 'ep8' -> the GPU count goes in --gpus."""
+    names = " | ".join(lay.name for lay in LAYOUTS)
+    low = str(text).strip().lower()
+    base, n = low.rstrip("0123456789"), low[len(low.rstrip("0123456789")):]
+    if n and base in ("ep", "tp+ep", "ep-moe", "tp-attn-ep-moe"):
+        return (f"the GPU count goes in --gpus: SGLang's EP{n} (attention TP, experts EP) is --parallel tp+ep --gpus {n}; "
+                f"data-parallel attention with EP experts is --parallel dp-attn+ep --gpus {n}")
+    if n and base in _LAYOUT_NAMES:
+        return f"the GPU count goes in --gpus: --parallel {LAYOUT_BY_KEY[_LAYOUT_NAMES[base]].name} --gpus {n}"
+    if n and base in ("dp", "dp-attn", "dpa"):
+        return f"the GPU count goes in --gpus: --parallel dp-attn+ep --gpus {n}"
+    return f"expected one of {names} (or {', '.join(a for lay in LAYOUTS for a in lay.aliases)})"
+
+
+def layout_memory_hint(key: str) -> str:
+    """What to add to a memory error of a layout whose name misleads: perfmodel's older 'ep' is
+    data-parallel attention (attention weights on every GPU), which SGLang's 'EP8' is not."""
+    if key != "ep":
+        return ""
+    return ("; dp-attn+ep (the older 'ep') keeps attention whole on every GPU: SGLang's EP8 (attention TP, experts "
+            "EP) is --parallel tp+ep")
+
+
+def layout_names() -> tuple[str, ...]:
+    """Every name a layout is accepted by."""
+    return tuple(_LAYOUT_NAMES)
+
+
+def parse_parallel(v: Any) -> Any:
+    """A layout name as engines and older perfmodel versions write it -> the model's key."""
+    if isinstance(v, str):
+        key = _LAYOUT_NAMES.get(v.strip().lower())
+        if key is None:
+            raise ValueError(f"unknown layout '{v}': {layout_hint(v)}")
+        return key
+    return v
+
+
+ParallelName = Annotated[ParallelKind, BeforeValidator(parse_parallel)]
 SpecKind = Literal["none", "chain", "ddtree"]
 Workload = Literal["chat", "code", "math", "long-context", "thinking"]
 PosInt = Annotated[int, Field(ge=1, strict=True)]
@@ -95,7 +173,10 @@ class Request:
                                          grid=True)] = "b300"
     gpus: Annotated[PosInt, Cli(("--gpus", "-n"), "GPUs in the system; compare: a comma list like 4,8.", grid=True)] = 8
     model: Annotated[str | ModelSpec, Cli(("--model", "-m"), "Model preset (perfmodel models list).")] = "kimi-k2.6"
-    parallel: Annotated[ParallelKind, Cli(("--parallel",), "tp | ep | tp-attn-ep-moe; compare: a comma list.", grid=True)] = "tp"
+    parallel: Annotated[ParallelName, Cli(("--parallel",), "Layout: tp (TP over --gpus) | tp+ep (attention TP, experts EP: "
+                                                       "SGLang's EP8; also ep-moe, tp-attn-ep-moe) | dp-attn+ep (data-parallel "
+                                                       "attention, experts EP; also ep); compare: a comma list.",
+                                        grid=True)] = "tp"
     concurrency: Annotated[list[PosInt], Field(min_length=1),
                            Cli(("--concurrency", "-c"), "Comma-separated concurrencies.", parse=_concurrency,
                                cli_default="1,8,32,128")] = dataclasses.field(default_factory=lambda: [1, 8, 32, 128])

@@ -12,7 +12,8 @@
   an earlier report that this one no longer writes (a figure it now skips) are removed;
   no other file in `out` is ever touched.
 - An exclusive lock (fcntl.flock on `.<out>.perfmodel-lock` beside `out`) serialises
-  concurrent reports to one folder, so their files cannot interleave.
+  concurrent reports to one folder, so their files cannot interleave; the lock file is removed
+  when the report is done (none is left beside `out`).
 - Staging folders left by a killed run are removed by the next run (under the lock).
 """
 
@@ -81,11 +82,28 @@ def _lock_path(out: Path) -> Path:
 
 @contextlib.contextmanager
 def _locked(out: Path) -> Iterator[None]:
-    fd = os.open(_lock_path(out), os.O_RDWR | os.O_CREAT, 0o644)
+    """Hold the lock file beside `out`, and remove it before letting go, so that no lock file is
+    left beside `--out`. A waiter that wakes on a lock file its holder removed (its inode no longer
+    at the path) opens the path again, so two runs never hold two files at once."""
+    path = _lock_path(out)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held, now = os.fstat(fd), os.stat(path)
+            if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
+                break
+        except FileNotFoundError:
+            pass  # removed by the run before us: lock the next one
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
+        with contextlib.suppress(OSError):
+            path.unlink()  # still holding it: a waiter on this inode retries
         os.close(fd)  # closing releases the lock
 
 

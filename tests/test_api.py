@@ -173,7 +173,8 @@ def test_compare_table_csv_and_plot(tmp_path):
     assert "does not fit" in r.output and "8× b300 tp-attn-ep-moe" in r.output
     r = run("compare", *SWEEP, "--format", "csv")
     lines = r.output.strip().splitlines()
-    assert lines[0].startswith("config,target,gpus,parallel,concurrency,tokens_per_s_per_stream")
+    assert lines[0].startswith("gpu,n_gpus,link,model,parallel,context,spec,graphs,concurrency,fits_in_memory,"
+                               "tokens_per_s_per_stream")
     png = tmp_path / "pareto.png"
     r = run("compare", *SWEEP, "--format", "csv", "--plot", str(png))
     assert r.exit_code == 0, r.output

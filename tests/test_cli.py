@@ -38,7 +38,7 @@ def test_project_csv():
     r = run("project", "--target", "h100", "--gpus", "8", "--model", "llama-3.1-70b", "--format", "csv", "--concurrency", "1,2")
     assert r.exit_code == 0, r.output
     lines = r.output.strip().splitlines()
-    assert lines[0].startswith("concurrency,") and len(lines) == 3
+    assert lines[0].startswith("gpu,n_gpus,") and ",concurrency," in lines[0] and len(lines) == 3
 
 
 def test_project_sensitivity():

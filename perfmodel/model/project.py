@@ -21,6 +21,7 @@ from perfmodel.model.resolved import Resolved
 from perfmodel.model.result import Acceptance, BudgetPoint, Interval, MemoryGB, Point, ProfileInfo, Projection, SelfCheck, SpecSplit, Target
 from perfmodel.model.step import Z90, StepEstimate, step_estimate
 from perfmodel.profile import Profile
+from perfmodel.scenario import layout_memory_hint
 
 BUDGET_CANDIDATES = (4, 8, 16, 32, 64, 128, 256, 512)
 
@@ -207,7 +208,7 @@ class Projector:
         if mem0.weights_GB > mem0.usable_GB:
             raise ProjectionError(
                 f"{self.model.name} does not fit on {r.gpus}× {self.gpu.name}: weights {mem0.weights_GB:.1f} GB "
-                f"per GPU > usable {mem0.usable_GB:.1f} GB; use more GPUs")
+                f"per GPU > usable {mem0.usable_GB:.1f} GB; use more GPUs" + layout_memory_hint(r.parallel))
         points = [self.point(C) for C in r.concurrency]
         p = self.profile.provenance
         m = self.machine

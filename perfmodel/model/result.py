@@ -127,7 +127,8 @@ class Point(_Out):
         return {k: v for k, v in d.items() if not (k in self._omit_none and v is None)}
 
     def row(self) -> dict:
-        """Flat record: scalars, interval bounds and `<component>_ms` columns."""
+        """Flat record: scalars, interval bounds, memory, why it does not fit (`note`) and
+        `<component>_ms` columns (POINT_COLUMNS, then the components)."""
         r: dict[str, Any] = {"concurrency": self.concurrency, "fits_in_memory": self.fits_in_memory}
         for k in ("tokens_per_s_per_stream", "tokens_per_s", "tokens_per_s_per_gpu", "step_ms", "tpot_ms",
                   "itl_ms", "tau", "budget", "bottleneck", "n_kernels"):
@@ -137,9 +138,28 @@ class Point(_Out):
         r["step_ms_lo"], r["step_ms_hi"] = iv.step_ms if iv else (None, None)
         for k, v in self.memory_GB.model_dump().items():
             r[f"memory_{k}_GB"] = v
+        r["note"] = self.note
         for k, v in (self.breakdown_ms or {}).items():
             r[f"{k}_ms"] = v
         return r
+
+
+# The columns of a flat row (`Projection.rows()`, the CSV of `project` and of `compare`): the
+# configuration, the point, then one `<component>_ms` column per step component present.
+CONFIG_COLUMNS = ("gpu", "n_gpus", "link", "model", "parallel", "context", "spec", "graphs")
+POINT_COLUMNS = ("concurrency", "fits_in_memory", "tokens_per_s_per_stream", "tokens_per_s", "tokens_per_s_per_gpu",
+                 "step_ms", "tpot_ms", "itl_ms", "tau", "budget", "bottleneck", "n_kernels", "tokens_per_s_per_stream_lo",
+                 "tokens_per_s_per_stream_hi", "step_ms_lo", "step_ms_hi", "memory_weights_GB", "memory_kv_GB",
+                 "memory_usable_GB", "note")
+
+
+def row_columns(rows: list[dict]) -> list[str]:
+    """The columns of `rows` (flat rows as `Projection.rows()` gives them), in the one order:
+    CONFIG_COLUMNS, POINT_COLUMNS, any other scalar a point carries, then the components sorted."""
+    fixed = list(CONFIG_COLUMNS + POINT_COLUMNS)
+    extra = list(dict.fromkeys(k for r in rows for k in r if k not in fixed and not k.endswith("_ms")))
+    comps = sorted({k for r in rows for k in r if k.endswith("_ms") and k not in fixed})
+    return fixed + extra + comps
 
 
 class Acceptance(_Out):
