@@ -38,6 +38,7 @@ from perfmodel.calibration_schema import (  # noqa: F401 (the file schemas, re-e
     FactorResult,
     ObservedPoint,
     PointResult,
+    Undetermined,
 )
 from perfmodel.errors import ProjectionError
 from perfmodel.model.calibration import FAMILIES, GROUPS, HOST, OUTSIDE, VERIFY, Factors, calibrated, factors_of, group_of, link_family, scaled_tau
@@ -47,6 +48,7 @@ from perfmodel.model.memory import memory_use
 from perfmodel.model.project import uncalibrated_description  # noqa: F401 (re-exported)
 from perfmodel.model.step import step_estimate
 from perfmodel.profile import Profile
+from perfmodel.scenario import layout_memory_hint
 
 HOST_PRIOR_US = 1000.0
 DETERMINED = 0.7  # posterior σ below this fraction of the prior σ: the data pinned the factor
@@ -75,6 +77,7 @@ class Prepared:
     tree_budget: int
     keys: tuple[str, ...]  # factors this point depends on
     prior: dict[str, float]  # prior σ (log) of each of its factors
+    memory_note: str | None = None  # measured, though the memory model says it does not fit
 
     def estimate(self, f: Factors, mach: Machine | None = None):
         p = self.point
@@ -141,14 +144,20 @@ def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmode
     budget = (p.budget or model.drafter.block_size - 1) if draft else 0
     q = budget + 1 if draft else (p.q or 1)
     mem = memory_use(model, gpu, lay, p.context, spec_tokens=q if draft else 0, drafter=draft)
-    if not mem.fits(p.concurrency):
-        raise CalibrationError(f"{where}: does not fit in memory: weights {mem.weights_GB:.1f} GB + KV "
-                               f"{mem.kv_GB(p.concurrency):.1f} GB > usable {mem.usable_GB:.1f} GB per GPU")
+    memory_note = None
+    if not mem.fits(p.concurrency):  # it ran: the memory model is what is off, by at least this much
+        over = mem.weights_GB + mem.kv_GB(p.concurrency) - mem.usable_GB
+        memory_note = (f"{where} was measured, yet the memory model says it does not fit: weights {mem.weights_GB:.1f} GB "
+                       f"+ KV {mem.kv_GB(p.concurrency):.1f} GB > usable {mem.usable_GB:.1f} GB per GPU, so the memory "
+                       f"model is off by at least {over:.1f} GB per GPU ({over / mem.usable_GB:.0%} of usable) for this "
+                       f"setup (a KV dtype, a weight dtype or the usable fraction); the point is fitted"
+                       + layout_memory_hint(p.parallel))
     tau, cap = 1.0, 1.0
     if draft:
         tau, cap = float(rs.acc.tau(budget)), float(min(budget + 1, model.drafter.block_size))
     keys, prior = _keys(model, mach, draft and p.acceptance_length is None, q)  # a given acceptance length pins τ
-    prep = Prepared(i, p, model, mach, lay, q, tau, cap, draft, budget if p.spec == "ddtree" else 0, keys, prior)
+    prep = Prepared(i, p, model, mach, lay, q, tau, cap, draft, budget if p.spec == "ddtree" else 0, keys, prior,
+                    memory_note)
     _check_physics(prep, gpu)
     return prep
 
@@ -238,24 +247,133 @@ def _fit(preps: list[Prepared], keys: list[str], prior: dict[str, float], x0=Non
     return sol
 
 
+# ---------------------------------------------------------------- what the points can tell apart
+STEP_IN_PRIOR = 0.25  # finite-difference step of the sensitivities, in prior σ of each factor
+COLLINEAR = 0.95  # |cos| of two factors' effects on the points above which the points fix only their combination
+
+
+def sensitivities(preps: list[Prepared], keys: list[str], prior: dict[str, float], x):
+    """S[i, k]: how far a move of one prior σ in factor k moves point i (log of its figure), by
+    central differences about x (forward from a bound: the host term at 0 µs)."""
+    import numpy as np
+
+    S = np.zeros((len(preps), len(keys)))
+    for k, key in enumerate(keys):
+        h = STEP_IN_PRIOR * prior[key]
+        up, dn = np.array(x, dtype=float), np.array(x, dtype=float)
+        up[k] += h
+        dn[k] = max(dn[k] - h, 0.0) if key == HOST else dn[k] - h
+        fu, fd = _to_factors(keys, up), _to_factors(keys, dn)
+        for i, p in enumerate(preps):
+            S[i, k] = (math.log(p.predict(fu)) - math.log(p.predict(fd))) / (up[k] - dn[k]) * prior[key]
+    return S
+
+
+def _varied(preps: list[Prepared]) -> dict[str, set]:
+    return {"tokens": {p.point.concurrency * p.q for p in preps}, "context": {p.point.context for p in preps},
+            "layout": {(p.point.parallel, p.point.gpus) for p in preps},
+            "machine": {(p.machine.gpu.name, p.point.gpus, p.machine.link.name if p.machine.link else None) for p in preps}}
+
+
+def identifiability(preps: list[Prepared], keys: list[str], prior: dict[str, float], S) -> tuple[list[Undetermined], list[str]]:
+    """The factors the points cannot separate (`Undetermined` groups) and the warnings that say
+    why in the user's terms: every point at one concurrency, one layout, one machine, more factors
+    than points. Three kinds of group:
+    - a floor and a bandwidth factor of one kernel group when every point runs one number of
+      tokens per step (and, for attention, one context): their ratio in such a step is set by the
+      kernels' shapes, so the points give their sum; points at other concurrencies separate them;
+    - factors that move every point in the same proportions (|cos| of their columns of S ≥
+      COLLINEAR): the points fix their combination, not each;
+    - factors that move no point by more than the points' own noise (rel_sigma) per prior σ."""
+    import numpy as np
+
+    n, v = len(preps), _varied(preps)
+    noise = min(p.point.rel_sigma for p in preps)
+    infl = {k: float(np.linalg.norm(S[:, j])) for j, k in enumerate(keys)}
+    strong = [k for k in keys if infl[k] >= noise]
+    groups: list[Undetermined] = []
+    one_c = len(v["tokens"]) == 1
+    if one_c:
+        c = next(iter(v["tokens"]))
+        for g in GROUPS:
+            pair = [f"floor.{g}", f"bw.{g}"]
+            if not all(k in keys for k in pair) or not any(k in strong for k in pair):
+                continue
+            if g.startswith("attention") and len(v["context"]) > 1:
+                continue  # contexts vary: attention's bytes move, its floors do not
+            groups.append(Undetermined(factors=pair, why=f"every point runs {c} token{'s' if c != 1 else ''} per step: "
+                                       f"{g} floors and {g} bandwidth move such steps together"))
+    # factors whose effects on the points are parallel: one cluster per connected set
+    cols = {k: S[:, j] / infl[k] for j, k in enumerate(keys) if k in strong}
+    parent = {k: k for k in cols}
+
+    def root(k):
+        while parent[k] != k:
+            k = parent[k]
+        return k
+    names = sorted(cols)
+    for a_i, a in enumerate(names):
+        for b in names[a_i + 1:]:
+            if abs(float(cols[a] @ cols[b])) >= COLLINEAR:
+                parent[root(b)] = root(a)
+    clusters: dict[str, list[str]] = {}
+    for k in names:
+        clusters.setdefault(root(k), []).append(k)
+    for members in sorted(clusters.values()):
+        if len(members) > 1:
+            groups.append(Undetermined(factors=members, why="they move every point in the same proportions: the points "
+                                                            "fix their combination, not each"))
+    weak = [k for k in keys if infl[k] < noise]
+    if weak:
+        groups.append(Undetermined(factors=weak, why=f"no point moves by more than its own {noise:.0%} noise when one of "
+                                                     "these moves by its prior σ: they keep their prior"))
+
+    warnings = []
+    if one_c:
+        c = next(iter(v["tokens"]))
+        pts = sorted({p.point.concurrency for p in preps})
+        warnings.append(f"every point is at {c} token{'s' if c != 1 else ''} per step (C={', '.join(map(str, pts))}): "
+                        "the latency floors and the bandwidth of each kernel group move such steps together, so the points "
+                        "cannot tell them apart; a point at a larger concurrency would")
+    if len(v["layout"]) == 1 and any(k.startswith("coll_") for k in keys):
+        par, g = next(iter(v["layout"]))
+        warnings.append(f"every point runs one layout ({g}x {par}): collective latency, kernel floors, launch cost and "
+                        "engine host time each add a fixed time to its steps, so the points fix their sum; a point of "
+                        "another layout or GPU count would separate them")
+    if len(v["machine"]) == 1:
+        gpu, g, link = next(iter(v["machine"]))
+        warnings.append(f"every point is on one machine ({g}x {gpu}{' over ' + link if link else ''}): the factors "
+                        "are carried to other GPUs as the engine's, though the points cannot tell the engine's kernels "
+                        "from this machine's")
+    if len(keys) > n:
+        warnings.append(f"{len(keys)} factors from {n} point{'s' if n != 1 else ''}: the points fix at most {n} "
+                        f"combination{'s' if n != 1 else ''} of them; the rest is the priors'")
+    return groups, warnings
+
+
 def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> CalibrationResult:
     import numpy as np
 
     machines: dict = {}  # points on the same machine share one Machine (and its calibrated copies)
     preps = [prepare(i, p, profile, inp.kernels, machines) for i, p in enumerate(inp.points)]
-    warnings = _duplicates(inp.points)
+    warnings = _duplicates(inp.points) + [p.memory_note for p in preps if p.memory_note]
     prior: dict[str, float] = {}
     for p in preps:
         for k, s in p.prior.items():
             prior[k] = max(prior.get(k, 0.0), s)
     keys = sorted(prior)
     sol = _fit(preps, keys, prior)
-    J = sol.jac
+    # The posterior from central differences about the optimum (`sensitivities`), not the
+    # solver's forward-difference Jacobian: a factor at a kink (a bandwidth factor capped at the
+    # GPU's roof, the host term at 0 µs) would read as one the points do not move at all.
+    S = sensitivities(preps, keys, prior, sol.x)
+    psig = np.array([prior[k] for k in keys])
+    J = S / psig[None, :] / np.array([p.point.rel_sigma for p in preps])[:, None]
     try:
-        cov = np.linalg.pinv(J.T @ J)
+        cov = np.linalg.pinv(J.T @ J + np.diag(1.0 / psig ** 2))
         post = np.sqrt(np.clip(np.diag(cov), 0, None))
     except np.linalg.LinAlgError:  # pragma: no cover - pinv does not raise on finite input
-        post = np.array([prior[k] for k in keys])
+        post = psig
     gpus = sorted({p.machine.gpu.name for p in preps})
     f = _to_factors(keys, sol.x, {k: float(s) for k, s in zip(keys, post)}, gpus)
     f1 = Factors()
@@ -265,11 +383,13 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
             rest = preps[:i] + preps[i + 1:]
             s_i = _fit(rest, keys, prior, x0=sol.x)
             loo[i] = preps[i].predict(_to_factors(keys, s_i.x)) / preps[i].point.figure[1] - 1
+    undetermined, why = identifiability(preps, keys, prior, S)
+    unsure = {k for g in undetermined for k in g.factors}
     factors = []
     for k, v, sp in zip(keys, sol.x, post):
         value = (float(v) if v >= 0.05 else 0.0) if k == HOST else math.exp(float(v))  # < 0.05 us: the bound
         factors.append(FactorResult(name=k, value=value, sigma_post=float(sp), sigma_prior=prior[k],
-                                    determined=bool(sp < DETERMINED * prior[k]),
+                                    determined=bool(sp < DETERMINED * prior[k]) and k not in unsure,
                                     outside_range=k != HOST and not (OUTSIDE[0] <= value <= OUTSIDE[1])))
     points = []
     for p, l1 in zip(preps, loo):
@@ -281,6 +401,15 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
         if fr.outside_range:
             warnings.append(f"factor {fr.name} = {fr.value:.3g} is outside [{OUTSIDE[0]:.2f}, {OUTSIDE[1]:g}]: "
                             f"the model misses a mechanism there")
+    warnings += why
+    pinned = [fr.name for fr in factors if fr.determined]
+    moved = [fr for fr in factors if not fr.determined and fr.name != HOST and abs(math.log(fr.value)) > 0.1]
+    warnings.append(("pinned by the points on their own: " + ", ".join(pinned)) if pinned else
+                    "no factor is pinned by the points on its own")
+    if moved:
+        warnings.append("moved by the fit though not pinned (their values lean on the priors of the others; projections "
+                        "that depend on them carry their posterior σ): " + ", ".join(f"{fr.name} x{fr.value:.2f}"
+                                                                                   for fr in moved))
     machines = sorted({f"{p.point.gpus}x {p.machine.gpu.name}" + (f" over {p.machine.link.name}" if p.machine.link else "")
                        for p in preps})
     loos = [abs(x) for x in loo if x is not None]
@@ -290,7 +419,7 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
                   f"{', '.join(machines)}" + (f", starting from the kernel set '{inp.kernels}'"
                                               if inp.kernels != "perfmodel" else ""),
         factors=factors, points=points, median_abs_err=statistics.median(abs(p.err) for p in points),
-        loo_median_abs_err=statistics.median(loos) if loos else None, warnings=warnings)
+        loo_median_abs_err=statistics.median(loos) if loos else None, warnings=warnings, undetermined=undetermined)
 
 
 def _duplicates(points: list[ObservedPoint]) -> list[str]:
@@ -357,47 +486,114 @@ def load_result(path: str) -> CalibrationResult:
     return _load(path, "--calibration", json.loads, "JSON", CalibrationResult)
 
 
-def from_bench_file(path: str, kind: Literal["vllm", "sglang"], setup: dict) -> CalibrationInput:
-    """A point from `vllm bench serve --save-result` JSON or SGLang `bench_serving` output
-    (JSON or JSON lines: the last record): median TPOT (time per output token after the first,
-    per request) at the run's max concurrency. `setup` supplies what the file lacks (target,
-    gpus, model, parallel, ...); the file's own concurrency and mean context win over
-    defaults, `setup` wins over both."""
+MODEL_KEYS = ("model_id", "model", "model_path", "served_model_name")  # where bench files name the model
+
+
+def _records(path: str, kind: str) -> list[tuple[str, dict]]:
+    """Every record of a bench file, each with where it is: one JSON object (`--save-result`), a
+    JSON array of them, or JSON lines (`vllm bench serve --append-result`, SGLang's
+    `bench_serving --output-file`, which append one object per run of a sweep)."""
     text = _read_text(path, f"--from-{kind}")
-    rec = None
+    name = Path(path).name
     try:
-        rec = json.loads(text)
+        whole = json.loads(text)
     except json.JSONDecodeError:
-        lines = [ln for ln in text.splitlines() if ln.strip()]
+        whole = None
+    if isinstance(whole, dict):
+        return [(name, whole)]
+    if isinstance(whole, list) and whole and all(isinstance(r, dict) for r in whole):
+        return [(f"{name} record {i + 1}", r) for i, r in enumerate(whole)]
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
         try:
-            rec = json.loads(lines[-1]) if lines else None
-        except json.JSONDecodeError:
-            rec = None
-    if not isinstance(rec, dict):
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise CalibrationError(f"--from-{kind} '{path}': line {n} is not JSON ({e.msg})") from None
+        if not isinstance(rec, dict):
+            raise CalibrationError(f"--from-{kind} '{path}': line {n} is not a JSON object")
+        out.append((f"{name} line {n}", rec))
+    if not out:
         raise CalibrationError(f"--from-{kind} '{path}': expected a JSON object (or JSON lines of them)")
-    tpot = rec.get("median_tpot_ms")
-    if not isinstance(tpot, (int, float)) or not tpot > 0 or not math.isfinite(tpot):
-        raise CalibrationError(f"--from-{kind} '{path}': median_tpot_ms missing or not a positive number")
-    conc = rec.get("max_concurrency")
-    pt: dict = {"tpot_ms": float(tpot)}
-    if isinstance(conc, int) and conc >= 1:
-        pt["concurrency"] = conc
-    done = rec.get("completed")
-    tin, tout = rec.get("total_input_tokens"), rec.get("total_output_tokens")
-    if isinstance(done, int) and done > 0 and isinstance(tin, int) and isinstance(tout, int):
-        pt["context"] = max(1, round((tin + tout / 2) / done))  # mean decode context
-    elif isinstance(rec.get("random_input_len"), int) and isinstance(rec.get("random_output_len"), int):
-        pt["context"] = rec["random_input_len"] + rec["random_output_len"] // 2
-    pt.update({k: v for k, v in setup.items() if v is not None and k != "engine"})
-    if "concurrency" not in pt:
-        raise CalibrationError(f"--from-{kind} '{path}': the file has no max_concurrency; give --concurrency")
-    engine = setup.get("engine") or f"{kind} ({rec.get('backend', kind)}, {Path(path).name})"
+    return out
+
+
+def _record_model(rec: dict, where: str, kind: str) -> dict:
+    """The model a record names, as a preset: {'model': name}; one line saying what to give if not."""
+    from perfmodel.request import model_preset_of
+
+    ident = next((rec[k] for k in MODEL_KEYS if isinstance(rec.get(k), str) and rec[k].strip()), None)
+    if ident is None:
+        raise CalibrationError(f"--from-{kind} {where}: the record names no model ({', '.join(MODEL_KEYS[:1])}); give --model")
+    preset = model_preset_of(ident)
+    if preset is None:
+        raise CalibrationError(f"--from-{kind} {where}: its model_id '{ident}' is not a model preset (perfmodel models "
+                               "list); give --model or --model-file")
+    return {"model": preset}
+
+
+def bench_points(path: str, kind: Literal["vllm", "sglang"], setup: dict) -> list[ObservedPoint]:
+    """One point per record of a `vllm bench serve` result (--save-result JSON, --append-result
+    JSON lines) or an SGLang `bench_serving` output: median TPOT (time per output token after the
+    first, per request) at the record's max concurrency, at its mean decode context. `setup`
+    supplies what the file lacks (target, gpus, parallel, ...; the model when the record's
+    model_id is not a preset); --concurrency fills a record without max_concurrency; the other
+    setup fields win over the file."""
     from pydantic import ValidationError
 
-    try:
-        return CalibrationInput(engine=engine, points=[ObservedPoint(**pt)])
-    except ValidationError as e:
-        raise _invalid(path, e) from None
+    out = []
+    for where, rec in _records(path, kind):
+        tpot = rec.get("median_tpot_ms")
+        if isinstance(tpot, bool) or not isinstance(tpot, (int, float)) or not tpot > 0 or not math.isfinite(tpot):
+            raise CalibrationError(f"--from-{kind} {where}: median_tpot_ms missing or not a positive number")
+        pt: dict = {"tpot_ms": float(tpot)}
+        conc = rec.get("max_concurrency")
+        if isinstance(conc, int) and not isinstance(conc, bool) and conc >= 1:
+            pt["concurrency"] = conc
+        elif setup.get("concurrency") is not None:
+            pt["concurrency"] = setup["concurrency"]
+        else:
+            raise CalibrationError(f"--from-{kind} {where}: the record has no max_concurrency; give --concurrency")
+        done = rec.get("completed")
+        tin, tout = rec.get("total_input_tokens"), rec.get("total_output_tokens")
+        if isinstance(done, int) and done > 0 and isinstance(tin, int) and isinstance(tout, int):
+            pt["context"] = max(1, round((tin + tout / 2) / done))  # mean decode context
+        elif isinstance(rec.get("random_input_len"), int) and isinstance(rec.get("random_output_len"), int):
+            pt["context"] = rec["random_input_len"] + rec["random_output_len"] // 2
+        pt.update({k: v for k, v in setup.items() if v is not None and k not in ("engine", "concurrency")})
+        if pt.get("model") is None and pt.get("model_file") is None:
+            pt |= _record_model(rec, where, kind)
+        pt["label"] = f"{where}: {pt.get('model') or Path(pt['model_file']).name} {pt.get('gpus', 1)}x {pt['target']} " \
+                      f"{pt.get('parallel', 'tp')} C={pt['concurrency']}"
+        try:
+            out.append(ObservedPoint(**pt))
+        except ValidationError as e:
+            raise _invalid(f"--from-{kind} {where}", e) from None
+    return out
+
+
+def from_bench_files(files: list[tuple[Literal["vllm", "sglang"], str]], setup: dict,
+                     base: CalibrationInput | None = None) -> CalibrationInput:
+    """Every record of every bench file, after the points of an OBSERVED.yaml (`base`) when one
+    is given: one calibration input. The engine is `setup['engine']`, else the YAML's, else the
+    files' backends."""
+    if setup.get("target") is None and setup.get("hw_file") is None:
+        kinds = ", ".join(sorted({f"--from-{k}" for k, _ in files}))
+        raise CalibrationError(f"{kinds} needs --target (a bench file does not say which machine it ran on)")
+    points = list(base.points) if base else []
+    backends = []
+    for kind, path in files:
+        got = bench_points(path, kind, setup)
+        points += got
+        backends.append(f"{kind} ({Path(path).name})")
+    engine = setup.get("engine") or (base.engine if base else "; ".join(backends))
+    return CalibrationInput(engine=engine, points=points, kernels=base.kernels if base else "perfmodel")
+
+
+def from_bench_file(path: str, kind: Literal["vllm", "sglang"], setup: dict) -> CalibrationInput:
+    """Every record of one bench file as a calibration input (`from_bench_files` of one file)."""
+    return from_bench_files([(kind, path)], setup)
 
 
 def write_result(res: CalibrationResult, out: Path) -> None:
@@ -479,4 +675,4 @@ def calibration_pair(points: list[ObservedPoint]) -> list[int]:
 
 
 __all__ = ["CalibrationInput", "CalibrationResult", "ObservedPoint", "fit", "load_input", "load_result",
-           "from_bench_file", "CalibrationError", "GROUPS", "FAMILIES"]
+           "from_bench_file", "from_bench_files", "bench_points", "CalibrationError", "GROUPS", "FAMILIES"]

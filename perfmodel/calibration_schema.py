@@ -115,7 +115,8 @@ class FactorResult(_Strict):
     value: float
     sigma_post: float = Field(description="posterior 1σ: relative (log) for factors, µs for engine_host_us")
     sigma_prior: float
-    determined: bool = Field(description="pinned by the data: posterior σ < 0.7 × prior σ")
+    determined: bool = Field(description="pinned by the data on its own: posterior σ < 0.7 × prior σ, and in no "
+                                         "group of `undetermined`")
     outside_range: bool = Field(False, description="outside [0.33, 3]: the model misses a mechanism here")
 
 
@@ -128,6 +129,13 @@ class PointResult(_Strict):
     predicted: float
     err: float = Field(description="fitted: predicted / observed - 1")
     loo_err: float | None = Field(None, description="leave-one-out: fit on the others, predict this one")
+
+
+class Undetermined(_Strict):
+    """Factors the points cannot separate: they fix a combination of them (or nothing), not each."""
+
+    factors: list[str]
+    why: str
 
 
 class CalibrationResult(_Strict):
@@ -143,6 +151,7 @@ class CalibrationResult(_Strict):
     median_abs_err: float
     loo_median_abs_err: float | None
     warnings: list[str] = []
+    undetermined: list[Undetermined] = Field([], description="the factors the points cannot separate, and why")
 
     @property
     def model_error(self) -> float:

@@ -259,32 +259,33 @@ def _calibrate_schema(name: str):
                   help_prefix="With --from-*: ")
 def calibrate(opts: ScenarioOptions,
               observed: str | None = typer.Argument(None, help="OBSERVED.yaml: the figures your engine reached "
-                                                                 "(`perfmodel schema calibration-input`)."),
+                                                                 "(`perfmodel schema calibration-input`); bench files add to it."),
               out: Path = typer.Option(Path("calib.json"), "--out", "-o", help="Calibration JSON to write "
                                        "(`perfmodel schema calibration`); `project/report/validate --calibration` read it."),
               profile: str | None = typer.Option(None, "--profile", help="Profile to fit against (default: the embedded one)."),
-              from_vllm: str | None = typer.Option(None, "--from-vllm", help="A `vllm bench serve --save-result` JSON."),
-              from_sglang: str | None = typer.Option(None, "--from-sglang", help="An SGLang `bench_serving` output (JSON / JSON lines)."),
+              from_vllm: list[str] | None = typer.Option(None, "--from-vllm", help="A `vllm bench serve` result: --save-result "
+                                                         "JSON or an --append-result sweep (JSON lines: every record); repeatable."),
+              from_sglang: list[str] | None = typer.Option(None, "--from-sglang", help="An SGLang `bench_serving` output (JSON / "
+                                                           "JSON lines: every record); repeatable."),
               engine: str | None = typer.Option(None, "--engine", help="With --from-*: the engine and its kernels, free text."),
-              concurrency: int | None = typer.Option(None, "--concurrency", help="With --from-*: if the file lacks max_concurrency."),
+              concurrency: int | None = typer.Option(None, "--concurrency", help="With --from-*: for records without "
+                                                                                 "max_concurrency."),
               fmt: Fmt = typer.Option(Fmt.table, "--format", "-f")):
-    """Fit the model to figures from your serving engine (both directions), with leave-one-out errors."""
-    from perfmodel.calibrate import CalibrationError, fit, from_bench_file, load_input, write_result
+    """Fit the model to figures from your serving engine (both directions), with leave-one-out errors and what the points
+    cannot tell apart."""
+    from perfmodel.calibrate import CalibrationError, fit, from_bench_files, load_input, write_result
     from perfmodel.request import ProjectionError, resolve_profile
 
-    sources = [x for x in (observed, from_vllm, from_sglang) if x]
-    if len(sources) != 1:
-        fail("give exactly one of OBSERVED.yaml, --from-vllm, --from-sglang")
+    files = [("vllm", f) for f in from_vllm or []] + [("sglang", f) for f in from_sglang or []]
+    if not observed and not files:
+        fail("give OBSERVED.yaml, --from-vllm FILE or --from-sglang FILE (any of them, together)")
     try:
-        if observed:
-            inp = load_input(observed)
-        else:
+        base = load_input(observed) if observed else None
+        if files:
             setup = {"engine": engine, "concurrency": concurrency, "target": None, "model": None, **opts.single()}
-            kind, path = ("vllm", from_vllm) if from_vllm else ("sglang", from_sglang)
-            missing = [f"--{k}" for k in ("target", "model") if setup[k] is None]
-            if missing:
-                fail(f"--from-{kind} needs {', '.join(missing)} (the file does not say which machine and model)")
-            inp = from_bench_file(path, kind, setup)
+            inp = from_bench_files(files, setup, base)
+        else:
+            inp = base
         prof = resolve_profile(profile)
         res = fit(inp, prof, profile or prof.label)
         write_result(res, out)

@@ -310,7 +310,8 @@ def calibration_table(res) -> None:
         ft.add_row(f.name, f"{f.value:.0f} µs" if host else f"{f.value:.3f}",
                    f"{f.sigma_post:.0f} µs" if host else f"{f.sigma_post:.2f}",
                    f"{f.sigma_prior:.0f} µs" if host else f"{f.sigma_prior:.2f}",
-                   "yes" if f.determined else "no (σ near its prior)",
+                   "yes" if f.determined else "no (σ near its prior)" if f.sigma_post >= 0.7 * f.sigma_prior
+                   else "no (not separated from others: below)",
                    "outside [0.33, 3]: a mechanism the model lacks" if f.outside_range else "")
     pt = table("points", ("#", "point", "figure", "observed", "uncalibrated", "fitted", "error", "leave-one-out"),
                right={"#", "observed", "uncalibrated", "fitted", "error", "leave-one-out"})
@@ -322,6 +323,7 @@ def calibration_table(res) -> None:
              f"fitted median |error| {res.median_abs_err:.1%}; leave-one-out median |error| "
              + ("n/a (one point: calibrate on more to learn how far to trust it)" if loo is None else f"{loo:.1%}")]
     lines += [f"warning: {w}" for w in res.warnings]
+    lines += [f"not separated by the points: {', '.join(u.factors)}: {u.why}" for u in res.undetermined]
     _print(ft, pt, *lines)
 
 
@@ -332,4 +334,5 @@ def calibration_csv(res) -> str:
             for f in res.factors]
     rows += [["point", p.label] + [""] * 5 + [p.figure, p.observed, p.uncalibrated, p.predicted, p.err,
                                               "" if p.loo_err is None else p.loo_err] for p in res.points]
+    rows += [["undetermined", " ".join(u.factors)] + [""] * 11 for u in res.undetermined]
     return _csv(head, rows)

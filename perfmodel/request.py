@@ -100,6 +100,22 @@ def profile_source_gpu(profile: Profile) -> GpuSpec:
         raise ProjectionError(str(e)) from None
 
 
+def model_preset_of(model_id: str) -> str | None:
+    """The model preset a serving engine's model id names ('moonshotai/Kimi-K2.6', or a local
+    path '/models/kimi-k2.6'): the id itself, else its last path part, as a preset name or alias
+    (`perfmodel models list`); None when neither is one. No guessing beyond that: an id such as
+    'Kimi-K2-Instruct' (FP8 weights) is not taken for the INT4 'kimi-k2.6' preset."""
+    ident = str(model_id).strip()
+    for cand in dict.fromkeys((ident, ident.rstrip("/").rsplit("/", 1)[-1])):
+        if not cand:
+            continue
+        try:
+            return registry.load_model(cand).name
+        except registry.SpecError:
+            continue
+    return None
+
+
 # ------------------------------------------------------------------------------ --observed
 _OBS_PAR = re.compile(r"^(?P<par>" + "|".join(re.escape(n) for n in sorted(layout_names(), key=len, reverse=True))
                       + r")(?P<n>\d+)$")

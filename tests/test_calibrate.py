@@ -146,7 +146,6 @@ def test_group_and_family_names():
 # ------------------------------------------------------------------------------ bad input
 @pytest.mark.parametrize("kw,needle", [
     (dict(tokens_per_s_per_stream=1e6), "faster than physics"),
-    (dict(concurrency=4096, context=131072, step_ms=50.0), "does not fit"),
     (dict(target="nosuchgpu", step_ms=10.0), "nosuchgpu"),
     (dict(model="nosuchmodel", step_ms=10.0), "nosuchmodel"),
     (dict(model="llama-3.1-8b", gpus=1, parallel="ep", step_ms=10.0), "needs an MoE"),
@@ -257,11 +256,81 @@ def test_from_vllm_reads_median_tpot_and_concurrency():
     assert p.context == round((raw["total_input_tokens"] + raw["total_output_tokens"] / 2) / raw["completed"])
 
 
-def test_from_sglang_reads_the_last_json_line():
+def test_from_sglang_reads_every_json_line():
     inp = from_bench_file(str(FIX / "sglang_bench_serving.jsonl"), "sglang",
                           dict(target="h200", gpus=8, model="kimi-k2.6", parallel="tp", concurrency=None))
-    last = json.loads((FIX / "sglang_bench_serving.jsonl").read_text().splitlines()[-1])
-    assert inp.points[0].tpot_ms == last["median_tpot_ms"] and inp.points[0].concurrency == last["max_concurrency"]
+    lines = [json.loads(x) for x in (FIX / "sglang_bench_serving.jsonl").read_text().splitlines() if x.strip()]
+    assert len(inp.points) == len(lines) == 2
+    for p, rec in zip(inp.points, lines):
+        assert p.tpot_ms == rec["median_tpot_ms"] and p.concurrency == rec["max_concurrency"]
+
+
+def test_a_vllm_sweep_gives_every_record_and_its_model():
+    """`vllm bench serve --append-result` writes one JSON object per run: every run is a point,
+    the model comes from model_id, and a run the memory model says cannot fit is fitted, with a
+    warning saying by how much the memory model is off."""
+    recs = [json.loads(x) for x in (FIX / "vllm_sweep.jsonl").read_text().splitlines() if x.strip()]
+    inp = from_bench_file(str(FIX / "vllm_sweep.jsonl"), "vllm", dict(target="rtx-pro-6000", gpus=8))
+    assert [p.concurrency for p in inp.points] == [r["max_concurrency"] for r in recs] == [1, 8, 32]
+    assert {p.model for p in inp.points} == {"kimi-k2.6"}
+    assert [p.tpot_ms for p in inp.points] == [r["median_tpot_ms"] for r in recs]
+    res = fit(inp, PROFILE, "embedded")
+    assert len(res.points) == 3
+    mem = [w for w in res.warnings if "memory model" in w]
+    assert len(mem) == 1 and "C=32" in mem[0] and "off by at least" in mem[0]
+    over = float(mem[0].split("off by at least ")[1].split(" GB")[0])
+    from perfmodel.model.layers import Layout
+    from perfmodel.model.memory import memory_use
+    from perfmodel.specs import registry
+
+    m = memory_use(registry.load_model("kimi-k2.6"), registry.load_gpu("rtx-pro-6000"), Layout("tp", 8), inp.points[2].context)
+    assert over == pytest.approx(m.weights_GB + m.kv_GB(32) - m.usable_GB, abs=0.05) and over > 0
+
+
+def test_bench_files_several_and_with_a_yaml(tmp_path):
+    obs = tmp_path / "obs.yaml"
+    obs.write_text(yaml.safe_dump({"engine": "my engine", "points": [
+        {"target": "rtx-pro-6000", "gpus": 8, "model": "kimi-k2.6", "parallel": "tp+ep", "concurrency": 1, "context": 8192,
+         "tokens_per_s_per_stream": 65}]}))
+    out = tmp_path / "c.json"
+    second = tmp_path / "second.json"  # a --save-result file: one record
+    second.write_text((FIX / "vllm_sweep.jsonl").read_text().splitlines()[1])
+    r = runner.invoke(app, ["calibrate", str(obs), "--from-vllm", str(FIX / "vllm_sweep.jsonl"), "--from-vllm",
+                            str(second), "--from-sglang", str(FIX / "sglang_bench_serving.jsonl"),
+                            "--target", "rtx-pro-6000", "--gpus", "8", "--model", "kimi-k2.6", "--out", str(out), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(out.read_text())
+    assert len(res["points"]) == 1 + 3 + 1 + 2 and res["engine"] == "my engine"
+    labels = [p["label"] for p in res["points"]]
+    assert sum("vllm_sweep.jsonl line" in x for x in labels) == 3 and sum("sglang_bench_serving" in x for x in labels) == 2
+    assert sum(x.startswith("second.json") for x in labels) == 1
+
+
+def test_a_model_id_that_is_no_preset_is_named(tmp_path):
+    r = runner.invoke(app, ["calibrate", "--from-vllm", str(FIX / "vllm_bench_serve.json"), "--target", "h200", "--gpus", "8",
+                            "--out", str(tmp_path / "c.json")])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
+    assert "moonshotai/Kimi-K2-Instruct" in r.output and "--model" in r.output
+    assert "does not say" not in r.output
+
+
+def test_points_all_at_one_concurrency_warn_what_is_not_determined():
+    """The reference user's two figures (TP8 and TP8 + EP8 at C=1, one machine): the output says
+    every point is at C=1, one machine, more factors than points, and names the floor and
+    bandwidth factors it cannot separate; no factor counts as pinned."""
+    pts = [_pt(context=8192, tokens_per_s_per_stream=98.0), _pt(context=8192, parallel="tp+ep", tokens_per_s_per_stream=65.0)]
+    res = fit(CalibrationInput(engine="e", points=pts), PROFILE, "embedded")
+    text = " ".join(res.warnings)
+    assert "1 token per step (C=1)" in text and "one machine" in text and f"{len(res.factors)} factors from 2 points" in text
+    assert "no factor is pinned" in text
+    groups = [set(u.factors) for u in res.undetermined]
+    assert {"floor.moe", "bw.moe"} in groups
+    assert not any(f.determined for f in res.factors)
+    moe = next(f for f in res.factors if f.name == "bw.moe")
+    assert moe.sigma_post < 0.7 * moe.sigma_prior  # narrow only as a combination with its floor
+    # one layout and one point: the layout warning too
+    one = fit(CalibrationInput(engine="e", points=pts[:1]), PROFILE, "embedded")
+    assert any("one layout (8x tp)" in w for w in one.warnings)
 
 
 def test_from_vllm_cli(tmp_path):
@@ -270,7 +339,7 @@ def test_from_vllm_cli(tmp_path):
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "c.json").read_text())["engine"].startswith("vllm")
     missing = runner.invoke(app, ["calibrate", "--from-vllm", str(FIX / "vllm_bench_serve.json")])
-    assert missing.exit_code == 2 and "--target" in missing.output
+    assert missing.exit_code == 2 and "--target" in missing.output and len(missing.output.strip().splitlines()) == 1
 
 
 def test_bench_file_without_tpot_is_rejected(tmp_path):

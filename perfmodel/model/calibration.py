@@ -134,7 +134,17 @@ def scaled_tau(tau: float, f: Factors, cap: float) -> float:
     return min(tau * f.get("tau"), cap)
 
 
+def projection_sigma(f) -> float:
+    """The σ a factor (`calibration_schema.FactorResult`) carries into projections: its posterior
+    σ when the points pin it on its own, else the wider of posterior and prior. A factor pinned
+    only as a combination with others (a floor and a bandwidth of one group, from points at one
+    concurrency) has a narrow posterior that holds where the combination holds, at the points'
+    own setup, not at the concurrencies a projection moves to."""
+    return f.sigma_post if f.determined else max(f.sigma_post, f.sigma_prior)
+
+
 def factors_of(result) -> Factors:
-    """The factors of a calibration result (`calibration_schema.CalibrationResult`)."""
+    """The factors of a calibration result (`calibration_schema.CalibrationResult`), each with its
+    `projection_sigma`."""
     return Factors(values={f.name: f.value for f in result.factors},
-                   sigma={f.name: f.sigma_post for f in result.factors}, gpus=tuple(result.gpus))
+                   sigma={f.name: projection_sigma(f) for f in result.factors}, gpus=tuple(result.gpus))

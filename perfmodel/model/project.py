@@ -13,7 +13,7 @@ from collections.abc import Callable
 from perfmodel.errors import ProjectionError
 from perfmodel.model import sanity
 from perfmodel.model.acceptance import combine_intervals
-from perfmodel.model.calibration import Factors, calibrated, factors_of, scaled_tau
+from perfmodel.model.calibration import HOST, Factors, calibrated, factors_of, projection_sigma, scaled_tau
 from perfmodel.model.layers import Layout
 from perfmodel.model.machine import Machine, build_machine
 from perfmodel.model.memory import memory_use
@@ -67,10 +67,13 @@ class Projector:
         except ValueError as e:
             raise ProjectionError(str(e)) from None
         self.check = rs.self_check
+        self._uncalibrated: Machine | None = None  # kept to price the unpinned factors' moves (`_unpinned`)
         if self.calibration is not None and machine is None:  # a variant's machine is calibrated already
+            self._uncalibrated = self.machine if whatif is None else None
             self.machine = calibrated(self.machine, self.factors)
         if whatif is not None:
             self.machine = whatif(self.machine)
+        self._moved: dict[str, Machine] = {}
 
     def variant(self, machine: Machine | None = None, acc=None) -> Projector:
         """A new projector on the same request with another machine and/or acceptance source."""
@@ -105,13 +108,25 @@ class Projector:
             tau = scaled_tau(tau, self.factors, min(budget + 1, self.model.drafter.block_size))
         return est, tau
 
+    def _unpinned_host_us(self, est: StepEstimate) -> float:
+        """The posterior σ (µs) of an engine host term the calibration did not pin and fitted at
+        0 µs: the step carries no such term, so its σ is in no term's; it can only add time, so it
+        widens the interval's slow side."""
+        if self.calibration is None or est.breakdown_us.get("engine_host", 0.0) > 0:
+            return 0.0
+        f = next((f for f in self.calibration.factors if f.name == HOST), None)
+        return projection_sigma(f) if f is not None and not f.determined else 0.0
+
     def _interval(self, est: StepEstimate, tau: float, tau_sigma: float) -> dict:
-        """90% intervals: the step's (term σ and self-check error), and tok/s combining the
-        step's and τ's relative errors in quadrature (in log space, so that with a known τ it
-        is exactly τ over the step interval); `tau_share`: τ's share of that spread."""
+        """90% intervals: the step's (term σ and self-check error; under a calibration the term σ
+        are the factors' posterior σ, `calibration.calibrated`, and an unpinned engine host term
+        adds its σ on the slow side), and tok/s combining the step's and τ's relative errors in
+        quadrature (in log space, so that with a known τ it is exactly τ over the step interval);
+        `tau_share`: τ's share of that spread."""
         err = self.model_error()
         sigma = math.hypot(est.sigma_us, err * est.step_us)
-        lo, hi = max(est.step_us - Z90 * sigma, 1e-3), est.step_us + Z90 * sigma
+        lo = max(est.step_us - Z90 * sigma, 1e-3)
+        hi = est.step_us + Z90 * math.hypot(sigma, self._unpinned_host_us(est))
         iv = combine_intervals(tau / est.step_us * 1e6, est.step_us, lo, hi, tau, tau_sigma, Z90)
         return {"step_ms": [lo / 1e3, hi / 1e3], "tokens_per_s_per_stream": list(iv.tokens_per_s), "tau": list(iv.tau),
                 "tau_share": iv.tau_share}
@@ -120,11 +135,35 @@ class Projector:
         """τ's 1σ at a speculative budget (> 0) and whether τ is fitted to data rather than
         modelled. A calibration whose points pinned τ down (a determined `tau` factor) gives its
         posterior σ (relative, on the calibrated τ); otherwise the acceptance source's own σ."""
-        f = next((f for f in self.calibration.factors if f.name == "tau" and f.determined),
-                 None) if self.calibration is not None else None
-        if f is not None:
+        f = next((f for f in self.calibration.factors if f.name == "tau"), None) if self.calibration is not None else None
+        if f is not None and f.determined:
             return tau * f.sigma_post, True
+        if f is not None:  # fitted, not pinned: the wider of its σ and the acceptance source's own
+            return max(self.acc.tau_sigma(budget), tau * projection_sigma(f)), False
         return self.acc.tau_sigma(budget), bool(self.acc.measured)
+
+    UNPINNED_STEP = 0.05  # log move of a factor to price what the step owes it
+
+    def _unpinned(self, C: int, budget: int, est: StepEstimate) -> dict[str, float] | None:
+        """For a calibrated projection: each factor the calibration did not pin (engine host and τ
+        apart), with the elasticity of this point's step to it (d ln step / d ln factor: the share
+        of the step it scales; negative for a bandwidth), where |elasticity| ≥ 1%."""
+        if self._uncalibrated is None:
+            return None
+        out = {}
+        for f in self.calibration.factors:
+            if f.determined or f.name in (HOST, "tau"):
+                continue
+            m = self._moved.get(f.name)
+            if m is None:
+                k = self.factors.get(f.name) * math.exp(self.UNPINNED_STEP)
+                moved = Factors(values=self.factors.values | {f.name: k}, sigma=self.factors.sigma, gpus=self.factors.gpus)
+                m = self._moved[f.name] = calibrated(self._uncalibrated, moved)
+            e2, _ = self.variant(machine=m)._estimate(C, budget)
+            el = (math.log(e2.step_us) - math.log(est.step_us)) / self.UNPINNED_STEP
+            if abs(el) >= 0.01:
+                out[f.name] = el
+        return dict(sorted(out.items(), key=lambda kv: (-abs(kv[1]), kv[0])))
 
     def _point(self, C: int, est: StepEstimate, tau: float, budget: int, mem, **extra) -> Point:
         step_ms = est.step_us / 1e3
@@ -210,6 +249,10 @@ class Projector:
                 f"{self.model.name} does not fit on {r.gpus}× {self.gpu.name}: weights {mem0.weights_GB:.1f} GB "
                 f"per GPU > usable {mem0.usable_GB:.1f} GB; use more GPUs" + layout_memory_hint(r.parallel))
         points = [self.point(C) for C in r.concurrency]
+        if self._uncalibrated is not None:
+            points = [pt.model_copy(update={"unpinned_factors": self._unpinned(pt.concurrency, pt.budget,
+                                                                                self._estimate(pt.concurrency, pt.budget)[0])})
+                      if pt.fits_in_memory else pt for pt in points]
         p = self.profile.provenance
         m = self.machine
         return Projection(
@@ -232,7 +275,8 @@ class Projector:
                 "loo_median_abs_err": self.calibration.loo_median_abs_err,
                 "factors": {f.name: {"value": f.value, "sigma_post": f.sigma_post, "determined": f.determined}
                             for f in self.calibration.factors},
-                "warnings": self.calibration.warnings},
+                "warnings": self.calibration.warnings,
+                "undetermined": [u.model_dump() for u in self.calibration.undetermined]},
             max_concurrency_that_fits=mem0.max_concurrency,
             rules={cls: law.rule for cls, law in m.laws.items()} | {
                 "all_reduce": m.all_reduce.rule if m.all_reduce else None,

@@ -93,7 +93,8 @@ class BudgetPoint(_Out):
 class Point(_Out):
     """One concurrency. Throughput and step fields are None where the point does not fit."""
 
-    _omit_none = frozenset({"budget_curve", "budget_note", "note", "speculation_fits", "tau_sigma", "tau_measured"})
+    _omit_none = frozenset({"budget_curve", "budget_note", "note", "speculation_fits", "tau_sigma", "tau_measured",
+                            "unpinned_factors"})
     _UNFIT = ("concurrency", "fits_in_memory", "budget", "memory_GB", "note")
 
     concurrency: int
@@ -118,6 +119,8 @@ class Point(_Out):
     tokens_per_s_per_gpu: float | None = None
     tpot_ms: float | None = None  # step_ms / τ (see the module docstring)
     itl_ms: float | None = None  # step_ms: gap between deliveries to one stream
+    # calibrated projections: factors the calibration did not pin -> d ln step / d ln factor here
+    unpinned_factors: dict[str, float] | None = None
 
     @model_serializer(mode="wrap")
     def _drop_empty(self, handler) -> dict[str, Any]:
