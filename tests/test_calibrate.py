@@ -383,3 +383,35 @@ def test_validate_and_report_take_a_calibration(tmp_path):
     assert rep.exit_code == 0, rep.output
     md = next((tmp_path / "rep").glob("*_NOTES.md")).read_text()
     assert "Calibrated to **slow engine** from 1 point(s)" in md and "| floor.gemm |" in md
+
+
+def test_projections_say_which_unpinned_factors_they_rest_on_and_widen(tmp_path):
+    """Under the reference user's two C=1 figures, a projection to large C rests on MoE
+    bandwidth, which those points do not pin: each point lists the unpinned factors its step
+    depends on, and the interval is wider than if the same values had been pinned; the unpinned
+    engine host term (fitted at 0 µs) widens the slow side only."""
+    from perfmodel.api import project
+    from perfmodel.calibrate import write_result
+    from perfmodel.scenario import Request
+
+    pts = [_pt(context=8192, tokens_per_s_per_stream=98.0), _pt(context=8192, parallel="tp+ep", tokens_per_s_per_stream=65.0)]
+    res = fit(CalibrationInput(engine="e", points=pts), PROFILE, "embedded")
+    write_result(res, tmp_path / "c.json")
+    pinned = res.model_copy(update={"factors": [f.model_copy(update={"determined": True}) for f in res.factors]})
+    write_result(pinned, tmp_path / "pinned.json")
+    req = dict(target="b300", gpus=8, concurrency=[1, 128])
+    loose = project(Request(**req, calibration=str(tmp_path / "c.json")))
+    tight = project(Request(**req, calibration=str(tmp_path / "pinned.json")))
+    c1, c128 = loose.points
+    assert c1.unpinned_factors and c128.unpinned_factors
+    assert abs(c128.unpinned_factors["bw.moe"]) > abs(c1.unpinned_factors.get("bw.moe", 0.0))
+    assert abs(c128.unpinned_factors["bw.moe"]) > 0.3  # the large-C step rides on MoE bandwidth
+    assert tight.points[1].unpinned_factors is None or not tight.points[1].unpinned_factors
+    for a, b in zip(loose.points, tight.points):
+        assert a.tokens_per_s_per_stream == pytest.approx(b.tokens_per_s_per_stream)  # same values, other σ
+        lo_a, hi_a = a.interval.tokens_per_s_per_stream
+        lo_b, hi_b = b.interval.tokens_per_s_per_stream
+        assert hi_a / lo_a > hi_b / lo_b
+        s_lo, s_hi = a.interval.step_ms
+        assert s_hi - a.step_ms > a.step_ms - s_lo  # the host term can only add time
+    assert loose.calibration["undetermined"] and any("1 token per step" in w for w in loose.calibration["warnings"])
