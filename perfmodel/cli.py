@@ -181,14 +181,22 @@ def measure(out: Path = typer.Option(Path("profile.json"), "--out", "-o", help="
 def report(opts: ScenarioOptions,
            source: str = typer.Option("rtx-pro-6000", "--source", help="The machine the user has today, compared side by side."),
            out: Path = typer.Option(Path("reports/out"), "--out", "-o",
-                                    help="Folder for the markdown, the JSON beside it and the PNG figures (created if missing).")):
-    """Write a findings document (markdown + PNG figures + JSON) for a target."""
+                                    help="Folder for the markdown, the JSON beside it and the PNG figures (created if missing)."),
+           sla: float | None = typer.Option(None, "--sla-tok-s-per-user", help="Rank the recommendations at a service level: "
+                                            "the most tok/s per GPU with at least this many tok/s per user (default: at the "
+                                            "concurrencies asked for).")):
+    """Write notes on a target (markdown + PNG figures + JSON): answer first, the source's figures, the bottleneck shift,
+    what to change."""
     from perfmodel.errors import ProjectionError
 
     req = _request(opts)
     from perfmodel.specs import registry
 
     _guard(registry.load_gpu, source, where="--source")
+    if sla is not None:
+        from perfmodel.inputs import finite_number
+
+        _guard(finite_number, sla, "--sla-tok-s-per-user", lo=0, lo_open=True)
     try:
         from perfmodel.reports.findings import ReportError, write_report
     except ImportError as e:
@@ -197,7 +205,7 @@ def report(opts: ScenarioOptions,
 
     try:
         with Console(stderr=True).status("writing the report (projections, sensitivity, figures)..."):
-            path = write_report(req, out, source=source)
+            path = write_report(req, out, source=source, sla=sla)
     except (ProjectionError, ReportError) as e:
         fail(str(e))
     typer.echo(str(path))

@@ -1,7 +1,9 @@
 """Explorations over projections: a report's what-ifs, evaluated at every concurrency, and the
 sensitivity ranking (how tok/s moves for ±20% in each input, one at a time). Each variant is a
 new projection of a changed request through `perfmodel.api`, with the pure Machine -> Machine
-and acceptance -> acceptance functions of `perfmodel.model.whatif`."""
+and acceptance -> acceptance functions of `perfmodel.model.whatif`. A what-if's gain comes with
+the range it spans when the most influential inputs move (`gain_range`), and a configuration's
+best operating point under a per-user service level (`best_at_sla`)."""
 
 from __future__ import annotations
 
@@ -79,3 +81,62 @@ def sensitivity(req: Request, concurrency: int | None = None) -> list[dict]:
         rows.append({"input": name, "concurrency": C, **out})
     rows.sort(key=lambda r: (-max(abs(r["minus"]), abs(r["plus"])), r["input"]))
     return rows
+
+
+def _compose(first, then):
+    """`then` after `first` (either may be None)."""
+    if first is None or then is None:
+        return first or then
+    return lambda x: then(first(x))
+
+
+def _tps(p, metric: str) -> float:
+    return p["tokens_per_s_per_gpu"] if metric == "per_gpu" else p["tokens_per_s_per_stream"]
+
+
+def gain_range(req: Request, w: WhatIf, base: tuple[int, int], new: tuple[int, int], inputs: list[str],
+               metric: str = "per_user") -> list[float] | None:
+    """How far a what-if's gain moves when the model's own inputs do: the gain (new ÷ base − 1,
+    in tok/s per user or per GPU) re-evaluated with each of `inputs` (names of the sensitivity
+    ranking) at −DELTA and +DELTA, on both sides at once; [lowest, highest] over those, or None
+    where none is evaluable. `base` and `new` are (concurrency, tree budget) of the two points
+    (the budget None: chosen as the request says)."""
+    perts = _perturbations()
+    gains = []
+    for name in inputs:
+        if name not in perts:
+            continue
+        for k in (1 - DELTA, 1 + DELTA):
+            mfn, afn = perts[name](k)
+            try:
+                b = projector(dc_replace(req, concurrency=[base[0]]), whatif=mfn, acceptance_fn=afn).point(*base)
+                n = projector(dc_replace(req, concurrency=[new[0]], **w.request), whatif=_compose(w.machine, mfn),
+                              acceptance_fn=_compose(w.acceptance, afn)).point(*new)
+            except (ProjectionError, ValueError):
+                continue
+            if b["fits_in_memory"] and n["fits_in_memory"]:
+                gains.append(_tps(n, metric) / _tps(b, metric) - 1)
+    return [min(gains), max(gains)] if gains else None
+
+
+def best_at_sla(req: Request, min_tok_s_per_user: float, grid: list[int], w: WhatIf | None = None) -> dict | None:
+    """The SLA point of a configuration (the request, or its what-if `w`): among the concurrencies
+    of `grid`, the one with the most tok/s per GPU whose tok/s per user is at least
+    `min_tok_s_per_user` (its budget chosen as the request says); None if none meets it."""
+    kw = dict(w.request) if w is not None else {}
+    try:
+        pj = projector(dc_replace(req, concurrency=sorted(set(grid)), **kw), whatif=w.machine if w else None,
+                       acceptance_fn=w.acceptance if w else None)
+    except (ProjectionError, ValueError):
+        return None
+    best = None
+    for C in sorted(set(grid)):
+        try:
+            p = pj.point(C)
+        except (ProjectionError, ValueError):
+            continue
+        if p["fits_in_memory"] and p["tokens_per_s_per_stream"] >= min_tok_s_per_user:
+            if best is None or p["tokens_per_s_per_gpu"] > best["tokens_per_s_per_gpu"]:
+                best = {k: p[k] for k in ("concurrency", "budget", "tokens_per_s_per_stream", "tokens_per_s_per_gpu",
+                                          "step_ms", "bottleneck")} | {"interval": p["interval"]}
+    return best

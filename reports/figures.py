@@ -1,8 +1,11 @@
-"""The findings document's figures, drawn only from its data dict (`findings.build_doc_data`).
+"""The notes' figures, drawn only from their data dict (`findings.build_doc_data`): the step
+breakdown of both machines at the same concurrencies, tok/s per user and per GPU against
+concurrency, and tok/s against the tree budget (speculative runs).
 
-Every figure: legend outside the axes, one fixed colour per step component / kernel class,
-plain-number ticks on log axes, human labels, and byte-identical PNGs for identical input
-(no software/date metadata, fixed hash salt)."""
+Every figure: legend outside the axes, one fixed colour per step component, plain-number ticks
+on log axes, human labels, and byte-identical PNGs for identical input (no software/date
+metadata, fixed hash salt). A point where speculation was asked for but the drafter no longer
+fits is drawn apart from the speculative curve, never joined to it by a line."""
 
 from __future__ import annotations
 
@@ -12,8 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from perfmodel.kernel_classes import CLASSES  # noqa: E402
-from perfmodel.reports.sections import fmt, series_label  # noqa: E402
+from perfmodel.reports.sections import fmt  # noqa: E402
 
 matplotlib.rcParams["svg.hashsalt"] = "perfmodel"
 
@@ -30,13 +32,6 @@ COMPONENT_LABELS = {
     "engine_host": "engine host work", "draft": "drafter forward", "tree_build": "tree building",
 }
 MACHINE_COLORS = {"source": "#4c72b0", "target": "#dd8452"}
-# Kernel classes and benches drawn in the colour of the component they price.
-CLASS_COMPONENT = {c.name: c.component for c in CLASSES}
-CLASS_LABELS = {c.name: c.label for c in CLASSES}
-BENCH_COMPONENT = {"moe": "moe", "attention": "attention", "gemm": "dense", "elementwise": "elementwise",
-                   "treebuild": "tree_build", "dispatch": "dispatch", "collectives": "collectives"}
-BENCH_LABELS = {"moe": "MoE kernels", "attention": "attention kernels", "gemm": "GEMMs", "elementwise": "elementwise ops",
-                "ceilings": "copy / read / GEMM ceilings", "e2e": "end-to-end steps"}
 
 
 def _plain(x, _pos=None) -> str:
@@ -93,9 +88,12 @@ def breakdown(doc, path):
                        label=None if comp in used else COMPONENT_LABELS.get(comp, comp))
                 used.add(comp)
                 bottom += v
-            ax.text(x, bottom, "S" if who == "source" else "T", ha="center", va="bottom", fontsize=8)
+            nospec = p.get("speculation_fits") is False
+            ax.text(x, bottom, ("S" if who == "source" else "T") + ("†" if nospec else ""), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(Cs)), [f"C={C}" for C in Cs])
-    ax.set_xlabel("concurrency (S = source bar, T = target bar)")
+    apart = any(q.get("speculation_fits") is False for proj in (sp, tp) if proj for q in proj["points"] if q["fits_in_memory"])
+    ax.set_xlabel("concurrency (S = source bar, T = target bar" + ("; † no speculation: the drafter does not fit" if apart else "")
+                  + ")")
     ax.set_ylabel("step time (ms)")
     src_name = f"{sp['target']['n_gpus']}× {sp['target']['display_name']}" if sp else "—"
     ax.set_title(f"Step-time breakdown: S = {src_name},\n"
@@ -111,14 +109,23 @@ def throughput(doc, path):
         if d is None:
             continue
         proj = d["projection"]
+        n = proj["target"]["n_gpus"]
         pts = [p for p in proj["points"] if p["fits_in_memory"]]
-        C = [p["concurrency"] for p in pts]
-        lab = f"{proj['target']['n_gpus']}× {proj['target']['display_name']} ({who})"
-        for ax, key in zip(axes, ("tokens_per_s", "tokens_per_s_per_stream")):
-            ax.plot(C, [p[key] for p in pts], "o-", color=MACHINE_COLORS[who], label=lab)
-            ax.fill_between(C, [p["interval"][key][0] for p in pts], [p["interval"][key][1] for p in pts],
+        spec = [p for p in pts if p.get("speculation_fits") is not False]
+        apart = [p for p in pts if p.get("speculation_fits") is False]
+        lab = f"{n}× {proj['target']['display_name']} ({who})"
+        for ax, key, scale in zip(axes, ("tokens_per_s_per_stream", "tokens_per_s"), (1, n)):
+            C = [p["concurrency"] for p in spec]
+            ax.plot(C, [p[key] / scale for p in spec], "o-", color=MACHINE_COLORS[who], label=lab)
+            ax.fill_between(C, [p["interval"][key][0] / scale for p in spec], [p["interval"][key][1] / scale for p in spec],
                             color=MACHINE_COLORS[who], alpha=0.2, linewidth=0, label=f"90% interval ({who})")
-    for ax, t in zip(axes, ("aggregate tok/s", "tok/s per stream")):
+            if apart:
+                ax.errorbar([p["concurrency"] for p in apart], [p[key] / scale for p in apart],
+                            yerr=[[p[key] / scale - p["interval"][key][0] / scale for p in apart],
+                                  [p["interval"][key][1] / scale - p[key] / scale for p in apart]],
+                            fmt="x", color=MACHINE_COLORS[who], ms=8, capsize=3, linestyle="none",
+                            label=f"no speculation: drafter does not fit ({who})")
+    for ax, t in zip(axes, ("tok/s per user", "tok/s per GPU")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         _plain_log(ax)
@@ -127,45 +134,6 @@ def throughput(doc, path):
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title(t, fontsize=10)
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    _save(fig, path)
-
-
-def roofline(doc, path):
-    a = doc["anchors"]
-    fig, ax = plt.subplots(figsize=(8.5, 5))
-    ai = [10 ** (k / 20) for k in range(-40, 81)]
-    bw, tf = a["peak_bw_GBps"], a["peak_bf16_TFLOPS"]
-    ax.plot(ai, [min(tf, x * bw / 1e3) for x in ai], "k-", lw=1.5, label=f"datasheet roof ({fmt(bw)} GB/s, {fmt(tf)} TFLOP/s)")
-    ce = a["ceilings"]
-    mbw = ce["read_GBps"] or ce["copy_GBps"]
-    if mbw or ce["bf16_TFLOPS"]:
-        mbw, mtf = mbw or bw, ce["bf16_TFLOPS"] or tf
-        ax.plot(ai, [min(mtf, x * mbw / 1e3) for x in ai], "k--", lw=1.2,
-                label=f"measured ceilings ({fmt(mbw)} GB/s, {fmt(mtf)} TFLOP/s)")
-    # One fitted roof per kernel class (variants of a class share its line), in its colour.
-    for cls in sorted(c for c in a["fits"] if "." not in c):
-        f = a["fits"][cls]
-        col = COMPONENT_COLORS[CLASS_COMPONENT.get(cls, "host")]
-        ls = "-." if cls in ("moe_bf16", "attention_gqa") else ":"
-        ax.plot(ai, [min(f["tflops"], x * f["bw_GBps"] / 1e3) for x in ai], ls, color=col, lw=1.2,
-                label=f"fit: {CLASS_LABELS.get(cls, cls)}")
-    seen = set()
-    for bench, x, y in sorted(a["roofline_points"], key=lambda r: (r[0], r[1], r[2])):
-        comp = BENCH_COMPONENT.get(bench)
-        ax.scatter([x], [y], s=14, color=COMPONENT_COLORS[comp] if comp else "0.2", alpha=0.8, edgecolor="none",
-                   label=None if bench in seen else f"measured: {BENCH_LABELS.get(bench, bench)}")
-        seen.add(bench)
-    if not a["roofline_points"]:
-        ax.text(0.03, 0.95, "no measurement: spec-derived profile\n(dotted: assumed class laws)",
-                transform=ax.transAxes, va="top", fontsize=9, color="0.3")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    _plain_log(ax)
-    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
-    ax.set_ylabel("achieved TFLOP/s")
-    ax.set_title(f"Roofline on the profile GPU ({a['gpu']})", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    _legend(ax)
     _save(fig, path)
 
 
@@ -203,62 +171,11 @@ def budget(doc, path) -> bool:
     return True
 
 
-def tornado(doc, path):
-    sens = doc["sensitivity"]
-    fig, axes = plt.subplots(1, len(sens), figsize=(7.4 * len(sens), 4.2), squeeze=False)
-    for ax, (C, rows) in zip(axes[0], sens.items()):
-        rows = list(reversed(rows))
-        y = range(len(rows))
-        ax.barh(y, [100 * r["minus"] for r in rows], color="#4c72b0", label=f"input −{int(100 * doc['sensitivity_delta'])}%")
-        ax.barh(y, [100 * r["plus"] for r in rows], color="#c44e52", label=f"input +{int(100 * doc['sensitivity_delta'])}%")
-        ax.set_yticks(list(y), [r["input"] for r in rows], fontsize=8)
-        ax.axvline(0, color="k", lw=0.8)
-        ax.set_xlabel("change in tok/s per stream (%)")
-        ax.set_ylabel("input changed")
-        ax.set_title(f"Sensitivity on {doc['target']['projection']['target']['gpu']}, C={C}", fontsize=10)
-        ax.grid(True, axis="x", alpha=0.3)
-    # one legend for the row, right of the last panel, so no legend sits over a neighbour's labels
-    h, lab = axes[0][0].get_legend_handles_labels()
-    axes[0][-1].legend(h, lab, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    fig.tight_layout(w_pad=2.0)
-    _save(fig, path)
-
-
-def moe(doc, path) -> bool:
-    curves = doc["anchors"]["moe_curves"]
-    if not curves:
-        return False
-    fig, ax = plt.subplots(figsize=(8.5, 4.4))
-    peak = doc["anchors"]["peak_bw_GBps"]
-    shapes = sorted({k.split(":")[1] if k.count(":") == 2 else k for k in curves})
-    markers = "os^dvP"
-    for k, c in sorted(curves.items()):
-        prov = k.split(":")[2] if k.count(":") == 2 else ""
-        shape = k.split(":")[1] if k.count(":") == 2 else k
-        col = {"triton_w4a16": COMPONENT_COLORS["moe"], "triton_bf16": COMPONENT_COLORS["attention"]}.get(prov, "0.4")
-        ax.plot([p[0] for p in c["points"]], [100 * p[1] / peak for p in c["points"]], "-",
-                marker=markers[shapes.index(shape) % len(markers)], ms=4, color=col, label=series_label(k))
-    ax.set_xscale("log", base=2)
-    _plain_log(ax, "x")
-    ax.set_xlabel("tokens per step T")
-    ax.set_ylabel(f"achieved bandwidth (% of {fmt(peak)} GB/s peak)")
-    ax.set_title(f"MoE efficiency on {doc['anchors']['gpu']} (measured)", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    _legend(ax)
-    _save(fig, path)
-    return True
-
-
 def write_all(doc: dict, out, stem: str) -> dict[str, str]:
     """Draw every figure the data supports into `out`; return {key: file name}."""
-    figs = {"breakdown": f"{stem}_breakdown.png", "throughput": f"{stem}_throughput.png",
-            "roofline": f"{stem}_roofline.png", "tornado": f"{stem}_sensitivity.png"}
+    figs = {"breakdown": f"{stem}_breakdown.png", "throughput": f"{stem}_throughput.png"}
     breakdown(doc, out / figs["breakdown"])
     throughput(doc, out / figs["throughput"])
-    roofline(doc, out / figs["roofline"])
-    tornado(doc, out / figs["tornado"])
     if budget(doc, out / f"{stem}_budget.png"):
         figs["budget"] = f"{stem}_budget.png"
-    if moe(doc, out / f"{stem}_moe_efficiency.png"):
-        figs["moe"] = f"{stem}_moe_efficiency.png"
     return figs

@@ -1,33 +1,39 @@
-"""Findings document for one target: markdown + PNG figures + the JSON every number comes from.
+"""Notes for one target: markdown + PNG figures + the JSON every number comes from.
 
-`write_report(req, out, source=...)` runs the projection for the target and, with the same
-flags, for the source machine (the one the user has today), gathers the profile's measured
-anchors, a sensitivity ranking and the what-ifs of `perfmodel.explore` (each evaluated
-at every reported concurrency on both machines) into one dict (`doc_data`), writes it as
-`<NAME>.json`, and formats the markdown (`sections.py`) and the figures (`figures.py`) only
-from that dict. `doc_data["target"]["projection"]` is exactly what `perfmodel project
---format json` prints for `doc_data["target"]["command"]`. The same input gives the same bytes.
+`write_report(req, out, source=..., sla=...)` answers the user's question: "what will the
+machine I don't have do, against the one I have; what stops dominating, what starts; what do I
+change". It runs the projection for the target and, with the same flags, for the source machine
+(the one the user has today), takes the user's own figures from the calibration (or
+`--observed`), the bottleneck shift from the two machines' step breakdowns at the same
+concurrencies, the engine settings a user can change ranked at the concurrencies asked for (or
+at a per-user service level), a sensitivity ranking and the raw what-ifs, into one dict
+(`doc_data`), written as `<NAME>.json`; the markdown (`sections.py`) and the figures
+(`figures.py`) are formatted only from that dict. `doc_data["target"]["projection"]` is exactly
+what `perfmodel project --format json` prints for `doc_data["target"]["command"]`. The same
+input gives the same bytes.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 
 from perfmodel.api import projector as Projector
 from perfmodel.errors import ProjectionError
-from perfmodel.explore import DELTA, evaluate, sensitivity
+from perfmodel.explore import DELTA, best_at_sla, evaluate, gain_range, sensitivity
 from perfmodel.model import whatif
 from perfmodel.reports import figures, sections
 from perfmodel.reports.sections import fmt  # noqa: F401  (re-exported: tests parse numbers with it)
 from perfmodel.reports.writer import check_out, dump_json, staged_report
 from perfmodel.request import production_floors
-from perfmodel.scenario import Request
+from perfmodel.scenario import Request, fields
 
 FORM_FACTOR_SUFFIXES = ("-sxm", "-server")
 COMPONENT_COLORS = figures.COMPONENT_COLORS
+MIN_GAIN = 0.01  # a what-if moving tok/s by less than this at every concurrency is no recommendation
+RANGE_INPUTS = 3  # a gain's range: the inputs the projection is most sensitive to, this many at each ranked C
+FIXED_TERMS = ("latency_floor", "dispatch", "host", "engine_host")  # per-step costs that do not shrink with bandwidth
 
 
 class ReportError(ValueError):
@@ -51,17 +57,33 @@ def report_name(target: dict) -> str:
     return re.sub(r"[^A-Z0-9]+", "_", "_".join(parts).upper()).strip("_") + "_NOTES"
 
 
+def _text(v) -> str:
+    if isinstance(v, list):
+        return ",".join(map(str, v))
+    if isinstance(v, dict):
+        return ",".join(f"{k}={x}" for k, x in v.items())
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
 def _command(r: Request) -> str:
-    parts = [f"perfmodel project --target {r.hw_file and '(hw-file)' or r.target} --gpus {r.gpus} --model {r.model}",
-             f"--parallel {r.parallel} --concurrency {','.join(map(str, r.concurrency))} --context {r.context}",
-             f"--spec {r.spec} --budget {r.budget} --acceptance {r.acceptance}",
-             "--graphs" if r.graphs else "--no-graphs", f"--tree-build {r.tree_build}"]
-    for flag, v in (("--profile", r.profile), ("--link", r.link), ("--observed", r.observed),
-                    ("--hw-file", r.hw_file), ("--model-file", r.model_file)):
-        if v:
-            parts.append(f"{flag} {v}")
-    if r.host_cpu_factor != 1.0:
-        parts.append(f"--host-cpu-factor {r.host_cpu_factor:g}")
+    """The `perfmodel project` command of a request: the scenario's main fields, then every field
+    that differs from its default (one flag each, as the command line writes it)."""
+    always = ("target", "gpus", "model", "parallel", "concurrency", "context", "spec")
+    parts = ["perfmodel project"]
+    for name, (_, default, cli) in fields().items():
+        v = getattr(r, name)
+        if name == "target" and r.hw_file:
+            continue
+        if v is None or (name not in always and v == default):
+            continue
+        if name in ("target", "model") and not isinstance(v, str):
+            continue  # a spec object: given by --hw-file / --model-file
+        flag = cli.flags[0]
+        if "/" in flag:  # --graphs/--no-graphs
+            on, off = flag.split("/")
+            parts.append(on if v else off)
+            continue
+        parts.append(f"{flag} {_text(v)}")
     return " ".join(parts) + " --format json"
 
 
@@ -77,92 +99,11 @@ def _gpu_specs(gpu, link) -> dict:
         "bandwidth_GBps": sv(m.bandwidth_GBps), "bf16_TFLOPS": sv(c.bf16_dense_TFLOPS),
         "fp8_TFLOPS": sv(c.fp8_dense_TFLOPS), "fp4_TFLOPS": sv(c.fp4_dense_TFLOPS),
         "scale_up": {"kind": gpu.scale_up.kind, "bw_per_dir_GBps": sv(gpu.scale_up.bw_per_dir_GBps)},
-        "host_link": {"kind": gpu.host_link.kind, "bw_per_dir_GBps": sv(gpu.host_link.bw_per_dir_GBps)},
         "interconnect": None if link is None else {
-            "name": link.name, "kind": link.kind, "topology": link.topology,
-            "bw_per_dir_GBps": sv(link.peak.bw_per_dir_GBps),
+            "name": link.name, "kind": link.kind, "bw_per_dir_GBps": sv(link.peak.bw_per_dir_GBps),
             "allreduce_latency_us": sv(link.calibrated.allreduce_latency_us),
-            "allreduce_busbw_GBps": sv(link.calibrated.allreduce_busbw_GBps),
-            "alltoall_latency_us": sv(link.calibrated.alltoall_latency_us),
-            "alltoall_busbw_GBps": sv(link.calibrated.alltoall_busbw_GBps)},
+            "allreduce_busbw_GBps": sv(link.calibrated.allreduce_busbw_GBps)},
     }
-
-
-def _num(d: dict, *keys):
-    for k in keys:
-        v = d.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return float(v)
-    return None
-
-
-def _anchors(profile, pgpu) -> dict:
-    """Section 2: what was measured on the profile's GPU, from the profile object."""
-    prov = profile.provenance
-    peak_bw = pgpu.memory.bandwidth_GBps.value
-    peak_tf = pgpu.compute.bf16_dense_TFLOPS.value
-    measured = prov.kind == "measured"
-    a = {"measured": measured, "provenance": {k: v for k, v in prov.model_dump().items() if v not in (None, "")},
-         "gpu": pgpu.name, "peak_bw_GBps": peak_bw, "peak_bf16_TFLOPS": peak_tf}
-    ce = profile.ceilings
-    a["ceilings"] = {"copy_GBps": ce.copy_GBps, "read_GBps": ce.read_GBps, "bf16_TFLOPS": ce.bf16_TFLOPS,
-                     "fp8_TFLOPS": ce.fp8_TFLOPS, "source": ce.source,
-                     "copy_frac_peak": ce.copy_GBps / peak_bw if ce.copy_GBps else None,
-                     "read_frac_peak": ce.read_GBps / peak_bw if ce.read_GBps else None,
-                     "bf16_frac_peak": ce.bf16_TFLOPS / peak_tf if ce.bf16_TFLOPS else None}
-    a["fits"] = {cls: {"t0_us": f.t0_us, "bw_GBps": f.bw_GBps, "bw_frac_peak": f.bw_GBps / peak_bw,
-                       "tflops": f.tflops, "tflops_frac_peak": f.tflops / peak_tf, "rmse_rel": f.rmse_rel,
-                       "n_points": f.n_points, "bench": f.bench, "source": f.source}
-                 for cls, f in profile.fits.items()}
-    o = profile.overheads
-    a["overheads"] = o.model_dump() if o else None
-    a["collectives"] = [c.model_dump(exclude={"residuals_rel"}) for c in profile.collectives]
-    a["treebuild"] = {k: f.model_dump(exclude={"residuals_rel"}) for k, f in profile.treebuild.items()}
-    a["benches"] = {n: {"status": b.status, "n_samples": len(b.samples), "note": b.note}
-                    for n, b in profile.benches.items()}
-
-    # MoE efficiency curve: achieved GB/s vs tokens per shape/provider; plateau = best median.
-    curves = {}
-    for bench in ("moe", "moe_w4a16", "moe_bf16"):
-        b = profile.benches.get(bench)
-        for s in (b.samples if b else []):
-            T = _num(s.shape, "T", "tokens", "M", "C")
-            gbps = s.achieved_GBps or (s.bytes / (s.median_ms * 1e6) if s.bytes and s.median_ms > 0 else None)
-            if T is None or gbps is None:
-                continue
-            key = f"{bench}:{s.shape.get('shape', s.shape.get('name', ''))}:{s.provider}".strip(":")
-            curves.setdefault(key, []).append([T, gbps])
-    moe = {}
-    for key, pts in curves.items():
-        pts.sort()
-        plateau = max(g for _, g in pts)
-        t90 = next(T for T, g in pts if g >= 0.9 * plateau)
-        moe[key] = {"points": pts, "plateau_GBps": plateau, "plateau_frac_peak": plateau / peak_bw,
-                    "T_at_90pct_plateau": t90}
-    a["moe_curves"] = moe
-
-    # Roofline points: every sample with bytes and flops, except fp8 ones: the roofline drawn
-    # is the bf16 one, and an fp8 GEMM would sit above its roof.
-    roof = []
-    for name, b in profile.benches.items():
-        for s in b.samples:
-            if "fp8" in str(s.shape.get("op", "")) or "fp8" in str(s.shape.get("dtype", "")):
-                continue
-            if s.bytes and s.flops and s.median_ms and s.median_ms > 0:
-                roof.append([name, s.flops / s.bytes, s.flops / (s.median_ms * 1e-3) / 1e12])
-    a["roofline_points"] = roof
-
-    disp = profile.benches.get("dispatch")
-    # each sample named by what it timed, and an eager call also by its class ("eager_call gemm_bf16")
-    a["dispatch_samples"] = [{"what": " ".join(str(s.shape[k]) for k in ("what", "class") if k in s.shape),
-                              "median_ms": s.median_ms}
-                             for s in (disp.samples if disp else [])]
-    return a
-
-
-def _largest_fit(points: list[dict]) -> dict | None:
-    ok = [p for p in points if p["fits_in_memory"]]
-    return max(ok, key=lambda p: p["concurrency"]) if ok else None
 
 
 def _describes(proj: dict, profile) -> str:
@@ -177,57 +118,217 @@ def _describes(proj: dict, profile) -> str:
             "perfmodel's own Triton kernels, uncalibrated to any serving engine")
 
 
-def _whatifs(req: Request, base: dict, has_moe: bool, has_drafter: bool) -> list[dict]:
-    rows = [evaluate(req, w, base["points"]) for w in whatif.variants(req, has_moe, has_drafter, production_floors())]
-    return whatif.rank(rows)
+def _profile(pj, res: dict) -> dict:
+    pv = pj.profile.provenance
+    return {"label": pj.profile.label, "path": res["profile"]["path"], "measured": pv.kind == "measured",
+            "gpu_name": pv.gpu_name, "gpu_spec": pv.gpu_spec, "timestamp": pv.timestamp, "git_sha": pv.git_sha,
+            "self_check": res["self_check"]}
 
 
-def _monotone_notes(proj: dict) -> list[str]:
-    """Where tok/s falls with C at a fixed budget for a real reason, say so."""
-    notes = []
-    if proj["parallel"] == "ep":
-        n = proj["target"]["n_gpus"]
-        notes.append(f"parallel ep runs attention data-parallel: each GPU holds ceil(C/{n}) sequences, so attention "
-                     f"time steps up when C passes a multiple of {n} and aggregate tok/s can dip just past one.")
-    return notes
+def _at(proj: dict, C: int) -> dict | None:
+    return next((p for p in proj["points"] if p["concurrency"] == C), None)
 
 
-def _production_variant(req: Request, Cs: list[int], src_req: Request | None) -> dict:
-    out = {}
-    for who, r in (("target", req), ("source", src_req)):
-        if r is None:
+def _fits(p: dict | None) -> bool:
+    return bool(p and p["fits_in_memory"])
+
+
+# ------------------------------------------------------------------------------ the bottleneck shift
+def _leaders(proj: dict, Cs: list[int]) -> list[list]:
+    """[[C, component], ...]: the largest term at the first C, then each C where another takes over."""
+    out = []
+    for C in Cs:
+        p = _at(proj, C)
+        if not _fits(p):
             continue
-        try:
-            pts = Projector(replace(r, concurrency=Cs), whatif=partial(whatif.with_production_floors, floors=production_floors())).run()["points"]
-        except ProjectionError as e:
-            out[who] = {"skipped": str(e)}
-            continue
-        out[who] = [{k: p.get(k) for k in ("concurrency", "fits_in_memory", "budget", "tau", "step_ms",
-                                           "tokens_per_s_per_stream", "tokens_per_s", "bottleneck", "interval")}
-                    for p in pts]
-    out["floors"] = production_floors()
+        top = max(p["breakdown_ms"], key=lambda k: (p["breakdown_ms"][k], k))
+        if not out or out[-1][1] != top:
+            out.append([C, top])
     return out
 
 
+SHIFT_MIN = 0.05  # a term's move from source to target, as a share of the larger step, worth a finding
+SATURATED = 1.25  # MoE time at every larger reported C within this factor of its own: saturated from there
+
+
+def _moe_saturation(tp: dict, upto: int | None) -> dict | None:
+    """Where the target's MoE time stops growing with the tokens per step (the experts a step
+    reads saturate): the first C up to `upto` (the largest C asked for that fits) from which MoE
+    time at every larger C stays within SATURATED × its own, else the growth over that range."""
+    pts = [p for p in tp["points"] if _fits(p) and "moe" in p["breakdown_ms"] and (upto is None or p["concurrency"] <= upto)]
+    if len(pts) < 2:
+        return None
+    last = pts[-1]
+    tokens = lambda p: p["concurrency"] * ((p["budget"] or 0) + 1)  # noqa: E731
+    for p in pts[:-1]:
+        later = [q["breakdown_ms"]["moe"] for q in pts[pts.index(p) + 1:]]
+        if max(later) <= SATURATED * p["breakdown_ms"]["moe"] and tokens(last) >= 2 * tokens(p):
+            return {"saturated": True, "from": p["concurrency"], "to": last["concurrency"], "from_ms": p["breakdown_ms"]["moe"],
+                    "to_ms": last["breakdown_ms"]["moe"], "tokens_from": tokens(p), "tokens_to": tokens(last)}
+    first = pts[0]
+    return {"saturated": False, "from": first["concurrency"], "to": last["concurrency"], "from_ms": first["breakdown_ms"]["moe"],
+            "to_ms": last["breakdown_ms"]["moe"], "tokens_from": tokens(first), "tokens_to": tokens(last)}
+
+
+def _shift(tp: dict, sp: dict | None, model: dict, rank_C: int | None = None) -> dict:
+    """What stops dominating and what starts, from both machines' breakdowns at the same C."""
+    Cs = [p["concurrency"] for p in tp["points"] if _fits(p) and (sp is None or _fits(_at(sp, p["concurrency"])))]
+    out: dict = {"concurrencies": Cs, "leaders": {"target": _leaders(tp, [p["concurrency"] for p in tp["points"]])}}
+    if sp is not None:
+        out["leaders"]["source"] = _leaders(sp, [p["concurrency"] for p in sp["points"]])
+    if not Cs:
+        return out
+    C0 = Cs[0]
+    t0 = _at(tp, C0)
+    if sp is not None:
+        s0 = _at(sp, C0)
+        comps = sorted(set(t0["breakdown_ms"]) | set(s0["breakdown_ms"]))
+        delta = {c: t0["breakdown_ms"].get(c, 0.0) - s0["breakdown_ms"].get(c, 0.0) for c in comps}
+        big = SHIFT_MIN * max(s0["step_ms"], t0["step_ms"])  # a move smaller than this is no finding
+
+        def moves(sign):
+            cs = sorted((c for c in comps if sign * delta[c] >= big), key=lambda c: (-abs(delta[c]), c))[:2]
+            return [{"component": c, "concurrency": C0, "source_ms": s0["breakdown_ms"].get(c, 0.0),
+                     "source_step_ms": s0["step_ms"], "target_ms": t0["breakdown_ms"].get(c, 0.0),
+                     "target_step_ms": t0["step_ms"]} for c in cs]
+        out["shrink"], out["grow"] = moves(-1), moves(+1)
+    fixed = {}
+    for who, proj in (("target", tp), ("source", sp)):
+        p = _at(proj, C0) if proj is not None else None
+        if _fits(p):
+            ms = sum(p["breakdown_ms"].get(c, 0.0) for c in FIXED_TERMS)
+            fixed[who] = {"ms": ms, "share": ms / p["step_ms"], "step_ms": p["step_ms"]}
+    out["fixed"] = {"concurrency": C0, **fixed}
+    out["moe"] = _moe_saturation(tp, rank_C)
+    att = next((C for C, c in out["leaders"]["target"] if c == "attention"), None)
+    if att is not None:
+        out["attention_from"] = att
+        out["attention_cause"] = (
+            "under TP attention every GPU reads each sequence's whole MLA latent (one latent head, replicated on "
+            "every rank), so attention grows with C × context while the experts a step reads saturate"
+            if model["attention"] == "mla" and tp["parallel"] in ("tp", "tp-attn-ep-moe") else
+            "attention bytes grow with C × context while the experts a step reads saturate")
+    return out
+
+
+# ------------------------------------------------------------------------------ recommendations
+def _variants(req: Request, pj, kinds: tuple[str, ...] = ("engine", "kernels")) -> list:
+    m = pj.model
+    ws = whatif.variants(req, m.moe is not None, m.drafter is not None, production_floors(),
+                         kv_dtype=(req.dtypes or {}).get("kv_cache", m.dtypes.kv_cache),
+                         block=m.drafter.block_size if m.drafter else None)
+    return [w for w in ws if w.kind in kinds]
+
+
+def _inverted(row: dict) -> dict:
+    """A what-if whose recommendation is the base over the variant: swap the two sides."""
+    per = []
+    for x in row["per_concurrency"]:
+        if x.get("fits"):
+            x = x | {"base": x["new"], "new": x["base"], "gain": x["base"]["tokens_per_s_per_stream"]
+                     / x["new"]["tokens_per_s_per_stream"] - 1, "component_base_ms": x["component_new_ms"],
+                     "component_new_ms": x["component_base_ms"]}
+        per.append(x)
+    return row | {"per_concurrency": per}
+
+
+def _row(req: Request, w, base_points: list[dict]) -> dict:
+    r = evaluate(req, w, base_points)
+    r = _inverted(r) if w.inverse and "skipped" not in r else r
+    return r | {"kind": w.kind, "inverse": w.inverse}
+
+
+def _gain_at(row: dict, C: int) -> float | None:
+    x = next((x for x in row.get("per_concurrency", []) if x["concurrency"] == C), None)
+    return x["gain"] if x and x.get("fits") else None
+
+
+def _range_inputs(sens: dict) -> list[str]:
+    names: list[str] = []
+    for rows in sens.values():
+        names += [r["input"] for r in rows[:RANGE_INPUTS] if r["input"] not in names]
+    return names
+
+
+def _recommend_at_concurrency(req: Request, rows: list[dict], ranked: list[int], rank_C: int | None,
+                              sens: dict, ws: dict) -> list[dict]:
+    """Engine what-ifs with a gain of at least MIN_GAIN at a concurrency asked for, each with the
+    range of its gain there, ranked by the gain at `rank_C` (the largest concurrency asked for
+    that fits), then by the best gain at any concurrency asked for."""
+    inputs = _range_inputs(sens)
+    out = []
+    for r in rows:
+        if "skipped" in r or r["kind"] != "engine":
+            continue
+        gains = {C: _gain_at(r, C) for C in ranked}
+        if not any(g is not None and g >= MIN_GAIN for g in gains.values()):
+            continue
+        w = ws[r["key"]]
+        for x in r["per_concurrency"]:
+            if x["concurrency"] in ranked and x.get("fits") and abs(x["gain"]) >= MIN_GAIN:
+                b, n = x["base"], x["new"]
+                sides = ((x["concurrency"], n["budget"]), (x["concurrency"], b["budget"])) if w.inverse else \
+                    ((x["concurrency"], b["budget"]), (x["concurrency"], n["budget"]))
+                rg = gain_range(req, w, *sides, inputs)
+                x["gain_range"] = [1 / (1 + rg[1]) - 1, 1 / (1 + rg[0]) - 1] if (rg and w.inverse) else rg
+        out.append(r | {"rank_gain": gains.get(rank_C), "best_gain": max(g for g in gains.values() if g is not None),
+                        "gains": {str(C): g for C, g in gains.items()}})
+    return sorted(out, key=lambda r: (r["rank_gain"] is None, -(r["rank_gain"] or 0.0), -r["best_gain"], r["key"]))
+
+
+def _sla_grid(asked: list[int], max_fit: int) -> list[int]:
+    grid = set(asked) | {max_fit}
+    c = 1
+    while c <= max_fit:
+        grid.add(c)
+        c *= 2
+    return sorted(x for x in grid if x <= max(max_fit, max(asked)))
+
+
+def _recommend_at_sla(req: Request, pj, sla: float, grid: list[int], sens: dict) -> tuple[dict | None, list[dict]]:
+    """The base's SLA point and the engine what-ifs (GPU counts among them) that raise tok/s per
+    GPU at ≥ `sla` tok/s per user by at least MIN_GAIN, best first, each with its range."""
+    base = best_at_sla(req, sla, grid)
+    if base is None:
+        return None, []
+    inputs = _range_inputs(sens)
+    ws = _variants(req, pj, ("engine",)) + whatif.gpu_count_variants(req, [n for n in (req.gpus // 2,) if n >= 1])
+    out = []
+    for w in ws:
+        new = best_at_sla(req, sla, grid, w)
+        if new is None:
+            continue
+        lo, hi = (base, new) if not w.inverse else (new, base)
+        gain = hi["tokens_per_s_per_gpu"] / lo["tokens_per_s_per_gpu"] - 1
+        if gain < MIN_GAIN:
+            continue
+        sides = ((lo["concurrency"], lo["budget"]), (hi["concurrency"], hi["budget"]))
+        rg = gain_range(req, w, *((sides[1], sides[0]) if w.inverse else sides), inputs, metric="per_gpu")
+        if rg and w.inverse:
+            rg = [1 / (1 + rg[1]) - 1, 1 / (1 + rg[0]) - 1]
+        out.append({"key": w.key, "change": w.change, "kind": w.kind, "inverse": w.inverse, "base": lo, "new": hi,
+                    "gain": gain, "gain_range": rg})
+    return base, sorted(out, key=lambda r: (-r["gain"], r["key"]))
+
+
 # ------------------------------------------------------------------------------ build doc_data
-def build_doc_data(req: Request, source: str) -> tuple[dict, object]:
+def build_doc_data(req: Request, source: str, sla: float | None = None) -> tuple[dict, object]:
     pj0 = Projector(req)
     max_t = pj0.run()["max_concurrency_that_fits"]
     src_req0 = replace(req, target=source, hw_file=None, link=None)
     try:
-        src_pj0 = Projector(src_req0)
-        max_s = src_pj0.run()["max_concurrency_that_fits"]
+        max_s = Projector(src_req0).run()["max_concurrency_that_fits"]
         src_err = None
     except ProjectionError as e:
-        src_pj0, max_s, src_err = None, None, str(e)
-    asked = set(req.concurrency)
+        max_s, src_err = None, str(e)
+    asked = sorted(set(req.concurrency))
     added = {}
-    for C, why in ((1, "a single stream: the latency case every report starts from"),
+    for C, why in ((1, "a single stream: the latency case"),
                    (max_t, "the largest concurrency that fits on the target without speculation"),
                    (max_s, "the largest concurrency that fits on the source without speculation")):
         if C and C not in asked and C not in added:
             added[C] = why
-    Cs = sorted(asked | set(added))
+    Cs = sorted(set(asked) | set(added))
     rq = replace(req, concurrency=Cs)
     pj = Projector(rq)
     res = pj.run()
@@ -236,46 +337,58 @@ def build_doc_data(req: Request, source: str) -> tuple[dict, object]:
         srq = replace(src_req0, concurrency=Cs)
         spj = Projector(srq)
         src = {"command": _command(srq), "projection": spj.run(), "specs": _gpu_specs(spj.gpu, spj.link)}
-    pgpu = pj.source_gpu
-    has_moe, has_drafter = pj.model.moe is not None, pj.model.drafter is not None
+    m = pj.model
+    model = {"name": m.name, "display_name": m.display_name, "attention": m.attention.kind, "moe": m.moe is not None,
+             "kv_dtype": (req.dtypes or {}).get("kv_cache", m.dtypes.kv_cache),
+             "drafter": m.drafter.name if m.drafter else None}
+    ranked = [C for C in asked if _fits(_at(res, C))]
+    rank_C = max(ranked) if ranked else None
     doc = {
-        "schema": "perfmodel-findings/2",
+        "schema": "perfmodel-findings/3",
         "describes": _describes(res, pj.profile),
         "calibrated": bool(res.get("calibration")),
+        "model": model,
         "target": {"command": _command(rq), "projection": res, "specs": _gpu_specs(pj.gpu, pj.link)},
         "source": src, "source_error": src_err, "source_name": source,
-        "concurrency_asked": sorted(asked), "concurrency_added": {str(C): why for C, why in sorted(added.items())},
-        "profile_gpu": _gpu_specs(pgpu, None),
-        "anchors": _anchors(pj.profile, pgpu),
+        "concurrency_asked": asked, "concurrency_added": {str(C): why for C, why in sorted(added.items())},
+        "profile": _profile(pj, res),
+        "calibration": pj.calibration.model_dump(mode="json") if pj.calibration is not None else None,
+        "observed": res.get("observed"),
         "memory_kinds": {k: {"achievable_fraction": v.achievable_fraction.value,
                              "source": v.achievable_fraction.source, "uncertainty_rel": v.uncertainty_rel}
-                         for k, v in sorted(pj.mk.kinds.items()) if k in {pj.gpu.memory.kind, pgpu.memory.kind}
-                         | ({src and src["specs"]["memory_kind"]} - {None})},
-        "host": {"loop_us": pj.profile.overheads.host_step_us if pj.profile.overheads else None,
-                 "engine_host_ms": {str(p["concurrency"]): p["breakdown_ms"].get("engine_host", 0.0)
-                                    for p in res["points"] if p["fits_in_memory"]}},
-        "monotone_notes": _monotone_notes(res),
+                         for k, v in sorted(pj.mk.kinds.items())
+                         if k in {pj.gpu.memory.kind} | ({src and src["specs"]["memory_kind"]} - {None})},
     }
-    c1 = next(p for p in res["points"] if p["concurrency"] == 1)
-    cmax = _largest_fit(res["points"])
-    doc["summary"] = {"c1": c1["concurrency"], "cmax": cmax["concurrency"] if cmax else None}
-    sens_cs = [1] + ([cmax["concurrency"]] if cmax and cmax["concurrency"] != 1 else [])
+    doc["shift"] = _shift(res, src["projection"] if src else None, model, rank_C)
+    sens_cs = sorted({1} | ({rank_C} if rank_C else set()))
     doc["sensitivity"] = {str(C): sensitivity(replace(rq, concurrency=[C]), C) for C in sens_cs}
     doc["sensitivity_delta"] = DELTA
-    doc["rank_rule"] = whatif.RANK_RULE
-    doc["recommendations"] = _whatifs(rq, res, has_moe, has_drafter)
-    doc["source_whatifs"] = _whatifs(srq, src["projection"], has_moe, has_drafter) if src else []
-    if not doc["calibrated"]:
-        doc["production_floors"] = _production_variant(rq, Cs, srq)
+    ws = {w.key: w for w in _variants(rq, pj)}
+    rows = [_row(rq, w, res["points"]) for w in ws.values()]
+    doc["whatifs"] = rows  # every what-if at every reported concurrency (appendix B)
+    doc["rank"] = {"mode": "sla" if sla else "concurrency", "concurrencies": ranked, "concurrency": rank_C,
+                   "sla_tok_s_per_user": sla, "min_gain": MIN_GAIN, "range_inputs": _range_inputs(doc["sensitivity"]),
+                   "delta": DELTA}
+    if sla:
+        grid = _sla_grid(asked, max_t)
+        base, recs = _recommend_at_sla(rq, pj, sla, grid, doc["sensitivity"])
+        doc["rank"] |= {"grid": grid, "base": base}
+        doc["recommendations"] = recs
+    else:
+        doc["recommendations"] = _recommend_at_concurrency(rq, rows, ranked, rank_C, doc["sensitivity"], ws)
     return doc, pj.profile
 
 
 # ------------------------------------------------------------------------------ entry point
-def write_report(req: Request, out: Path, source: str = "rtx-pro-6000") -> Path:
-    """Write `<NAME>_NOTES.md`, `<NAME>_NOTES.json` and `<NAME>_*.png` into `out`; return the markdown path."""
+def write_report(req: Request, out: Path, source: str = "rtx-pro-6000", sla: float | None = None) -> Path:
+    """Write `<NAME>_NOTES.md`, `<NAME>_NOTES.json` and `<NAME>_*.png` into `out`; return the
+    markdown path. `sla`: rank the recommendations at a service level (the most tok/s per GPU
+    with at least this many tok/s per user) instead of at the concurrencies asked for."""
     out = Path(out)
     _check_writable(out)
-    doc, _ = build_doc_data(req, source)
+    if sla is not None and not (sla > 0 and sla < float("inf")):
+        raise ReportError(f"--sla-tok-s-per-user {sla}: must be a positive number")
+    doc, _ = build_doc_data(req, source, sla)
     name = report_name(doc["target"]["projection"]["target"])
     stem = name[: -len("_NOTES")]
     try:

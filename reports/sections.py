@@ -1,4 +1,10 @@
-"""The findings document's markdown: one function per section, each reading only the doc dict."""
+"""The notes' markdown: one function per section, each reading only the doc dict, answer first.
+
+Order: the TL;DR (numbered findings with their intervals), what was measured on the source (the
+user's own figures and the fit against each), the projection per concurrency, the bottleneck
+shift as findings, the engine settings to change ranked at the concurrencies served (or at a
+service level), the assumptions and what would change the answer, then appendix tables
+(transfer rules, every what-if, the two machines' specs)."""
 
 from __future__ import annotations
 
@@ -18,26 +24,31 @@ def fmt(x, signed: bool = False) -> str:
     return ("+" + s) if signed and x >= 0 else s
 
 
-PROVIDER_LABELS = {"triton_w4a16": "perfmodel Triton W4A16", "triton_bf16": "perfmodel Triton bf16",
-                   "torch._grouped_mm": "torch._grouped_mm"}
-SHAPE_LABELS = {"kimi_I2048": "Kimi K2.6 expert (I=2048)", "kimi_tp8_I256": "Kimi K2.6 expert, TP8 slice (I=256)",
-                "qwen3_30b_a3b": "Qwen3-30B-A3B expert"}
-
-
-def series_label(key: str) -> str:
-    """'moe:kimi_tp8_I256:triton_w4a16' -> 'Kimi K2.6 expert, TP8 slice (I=256), perfmodel Triton W4A16'."""
-    parts = key.split(":")
-    if len(parts) == 3:
-        return f"{SHAPE_LABELS.get(parts[1], parts[1] + ' shape')}, {PROVIDER_LABELS.get(parts[2], parts[2])}"
-    return key
-
-
 def pct(x, signed: bool = True) -> str:
-    return "n/a" if x is None else fmt(100.0 * x, signed=signed) + "%"
+    if x is None:
+        return "n/a"
+    v = 100.0 * x
+    s = f"{v:.0f}" if abs(v) >= 10 else f"{v:.1f}"
+    return ("+" if signed and v >= 0 else "") + s + "%"
 
 
 def iv(lo, hi) -> str:
     return f"[{fmt(lo)}–{fmt(hi)}]"
+
+
+COMPONENT_LABELS = {
+    "moe": "MoE", "attention": "attention", "dense": "dense GEMMs", "elementwise": "norms / activations",
+    "lm_head": "LM head", "latency_floor": "latency floors", "collectives": "collectives", "dispatch": "graph nodes / launch",
+    "host": "host loop", "engine_host": "engine host work", "draft": "drafter", "tree_build": "tree building",
+}
+
+
+def cap(s: str) -> str:
+    return s[:1].upper() + s[1:]
+
+
+def label(comp: str) -> str:
+    return COMPONENT_LABELS.get(comp, comp)
 
 
 def _machine(proj) -> str:
@@ -45,510 +56,434 @@ def _machine(proj) -> str:
     return f"{t['n_gpus']}× {t['display_name']}" + (f" over {t['link']}" if t["link"] else "")
 
 
-def _bottleneck_sentence(proj, who: str) -> str:
-    p = next(q for q in proj["points"] if q["concurrency"] == 1)
-    if not p["fits_in_memory"]:
-        return f"On the {who} ({_machine(proj)}) the model does not fit at C=1."
-    bd = p["breakdown_ms"]
-    top = max(bd, key=bd.get)
-    second = sorted(bd, key=bd.get)[-2] if len(bd) > 1 else None
-    s = (f"On the {who} ({_machine(proj)}) at C=1 the {fmt(p['step_ms'])} ms step is bound by **{p['bottleneck']}**; "
-         f"the largest term is {top} ({fmt(bd[top])} ms, {pct(bd[top] / p['step_ms'], False)})")
-    if second:
-        s += f", then {second} ({fmt(bd[second])} ms)"
+def _short(proj) -> str:
+    t = proj["target"]
+    return f"{t['n_gpus']}× {t['gpu']}"
+
+
+def _at(proj, C):
+    return next((p for p in proj["points"] if p["concurrency"] == C), None)
+
+
+def _fits(p) -> bool:
+    return bool(p and p["fits_in_memory"])
+
+
+def _layout(proj) -> str:
+    from perfmodel.scenario import layout_of
+
+    lay = layout_of(proj["parallel"])
+    return f"{lay.name} ({lay.label(proj['target']['n_gpus'])})"
+
+
+def _gain_cell(g, rng=None) -> str:
+    if g is None:
+        return "—"
+    s = pct(g)
+    return s + (f" [{pct(rng[0])}, {pct(rng[1])}]" if rng else "")
+
+
+def _no_spec(p) -> bool:
+    """Speculation was asked for but the drafter does not fit at this point (budget 0)."""
+    return _fits(p) and p.get("speculation_fits") is False
+
+
+# ------------------------------------------------------------------------------ sections
+def _title(doc: dict, figs: dict[str, str]) -> list[str]:
+    tp = doc["target"]["projection"]
+    sp = doc["source"]["projection"] if doc["source"] else None
+    src = f"from {_machine(sp)} today" if sp else f"(source {doc['source_name']}: {doc['source_error']})"
+    spec = f", speculative decoding {tp['spec']}" if tp["spec"] != "none" else ""
+    return [f"# {doc['model']['display_name']} decode on {_machine(tp)}", "",
+            f"{src.capitalize() if not sp else 'Projected ' + src}; layout {_layout(tp)}, context {fmt(tp['context'])} "
+            f"tokens{spec}, CUDA graphs {'on' if tp['graphs'] else 'off'}. Every number is in `{figs['json']}` "
+            f"(`target.projection` is the output of `{doc['target']['command']}`).", ""]
+
+
+def _headline(doc: dict) -> str:
+    tp = doc["target"]["projection"]
+    sp = doc["source"]["projection"] if doc["source"] else None
+    parts = []
+    for C in sorted({1, doc["rank"]["concurrency"] or 1}):
+        p = _at(tp, C)
+        if not _fits(p):
+            continue
+        i = p["interval"]
+        s = (f"C={C}: {fmt(p['tokens_per_s_per_stream'])} tok/s per user {iv(*i['tokens_per_s_per_stream'])}, "
+             f"{fmt(p['tokens_per_s_per_gpu'])} per GPU {iv(*(x / tp['target']['n_gpus'] for x in i['tokens_per_s']))}")
+        q = _at(sp, C) if sp else None
+        if _fits(q):
+            s += f" ({fmt(p['tokens_per_s_per_gpu'] / q['tokens_per_s_per_gpu'])}× the source per GPU)"
+        elif sp:
+            s += " (the source does not fit it)"
+        parts.append(s)
+    rk = doc["rank"]
+    if rk["mode"] == "sla" and rk.get("base"):
+        b = rk["base"]
+        parts.append(f"at ≥ {fmt(rk['sla_tok_s_per_user'])} tok/s per user at most {fmt(b['tokens_per_s_per_gpu'])} per GPU "
+                     f"(C={b['concurrency']}, {fmt(b['tokens_per_s_per_stream'])} per user)")
+    return "**Throughput** on the target: " + "; ".join(parts) + " (90% intervals)."
+
+
+def _leaders(lead: list) -> str:
+    if len(lead) == 1:
+        return f"{label(lead[0][1])} at every concurrency that fits"
+    return ", then ".join(f"{label(c)} {'at' if i == 0 else 'from'} C={C}" for i, (C, c) in enumerate(lead))
+
+
+def _shift_sentence(doc: dict) -> str | None:
+    sh = doc["shift"]
+    bits = []
+    sh_ = sh.get("shrink", []) + sh.get("grow", [])
+    if sh_:
+        s0 = sh_[0]
+        bits.append(f"at C={s0['concurrency']} the source's {fmt(s0['source_step_ms'])} ms step becomes {fmt(s0['target_step_ms'])} ms, "
+                    + ", ".join(f"{label(s['component'])} {fmt(s['source_ms'])} → {fmt(s['target_ms'])} ms" for s in sh_))
+    fx = sh.get("fixed", {})
+    if "target" in fx:
+        bits.append(f"latency floors, launches and host become {pct(fx['target']['share'], False)} of the target's step"
+                    + (f" (from {pct(fx['source']['share'], False)})" if "source" in fx else ""))
+    lead = sh["leaders"]["target"]
+    if lead:
+        bits.append("the largest term on the target is " + _leaders(lead))
+    return ("**Bottleneck shift**: " + "; ".join(bits) + " (section 3).") if bits else None
+
+
+def _action_sentence(doc: dict) -> str:
+    recs = doc["recommendations"]
+    if not recs:
+        return "**What to change**: no engine setting tried gains 1% or more at the concurrencies served (section 4)."
+    r = recs[0]
+    if doc["rank"]["mode"] == "sla":
+        return (f"**What to change**: {r['change']}: {pct(r['gain'])} tok/s per GPU at ≥ {fmt(doc['rank']['sla_tok_s_per_user'])} "
+                f"tok/s per user" + (f" [{pct(r['gain_range'][0])}, {pct(r['gain_range'][1])}]" if r["gain_range"] else "")
+                + (f"; {len(recs) - 1} more in section 4." if len(recs) > 1 else "."))
+    C = doc["rank"]["concurrency"]
+    x = next((x for x in r["per_concurrency"] if x["concurrency"] == C and x.get("fits")), None)
+    g = f"{_gain_cell(x['gain'], x.get('gain_range'))} at C={C}" if x else "n/a at the largest C asked for"
+    best = max(((C2, g2) for C2, g2 in ((int(k), v) for k, v in r["gains"].items()) if g2 is not None), key=lambda t: t[1])
+    more = f", {pct(best[1])} at C={best[0]}" if best[0] != C else ""
+    return (f"**What to change**: {r['change']}: {g}{more} in tok/s per user"
+            + (f"; {len(recs) - 1} more in section 4." if len(recs) > 1 else "."))
+
+
+def _trust_sentence(doc: dict) -> str:
+    tp = doc["target"]["projection"]
+    c = doc["calibration"]
+    if c is None:
+        sc = doc["profile"]["self_check"]
+        own = f" (its own e2e steps within {pct(sc['median_abs_err'], False)} median)" if sc.get("median_abs_err") is not None else ""
+        return (f"**How far to trust it**: uncalibrated: the laws of perfmodel's own kernels measured on "
+                f"{doc['profile']['gpu_name']}{own}; a serving engine's kernels differ: give your figures "
+                "(`perfmodel calibrate`, `--observed`).")
+    loo = c["loo_median_abs_err"]
+    s = (f"**How far to trust it**: fitted to your {len(c['points'])} figure{'s' if len(c['points']) != 1 else ''} within "
+         f"{pct(c['median_abs_err'], False)} median" + (f" ({pct(loo, False)} leave-one-out)" if loo is not None else ""))
+    C = doc["rank"]["concurrency"]
+    p = _at(tp, C) if C else None
+    if _fits(p) and p.get("unpinned_factors"):
+        k, e = next(iter(p["unpinned_factors"].items()))
+        s += (f"; at C={C} the step rests {pct(abs(e), False)} on {k}, which your points do not pin, and its interval "
+              "carries that")
+    pinned = [f["name"] for f in c["factors"] if f["determined"]]
+    return s + ("; pinned: " + ", ".join(pinned) if pinned else "; no factor is pinned by your points on its own") + "."
+
+
+def _memory_sentence(doc: dict) -> str | None:
+    tp = doc["target"]["projection"]
+    nospec = [p["concurrency"] for p in tp["points"] if _no_spec(p)]
+    s = f"**Memory**: the target holds up to C={fmt(tp['max_concurrency_that_fits'])} at {fmt(tp['context'])} tokens without speculation"
+    if doc["source"]:
+        s += f" (the source {fmt(doc['source']['projection']['max_concurrency_that_fits'])})"
+    if nospec:
+        s += f"; with the drafter and the smallest tree it no longer fits from C={min(nospec)}"
     return s + "."
 
 
-def tau_cell(p, spec: str = "", calibrated: bool = False) -> str:
-    """τ with its 1σ and where it comes from ("τ modelled" unless a measured table/calibration).
-    At budget 0 it says why: the drafter does not fit, no speculation is fastest, or none asked."""
-    if not p.get("budget"):
-        if p.get("speculation_fits") is False:
-            return "1 (drafter does not fit)"
-        return "1 (no speculation is fastest)" if spec not in ("", "none") else "1 (no speculation)"
-    how = ("τ calibrated" if calibrated else "τ measured") if p.get("tau_measured") else "τ modelled"
-    return f"{fmt(p['tau'])} ±{fmt(p.get('tau_sigma') or 0.0)} ({how})"
+def tldr_section(doc: dict, figs: dict[str, str]) -> list[str]:
+    items = [_headline(doc), _shift_sentence(doc), _action_sentence(doc), _trust_sentence(doc), _memory_sentence(doc)]
+    return ["## TL;DR", ""] + [f"{i}. {s}" for i, s in enumerate([x for x in items if x], 1)] + [""]
 
 
-def _tput_dips(proj) -> list[str]:
-    """Where aggregate tok/s falls as C grows between reported points, say why."""
-    pts = [p for p in proj["points"] if p["fits_in_memory"]]
-    out = []
-    for a, b in zip(pts, pts[1:]):
-        if b["tokens_per_s"] >= a["tokens_per_s"]:
-            continue
-        why = (f"the drafter no longer fits at C={b['concurrency']}, so the step runs without speculation"
-               if b.get("speculation_fits") is False and a.get("budget") else
-               f"the best tree budget falls from {a['budget']} to {b['budget']}" if a.get("budget") != b.get("budget")
-               else "the step grows faster than C")
-        out.append(f"aggregate tok/s falls from {fmt(a['tokens_per_s'])} at C={a['concurrency']} to "
-                   f"{fmt(b['tokens_per_s'])} at C={b['concurrency']}: {why} (τ {fmt(a['tau'])} → {fmt(b['tau'])})")
-    return out
-
-
-def _proj_table(proj, calibrated: bool = False) -> list[str]:
-    lines = ["| C | budget | τ ±1σ | step ms [90%] | tok/s per stream [90%] | tok/s total [90%] | bottleneck |",
-             "|---:|---:|---|---|---|---|---|"]
-    for p in proj["points"]:
-        if not p["fits_in_memory"]:
-            lines.append(f"| {p['concurrency']} | — | — | does not fit | — | — | {p['note']} |")
-            continue
-        i = p["interval"]
-        lines.append(f"| {p['concurrency']} | {p['budget']} | {tau_cell(p, proj['spec'], calibrated)} | {fmt(p['step_ms'])} {iv(*i['step_ms'])} | "
-                     f"{fmt(p['tokens_per_s_per_stream'])} {iv(*i['tokens_per_s_per_stream'])} | "
-                     f"{fmt(p['tokens_per_s'])} {iv(*i['tokens_per_s'])} | {p['bottleneck']} |")
-    notes = [f"C={p['concurrency']}: {p['budget_note']}" for p in proj["points"]
-             if p["fits_in_memory"] and "budget_note" in p and not p["budget_note"].startswith("best budget")]
-    if notes:
-        lines += ["", "Budget: " + "; ".join(notes) + "."]
-    dips = _tput_dips(proj)
-    if dips:
-        lines += ["", "Not monotone: " + "; ".join(dips) + "."]
-    return lines
-
-
-def _spec_row(label, s_src, s_tgt, s_prof, get) -> str:
-    cells = []
-    for s in (s_src, s_tgt, s_prof):
-        try:
-            v = get(s) if s else None
-        except (KeyError, TypeError):
-            v = None
-        cells.append("—" if v is None else (fmt(v) if isinstance(v, (int, float)) else str(v)))
-    return f"| {label} | " + " | ".join(cells) + " |"
-
-
-
-def anchors_section(doc: dict, figs: dict[str, str]) -> list[str]:
-    """Measured anchors on the profile GPU."""
-    doc["target"]["projection"]
-    sp = doc["source"]["projection"] if doc["source"] else None
-    a = doc["anchors"]
-    L: list[str] = []
-    L.append(f"## 3. Measured anchors on the profile GPU ({a['gpu']})")
-    L.append("")
-    prov = a["provenance"]
-    if sp and sp["target"]["gpu"] != a["gpu"]:
-        L.append(f"The anchors were measured on **{prov['gpu_name']}** (the profile's GPU), not on the source "
-                 f"machine ({sp['target']['gpu']}): the source column below is itself a projection.")
+def measured_section(doc: dict, figs: dict[str, str]) -> list[str]:
+    pf = doc["profile"]
+    L = ["## 1. What was measured on the source", ""]
+    c = doc["calibration"]
+    if c is not None:
+        L += [f"Your figures ({c['engine']}), the model before calibration, after it, and leave-one-out (fitted on the others):", "",
+              "| # | point | figure | yours | model, uncalibrated | fitted | error | leave-one-out |",
+              "|---:|---|---|---:|---:|---:|---:|---:|"]
+        for p in c["points"]:
+            L.append(f"| {p['index']} | {p['label']} | {p['figure']} | {fmt(p['observed'])} | {fmt(p['uncalibrated'])} | "
+                     f"{fmt(p['predicted'])} | {pct(p['err'])} | {pct(p['loo_err'])} |")
+        L.append("")
+        L += [f"- {cap(w)}." for w in c["warnings"]]
+        pairs = [u for u in c["undetermined"] if "token" in u["why"]]
+        rest = [u for u in c["undetermined"] if u not in pairs]
+        if pairs:
+            L.append("- Floors and bandwidth not separated (one number of tokens per step): "
+                     + "; ".join(" / ".join(u["factors"]) for u in pairs) + ".")
+        L += [f"- Not separated: {', '.join(u['factors'])} ({u['why']})." for u in rest]
+        L.append("")
     else:
-        L.append(f"The anchors come from **{prov['gpu_name']}** (the profile's GPU).")
-    L.append("")
-    if not a["measured"]:
-        L.append("> **no measurement: spec-derived.** This profile was derived from the datasheet with assumed "
-                 "per-class efficiencies (`perfmodel/model/derived.py`); run `perfmodel measure` on the GPU to "
-                 "replace these anchors.")
-        L.append("")
-    L.append("Provenance: " + "; ".join(f"{k} `{v}`" for k, v in prov.items()) + ".")
-    L.append("")
-    ce = a["ceilings"]
-    L.append(f"**Achieved bandwidth vs peak ({fmt(a['peak_bw_GBps'])} GB/s datasheet):** "
-             + (f"copy {fmt(ce['copy_GBps'])} GB/s ({pct(ce['copy_frac_peak'], False)}), "
-                f"read {fmt(ce['read_GBps'])} GB/s ({pct(ce['read_frac_peak'], False)}), "
-                f"bf16 GEMM {fmt(ce['bf16_TFLOPS'])} TFLOP/s ({pct(ce['bf16_frac_peak'], False)} of "
-                f"{fmt(a['peak_bf16_TFLOPS'])}) — {ce['source'] or 'ceilings bench'}."
-                if (ce["copy_GBps"] or ce["read_GBps"]) else "no ceilings measured (spec-derived)."))
-    L.append("")
-    L.append("Per kernel class, fit `t = t0 + max(bytes/bw, flops/F)`:")
-    L.append("")
-    L.append("| class | latency floor t0 (µs) | bw (GB/s) | % of peak bw | F (TFLOP/s) | points | rmse | source |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---|")
-    for cls, f in a["fits"].items():
-        l2 = " (L2-resident: above the DRAM peak)" if f["bw_frac_peak"] > 1 else ""
-        L.append(f"| {cls} | {fmt(f['t0_us'])} | {fmt(f['bw_GBps'])}{l2} | {pct(f['bw_frac_peak'], False)} | "
-                 f"{fmt(f['tflops'])} | {f['n_points']} | {pct(f['rmse_rel'], False)} | {f['source'] or f['bench']} |")
-    L.append("")
-    L.append("**MoE efficiency curve** (achieved bandwidth against tokens per step, per shape and kernel):"
-             if a["moe_curves"] else "**MoE efficiency curve:** no measurement: spec-derived (the MoE classes use "
-             "the assumed efficiencies above).")
-    if a["moe_curves"]:
-        L.append("")
-        L.append("| MoE shape, kernel | points | plateau (GB/s) | plateau % of peak | tokens per step at 90% of plateau |")
-        L.append("|---|---:|---:|---:|---:|")
-        for k, c in sorted(a["moe_curves"].items()):
-            L.append(f"| {series_label(k)} | {len(c['points'])} | {fmt(c['plateau_GBps'])} | {pct(c['plateau_frac_peak'], False)} | "
-                     f"{fmt(round(c['T_at_90pct_plateau']))} |")
-        if "moe" in figs:
-            L.append("")
-            L.append(f"![MoE efficiency]({figs['moe']})")
-    L.append("")
-    o = a["overheads"]
-    if o:
-        tri = (f" (a Triton kernel through its Python launcher: {fmt(o['launch_eager_triton_us'])} µs)"
-               if o.get("launch_eager_triton_us") else "")
-        L.append(f"**Dispatch overhead:** eager launch {fmt(o['launch_eager_us'])} µs{tri}, CUDA-graph node "
-                 f"{fmt(o['graph_node_us'])} µs, graph launch {fmt(o['graph_launch_us'])} µs, host loop per step "
-                 f"{fmt(o['host_step_us'])} µs ({o['source'] or 'dispatch bench'}). The host loop is perfmodel's own "
-                 "argmax-and-sync decode loop, not a serving engine's scheduler: an engine's per-step host work is "
-                 "the separate `engine_host` term (section 1).")
-        calls = o.get("launch_eager_call_us") or {}
-        if calls:
-            f = o.get("eager_interleave_factor", 1.0)
-            L.append("Eager calls as timed, each in a loop of its own: " + ", ".join(
-                f"{c} {fmt(v)} µs" for c, v in calls.items()) + (
-                f"; made in turn, one of each, {fmt(f)}x their sum, and the step model multiplies each eager call by "
-                "that factor" if f != 1.0 else "") + " (they price `--no-graphs` only).")
-        if a["dispatch_samples"]:
-            L.append("Raw: " + ", ".join(f"{s['what']} {fmt(s['median_ms'] * 1e3)} µs" for s in a["dispatch_samples"]) + ".")
-        L.append("")
-    L.append("**Collectives:** " + (" ".join(
-        f"{c['op']} on {c['n_gpus']} GPUs over {c['link'] or 'local link'} ({'graph' if c['graph'] else 'eager'}): "
-        f"latency {fmt(c['latency_us'])} µs, {fmt(c['bw_GBps'])} GB/s per GPU, rmse {pct(c['rmse_rel'], False)} "
-        f"({c['source'] or 'collectives bench'})." for c in a["collectives"])
-        if a["collectives"] else "not measured in this profile; the projection uses each interconnect's calibrated "
-        "spec (sections 4 and 7)."))
-    L.append("")
-    L.append("**Tree building:** " + (" ".join(
-        f"{k.upper()}: t0 {fmt(f['t0_us'])} µs + {fmt(f['per_node_us'])} µs per node (C·B), rmse "
-        f"{pct(f['rmse_rel'], False)}, {f['n_points']} points ({f['source']})." for k, f in a["treebuild"].items())
-        if a["treebuild"] else "no fit in the profile."))
-    L.append("")
-    return L
-
-
-def specs_section(doc: dict, figs: dict[str, str]) -> list[str]:
-    """Source vs target specs."""
-    doc["target"]["projection"]
-    doc["source"]["projection"] if doc["source"] else None
-    doc["anchors"]
-    doc["summary"]
-    L: list[str] = []
-    L.append("## 4. Source vs target specs")
-    L.append("")
-    ss, st, spf = (doc["source"]["specs"] if doc["source"] else None), doc["target"]["specs"], doc["profile_gpu"]
-    L.append(f"| | source: {ss['name'] if ss else '—'} | target: {st['name']} | profile GPU: {spf['name']} |")
-    L.append("|---|---|---|---|")
-    L.append(_spec_row("memory kind", ss, st, spf, lambda s: s["memory_kind"]))
-    L.append(_spec_row("capacity (GB)", ss, st, spf, lambda s: s["capacity_GB"]["value"]))
-    L.append(_spec_row("bandwidth (GB/s)", ss, st, spf, lambda s: s["bandwidth_GBps"]["value"]))
-    L.append(_spec_row("bf16 dense (TFLOP/s)", ss, st, spf, lambda s: s["bf16_TFLOPS"]["value"]))
-    L.append(_spec_row("fp8 dense (TFLOP/s)", ss, st, spf, lambda s: s["fp8_TFLOPS"]["value"]))
-    L.append(_spec_row("fp4 dense (TFLOP/s)", ss, st, spf, lambda s: s["fp4_TFLOPS"]["value"]))
-    L.append(_spec_row("scale-up link", ss, st, spf, lambda s: s["scale_up"]["kind"]))
-    L.append(_spec_row("scale-up GB/s per direction", ss, st, spf, lambda s: s["scale_up"]["bw_per_dir_GBps"]["value"]))
-    L.append(_spec_row("host link", ss, st, spf, lambda s: s["host_link"]["kind"]))
-    L.append(_spec_row("interconnect used", ss, st, spf, lambda s: s["interconnect"]["name"]))
-    L.append(_spec_row("all-reduce latency (µs)", ss, st, spf, lambda s: s["interconnect"]["allreduce_latency_us"]["value"]))
-    L.append(_spec_row("all-reduce busbw (GB/s)", ss, st, spf, lambda s: s["interconnect"]["allreduce_busbw_GBps"]["value"]))
+        L += ["No figure of yours was given (`--calibration` or `--observed`): every number below prices perfmodel's own "
+              "kernels, not your engine's.", ""]
+    sc = pf["self_check"]
+    L.append(f"Kernel laws: {'measured' if pf['measured'] else 'spec-derived (no measurement)'} on {pf['gpu_name']} "
+             f"(profile `{pf['path']}`, {str(pf['timestamp'] or '')[:10]}, git {str(pf['git_sha'] or '?')[:7]}"
+             + (f"; predicts its own {sc['n_points']} e2e steps within {pct(sc['median_abs_err'], False)} median"
+                if sc.get("median_abs_err") is not None else "") + "), carried to both machines by the transfer rules "
+             "(appendix A).")
     L.append("")
     return L
 
 
 def projection_section(doc: dict, figs: dict[str, str]) -> list[str]:
-    """Projection per concurrency, both machines."""
     tp = doc["target"]["projection"]
     sp = doc["source"]["projection"] if doc["source"] else None
-    a = doc["anchors"]
-    L: list[str] = []
-    L.append("## 5. Projection per concurrency")
+    n = tp["target"]["n_gpus"]
+    ttft = any(p.get("ttft_ms") is not None for p in tp["points"])
+    L = [f"## 2. Projection on the target ({_short(tp)})", ""]
+    head = ["C", "tok/s per user [90%]", "tok/s per GPU [90%]", "vs source per GPU", "step ms", "TPOT ms"]
+    head += ["TTFT ms"] if ttft else []
+    head += ["τ (budget)", "GB per GPU: weights + KV / usable", "largest term"]
+    L += ["| " + " | ".join(head) + " |", "|" + "|".join("---:" if i < len(head) - 3 else "---" for i in range(len(head))) + "|"]
+    added = {int(k) for k in doc["concurrency_added"]}
+    for p in tp["points"]:
+        C = p["concurrency"]
+        mark = ("*" if C in added else "") + ("†" if _no_spec(p) else "")
+        m = p["memory_GB"]
+        mem = f"{fmt(m['weights'])} + {fmt(m['kv'])} / {fmt(m['usable'])}"
+        if not p["fits_in_memory"]:
+            L.append(f"| {C}{mark} | does not fit | | | | |" + (" |" if ttft else "") + f" | {mem} | |")
+            continue
+        i = p["interval"]
+        q = _at(sp, C) if sp else None
+        vs = f"{fmt(p['tokens_per_s_per_gpu'] / q['tokens_per_s_per_gpu'])}×" if _fits(q) else ("no fit" if sp else "—")
+        tau = f"{fmt(p['tau'])} ({p['budget']})" if p["budget"] else "1 (no drafter)" if _no_spec(p) else "1"
+        row = [f"{C}{mark}", f"{fmt(p['tokens_per_s_per_stream'])} {iv(*i['tokens_per_s_per_stream'])}",
+               f"{fmt(p['tokens_per_s_per_gpu'])} {iv(*(x / n for x in i['tokens_per_s']))}", vs, fmt(p["step_ms"]),
+               fmt(p["tpot_ms"])]
+        row += [fmt(p.get("ttft_ms"))] if ttft else []
+        top = max(p["breakdown_ms"], key=lambda k: (p["breakdown_ms"][k], k))
+        row += [tau, mem, f"{label(top)} ({pct(p['breakdown_ms'][top] / p['step_ms'], False)})"]
+        L.append("| " + " | ".join(row) + " |")
     L.append("")
-    L.append(f"### Target: {_machine(tp)}")
-    L.append("")
-    L += _proj_table(tp, doc["calibrated"])
-    L.append("")
-    if sp:
-        L.append(f"### Source: {_machine(sp)}")
-        L.append("")
-        L += _proj_table(sp, doc["calibrated"])
-        L.append("")
-    sc = tp["self_check"]
-    if sc["n_points"]:
-        L.append(f"**Self-check** (the model predicting the profile's own {sc['n_points']} end-to-end steps on "
-                 f"{a['gpu']}): median |error| {pct(sc['median_abs_err'], False)}, max {pct(sc.get('max_abs_err'), False)}; "
-                 "it widens every interval above.")
-    else:
-        L.append("**Self-check:** not available — the profile has no end-to-end steps; intervals come from the "
-                 "per-term uncertainties only.")
-    L.append("")
+    if added:
+        L.append("\\* added to the concurrencies asked for: " + "; ".join(f"C={C}: {w}" for C, w in doc["concurrency_added"].items())
+                 + ".")
+    if any(_no_spec(p) for p in tp["points"]):
+        L.append("† the drafter and the smallest tree no longer fit in memory here: the step runs without speculation, "
+                 "so this point is not on the speculative curve (the figure marks it apart).")
+    if tp.get("layout_notes"):
+        L += tp["layout_notes"]
+    L += ["", f"![tok/s per user and per GPU]({figs['throughput']})", ""]
     return L
 
 
-def figures_section(doc: dict, figs: dict[str, str]) -> list[str]:
-    """Figures."""
+def shift_section(doc: dict, figs: dict[str, str]) -> list[str]:
+    sh = doc["shift"]
     tp = doc["target"]["projection"]
-    doc["source"]["projection"] if doc["source"] else None
-    a = doc["anchors"]
-    L: list[str] = []
-    L.append("## 6. Figures")
-    L.append("")
-    L.append("Step-time breakdown per concurrency (S = source, T = target; one colour per component in every figure):")
-    L.append("")
-    L.append(f"![step-time breakdown]({figs['breakdown']})")
-    L.append("")
-    L.append(f"![tok/s vs concurrency]({figs['throughput']})")
-    L.append("")
-    L.append(f"Roofline on the profile GPU{' (measured samples)' if a['roofline_points'] else ' (no measured samples: spec-derived)'}:")
-    L.append("")
-    L.append(f"![roofline]({figs['roofline']})")
-    L.append("")
+    sp = doc["source"]["projection"] if doc["source"] else None
+    L = ["## 3. What stops dominating, what starts", ""]
+    F = []
+    for verb, s in [("smaller", x) for x in sh.get("shrink", [])] + [("larger", x) for x in sh.get("grow", [])]:
+        F.append(f"**{cap(label(s['component']))}, {verb} on the target**: {fmt(s['source_ms'])} ms of the source's "
+                 f"{fmt(s['source_step_ms'])} ms step ({pct(s['source_ms'] / s['source_step_ms'], False)}) at C={s['concurrency']}, "
+                 f"{fmt(s['target_ms'])} ms of the target's {fmt(s['target_step_ms'])} ms "
+                 f"({pct(s['target_ms'] / s['target_step_ms'], False)}).")
+    fx = sh.get("fixed", {})
+    if "target" in fx:
+        up = "source" in fx and fx["target"]["share"] > fx["source"]["share"]
+        F.append(f"**Fixed per-step costs {'grow' if up else 'fall'} in share**: latency floors, launches and host are "
+                 f"{fmt(fx['target']['ms'])} ms, {pct(fx['target']['share'], False)} of the target's step at C={fx['concurrency']}"
+                 + (f", against {fmt(fx['source']['ms'])} ms, {pct(fx['source']['share'], False)}, on the source" if "source" in fx
+                    else "") + (": they do not shrink with bandwidth." if up else ": the bandwidth-bound terms grow around them."))
+    for who, proj in (("target", tp), ("source", sp)):
+        lead = sh["leaders"].get(who) if proj else None
+        if lead:
+            F.append(f"**Largest term on the {who}**: {_leaders(lead)}.")
+    mo = sh.get("moe")
+    if mo:
+        tok = mo["tokens_to"] / mo["tokens_from"]
+        F.append((f"**MoE saturates from C={mo['from']}**: " if mo["saturated"] else "**MoE**: ")
+                 + f"on the target {fmt(mo['from_ms'])} ms at C={mo['from']}, {fmt(mo['to_ms'])} ms at C={mo['to']} for "
+                 f"{tok:.3g}× the tokens per step" + (": the experts a step reads stop growing." if mo["saturated"] else "."))
+    if sh.get("attention_cause"):
+        F.append(f"**Attention takes over from C={sh['attention_from']}**: {sh['attention_cause']}.")
+    L += [f"{i}. {f}" for i, f in enumerate(F, 1)]
+    L += ["", f"![step-time breakdown, both machines]({figs['breakdown']})", ""]
+    return L
+
+
+def _speculation_line(doc: dict) -> str | None:
+    tp = doc["target"]["projection"]
+    if tp["spec"] == "none":
+        return None
+    pts = [p for p in tp["points"] if _fits(p)]
+    bud = ", ".join(f"C={p['concurrency']}: {p['budget'] or 'off'}" for p in pts)
+    off = [p["concurrency"] for p in pts if not p["budget"] and p.get("speculation_fits")]
+    s = f"Speculation budget per concurrency on the target (best of the candidates): {bud}"
+    if off:
+        s += (f"; no speculation is fastest from C={min(off)}: turn it off above that batch size (vLLM "
+              "speculative_disable_by_batch_size, TensorRT-LLM max_concurrency; `--spec-off-above`)")
+    return s + "."
+
+
+def recommendations_section(doc: dict, figs: dict[str, str]) -> list[str]:
+    rk = doc["rank"]
+    recs = doc["recommendations"]
+    L = ["## 4. What to change", ""]
+    rng = (f"[range]: the gain when each of {', '.join(rk['range_inputs'])} moves ±{int(100 * rk['delta'])}%"
+           if rk["range_inputs"] else "")
+    if rk["mode"] == "sla":
+        b = rk["base"]
+        if b is None:
+            return L + [f"No concurrency reaches {fmt(rk['sla_tok_s_per_user'])} tok/s per user on the target.", ""]
+        L += [f"Ranked by tok/s per GPU at ≥ {fmt(rk['sla_tok_s_per_user'])} tok/s per user (the best of C in "
+              f"{', '.join(map(str, rk['grid']))}): now {fmt(b['tokens_per_s_per_gpu'])} per GPU at C={b['concurrency']} "
+              f"({fmt(b['tokens_per_s_per_stream'])} per user). {rng}; changes under +1% left out.", "",
+              "| # | change | C | tok/s per user | tok/s per GPU | gain per GPU [range] |", "|---:|---|---:|---:|---:|---|"]
+        for i, r in enumerate(recs, 1):
+            n = r["new"]
+            L.append(f"| {i} | {r['change']} | {n['concurrency']} | {fmt(n['tokens_per_s_per_stream'])} | "
+                     f"{fmt(n['tokens_per_s_per_gpu'])} | {_gain_cell(r['gain'], r['gain_range'])} |")
+    else:
+        Cs = rk["concurrencies"]
+        if not recs:
+            L.append(f"No engine setting tried gains 1% or more at C={', '.join(map(str, Cs))} (appendix B lists them all).")
+        else:
+            L += [f"Ranked by the gain in tok/s per user at C={rk['concurrency']}, the largest concurrency asked for that fits "
+                  f"(then by the best gain at any of C={', '.join(map(str, Cs))}); {rng}; settings under +1% everywhere "
+                  "left out (appendix B has every what-if).", "",
+                  "| # | change | " + " | ".join(f"C={C}" for C in Cs) + f" | at C={rk['concurrency']} |",
+                  "|---:|---|" + "---|" * len(Cs) + "---|"]
+            for i, r in enumerate(recs, 1):
+                cells = []
+                for C in Cs:
+                    x = next((x for x in r["per_concurrency"] if x["concurrency"] == C), None)
+                    cells.append(_gain_cell(x["gain"], x.get("gain_range")) if x and x.get("fits") else "no fit")
+                x = next((x for x in r["per_concurrency"] if x["concurrency"] == rk["concurrency"] and x.get("fits")), None)
+                why = "—" if x is None else (
+                    f"{'removes' if x['component_new_ms'] < x['component_base_ms'] else 'adds'} "
+                    f"{fmt(abs(x['component_new_ms'] - x['component_base_ms']))} ms of {label(x['component'])}")
+                L.append(f"| {i} | {r['change']} | " + " | ".join(cells) + f" | {why} |")
+    s = _speculation_line(doc)
+    L += ["", s] if s else []
     if "budget" in figs:
-        bests = [f"C={p['concurrency']}: B={p['budget']}" for p in tp["points"] if p.get("budget_curve")]
-        L.append("tok/s vs tree budget (best budget starred; " + ", ".join(bests) + "):")
-        L.append("")
-        L.append(f"![tok/s vs tree budget]({figs['budget']})")
-        L.append("")
-    L.append(f"Sensitivity (each input ±{int(100 * doc['sensitivity_delta'])}%, tok/s per stream):")
-    L.append("")
-    L.append(f"![sensitivity tornado]({figs['tornado']})")
+        L += ["", f"![tok/s per user against the tree budget]({figs['budget']})"]
     L.append("")
     return L
 
 
 def assumptions_section(doc: dict, figs: dict[str, str]) -> list[str]:
-    """Assumptions, their sources, and what would change the conclusion."""
     tp = doc["target"]["projection"]
-    sp = doc["source"]["projection"] if doc["source"] else None
-    a = doc["anchors"]
-    S = doc["summary"]
-    L: list[str] = []
-    L.append("## 7. Assumptions and their sources")
-    L.append("")
-    L.append(f"- Profile: {tp['profile']['label']}" + ("" if a["measured"] else " — no measurement: spec-derived") + ".")
-    for who, d in (("target", doc["target"]), ("source", doc["source"])):
-        if d is None:
-            continue
-        for k, rule in d["projection"]["rules"].items():
-            if rule:
-                L.append(f"- Transfer rule, {who}, {k}: {rule.removeprefix(f'{k}: ')}.")
-    for k, v in doc["memory_kinds"].items():
-        L.append(f"- {k} achievable fraction of peak {fmt(v['achievable_fraction'])} (±{pct(v['uncertainty_rel'], False)}): "
-                 f"{v['source']}.")
+    L = ["## 5. Assumptions and what would change the answer", ""]
+    L.append(f"- {cap(doc['describes'])}.")
     if tp["acceptance"]:
-        L.append(f"- Acceptance ({tp['acceptance']['source']}): {tp['acceptance']['description']}.")
-    L.append(f"- Context {fmt(tp['context'])} tokens for every sequence; model preset `{tp['model']}`.")
-    L.append("")
-    L.append("**What would change the conclusion:**")
-    L.append("")
-    for C, rows in doc["sensitivity"].items():
-        if rows:
-            r0 = rows[0]
-            L.append(f"- At C={C} the projection moves most with **{r0['input']}**: ±{int(100 * doc['sensitivity_delta'])}% "
-                     f"moves tok/s by {pct(r0['minus'])} / {pct(r0['plus'])}"
-                     + (f"; next {rows[1]['input']} ({pct(rows[1]['minus'])} / {pct(rows[1]['plus'])})." if len(rows) > 1 else "."))
-    if sp:
-        for C in (S["c1"], S["cmax"]):
-            p = next((q for q in tp["points"] if q["concurrency"] == C), None)
-            q = next((x for x in sp["points"] if x["concurrency"] == C), None)
-            if p and q and p["fits_in_memory"] and q["fits_in_memory"]:
-                (plo, phi), (qlo, qhi) = p["interval"]["tokens_per_s"], q["interval"]["tokens_per_s"]
-                ov = plo <= qhi and qlo <= phi
-                L.append(f"- At C={C} the target's 90% interval {iv(plo, phi)} "
-                         + ("overlaps" if ov else "lies entirely " + ("above" if plo > qhi else "below"))
-                         + f" the source's {iv(qlo, qhi)} tok/s total"
-                         + (": the ranking of the two machines is not settled." if ov else "."))
+        L.append(f"- Acceptance τ ({tp['acceptance']['source']}): {tp['acceptance']['description']}.")
+    L.append(f"- Context {fmt(tp['context'])} tokens for every sequence; model preset `{tp['model']}`, KV cache "
+             f"{doc['model']['kv_dtype']}.")
+    for k, v in doc["memory_kinds"].items():
+        L.append(f"- {k}: achievable {pct(v['achievable_fraction'], False)} of the datasheet bandwidth "
+                 f"(±{pct(v['uncertainty_rel'], False)}; {v['source']}).")
+    sens = doc["sensitivity"]
+    Cs = list(sens)
+    names = list(dict.fromkeys(r["input"] for C in reversed(Cs) for r in sens[C]))
+    if names:
+        d = int(100 * doc["sensitivity_delta"])
+        L += ["", f"Sensitivity: tok/s per user when one input moves −{d}% / +{d}% (most influential first):", "",
+              "| input | " + " | ".join(f"C={C}" for C in Cs) + " |", "|---|" + "---|" * len(Cs)]
+        for n in names:
+            cells = []
+            for C in Cs:
+                r = next((r for r in sens[C] if r["input"] == n), None)
+                cells.append(f"{pct(r['minus'])} / {pct(r['plus'])}" if r else "—")
+            L.append(f"| {n} | " + " | ".join(cells) + " |")
+    sp = doc["source"]["projection"] if doc["source"] else None
+    for C in doc["rank"]["concurrencies"][-1:]:
+        p, q = _at(tp, C), (_at(sp, C) if sp else None)
+        if _fits(p) and _fits(q):
+            (plo, phi), (qlo, qhi) = p["interval"]["tokens_per_s"], q["interval"]["tokens_per_s"]
+            if plo <= qhi and qlo <= phi:
+                L += ["", f"At C={C} the two machines' 90% intervals overlap ({iv(plo, phi)} against {iv(qlo, qhi)} tok/s "
+                          "total): which is faster there is not settled."]
     recs = [r for r in doc["recommendations"] if r.get("rank_gain") is not None]
-    if len(recs) > 1 and recs[0]["rank_gain"] > 0:
-        L.append(f"- The first recommendation leads the second by {fmt(100 * (recs[0]['rank_gain'] - recs[1]['rank_gain']))} "
-                 "percentage points of the ranking gain (section 8); a term off by more than that could reorder them.")
-    if not a["measured"]:
-        L.append("- Any measurement: every class efficiency, latency floor and overhead above is assumed.")
+    if len(recs) > 1:
+        L += ["", f"The first change leads the second by {fmt(100 * (recs[0]['rank_gain'] - recs[1]['rank_gain']))} points of "
+                  "gain; an input off by more than that could reorder them."]
     L.append("")
     return L
 
 
-def _title(doc: dict, figs: dict[str, str]) -> list[str]:
-    tp = doc["target"]["projection"]
-    return [f"# {tp['model']} decode on {_machine(tp)}: findings", "",
-            f"Every number below is in `{figs['json']}` (`target.projection` is exactly the output of "
-            f"`{doc['target']['command']}`).", "",
-            f"Settings: parallel {tp['parallel']}, context {fmt(tp['context'])} tokens, speculative decoding {tp['spec']}"
-            + (f" (tree build on {tp['tree_build'].upper()})" if tp["tree_build"] else "")
-            + f", CUDA graphs {'on' if tp['graphs'] else 'off'}.", ""]
+_RULE_KEYS = ("all_reduce", "all_to_all", "overheads", "compute_dtypes")
 
 
-def describes_section(doc: dict, figs: dict[str, str]) -> list[str]:
-    """What the numbers describe: whose kernels, which profile, calibrated or not."""
-    tp = doc["target"]["projection"]
-    prov = doc["anchors"]["provenance"]
-    L = ["## 1. What this describes", "",
-         f"- **{doc['describes']}**.",
-         f"- Profile `{tp['profile']['path']}`: {prov.get('gpu_name', '?')}, measured {prov.get('timestamp', '?')}, "
-         f"git `{prov.get('git_sha', '?')}`.",
-         "- Every per-kernel floor and efficiency below was measured on **perfmodel's own Triton kernels** (MoE, "
-         "attention, norms) and torch GEMMs, timed graph-captured on the profile GPU and carried to other GPUs by the "
-         "transfer rules (section 7). "
-         + ("The calibration below scales them toward the engine's." if doc["calibrated"] else
-            "A serving engine's kernels have other floors.")]
-    if doc["calibrated"]:
-        c = tp["calibration"]
-        loo = c.get("loo_median_abs_err")
-        L.append(f"- Calibrated to **{c['engine']}** from {c['n_points']} point(s) on {', '.join(c['machines'])}: the "
-                 "floors and efficiencies above are scaled by the fitted factors below, carried to the target by the "
-                 "transfer rules. Leave-one-out median error: " + ("n/a (one point)" if loo is None else f"{fmt(100 * loo)}%")
-                 + ".")
-        det = sorted(n for n, f in c["factors"].items() if f["determined"])
-        L.append(f"- {len(det)} of {len(c['factors'])} factors are pinned down by the points"
-                 + (f" ({', '.join(det)})" if det else "")
-                 + "; the others are only loosely constrained (posterior σ at least 0.7× the prior's), so their "
-                 "values are weak evidence and their σ widens every interval below.")
-        L += ["", "| factor | value | σ posterior (relative; µs for the host term) | pinned down by the data |",
-              "|---|---|---|---|"]
-        for name, f in sorted(c["factors"].items()):
-            host = name == "engine_host_us"
-            L.append(f"| {name} | {fmt(f['value'])}{' µs' if host else ''} | {fmt(f['sigma_post'])}{' µs' if host else ''} | "
-                     f"{'yes' if f['determined'] else 'no (σ near its prior)'} |")
-        L += [f"- Warning: {w}" for w in c.get("warnings", [])]
-        L.append("")
-    else:
-        L.append("- **Uncalibrated** to any serving engine: no `--calibration` was given. The section *with "
-                 "production-class floors* below shows the same projection with the floors of cited production "
-                 "decode kernels.")
-    eh = doc["host"]["engine_host_ms"]
-    L.append(f"- Host: the measured {fmt(doc['host']['loop_us'])} µs \"host step\" is perfmodel's own argmax-and-sync "
-             "decode loop, not a serving engine's scheduler. An engine's per-step host work is the `engine_host` term: "
-             + (f"{fmt(1e3 * max(eh.values())) if eh and max(eh.values()) > 0 else '0'} µs per step here, fitted by the "
-                "calibration." if doc["calibrated"]
-                else "0 by default (uncalibrated); `perfmodel calibrate` fits it from engine measurements."))
-    acc = tp.get("acceptance")
-    ftau = (tp.get("calibration") or {}).get("factors", {}).get("tau")
-    if acc and ftau and ftau["determined"]:
-        L.append(f"- Acceptance τ is **calibrated**: the {acc['source']} preset × the fitted factor {fmt(ftau['value'])}; "
-                 f"its uncertainty is the posterior σ ({pct(ftau['sigma_post'], False)} of τ). It is part of every tok/s "
-                 "interval.")
-    elif acc:
-        L.append(f"- Acceptance τ is **{'measured' if acc['measured'] else 'modelled'}** ({acc['source']}); its "
-                 f"uncertainty: {acc['sigma']}. It is part of every tok/s interval.")
-    if doc["concurrency_added"]:
-        L.append("- Concurrencies added to the ones asked for ("
-                 + ", ".join(map(str, doc["concurrency_asked"])) + "): "
-                 + "; ".join(f"C={C}: {why}" for C, why in doc["concurrency_added"].items()) + ".")
-    for n in doc["monotone_notes"]:
-        L.append(f"- {n}")
-    L.append("")
-    pf = doc.get("production_floors")
-    if pf:
-        L += ["### With production-class floors (what-if, uncalibrated profile)", "",
-              "Each kernel class's floor t0 lowered to a cited batch-1 decode latency of a production kernel where that "
-              "is lower (`perfmodel/data/production_floors.yaml`); everything else unchanged:", ""]
-        fits = doc["anchors"]["fits"]
-        for cls, f in sorted(pf["floors"].items()):
-            ours = [v["t0_us"] for k, v in fits.items() if k.split(".")[0] == cls]
-            a = f.get("floor_us")
-            if a is None:
-                L.append(f"- {cls}: kept ({f['source']})")
-            elif ours and a >= min(ours):
-                L.append(f"- {cls}: kept: perfmodel's fitted {fmt(min(ours))} µs is already at or below the cited "
-                         f"{fmt(a)} µs per call ({f['kernel']}; {f['source']})")
-            else:
-                L.append(f"- {cls}: lowered to {fmt(a)} µs per call ({f['kernel']}; {f['source']})")
-        L.append("")
-        changed = any(p["fits_in_memory"] and b["fits_in_memory"] and p["step_ms"] != b["step_ms"]
-                      for who in ("target", "source") if isinstance(pf.get(who), list)
-                      for p, b in zip(pf[who], doc[who]["projection"]["points"]))
-        if not changed:
-            L += ["No floor is lowered, so this variant equals the projection below at every reported concurrency on "
-                  "both machines: perfmodel's fitted floors are already at or below every cited production floor.", ""]
-        for who in ("target", "source"):
-            pts = pf.get(who)
-            if not isinstance(pts, list) or not changed:
-                continue
-            base = {p["concurrency"]: p for p in doc[who]["projection"]["points"]}
-            L += [f"| {who}: C | step ms (perfmodel kernels) | step ms (production floors) | tok/s per stream | change |",
-                  "|---:|---:|---:|---:|---:|"]
-            for p in pts:
-                b = base[p["concurrency"]]
-                if not (p["fits_in_memory"] and b["fits_in_memory"]):
-                    L.append(f"| {p['concurrency']} | — | — | does not fit | — |")
-                    continue
-                L.append(f"| {p['concurrency']} | {fmt(b['step_ms'])} | {fmt(p['step_ms'])} | "
-                         f"{fmt(p['tokens_per_s_per_stream'])} | {pct(p['tokens_per_s_per_stream'] / b['tokens_per_s_per_stream'] - 1)} |")
-            L.append("")
-    return L
+def _rule(rule: str | None, key: str) -> str:
+    return "—" if not rule else rule.removeprefix(f"{key}: ").replace("|", "/")
 
 
-def summary_section(doc: dict, figs: dict[str, str]) -> list[str]:
+def appendix_section(doc: dict, figs: dict[str, str]) -> list[str]:
     tp = doc["target"]["projection"]
     sp = doc["source"]["projection"] if doc["source"] else None
-    S = doc["summary"]
-    L = ["## 2. Summary", ""]
-    for label, C in (("at C=1", S["c1"]), ("at the largest C that fits", S["cmax"])):
-        if C is None:
-            continue
-        p = next(q for q in tp["points"] if q["concurrency"] == C)
-        cap = label[0].upper() + label[1:] + ("" if C == 1 else f" (C={C})")
-        if not p["fits_in_memory"]:
-            L.append(f"- {cap}: does not fit.")
-            continue
-        line = (f"- **{cap}**: {fmt(p['tokens_per_s_per_stream'])} tok/s per stream "
-                f"{iv(*p['interval']['tokens_per_s_per_stream'])}, {fmt(p['tokens_per_s'])} tok/s total "
-                f"{iv(*p['interval']['tokens_per_s'])} (90% interval, step and τ) on the target, τ {tau_cell(p, tp['spec'], doc['calibrated'])}")
-        if sp:
-            q = next(x for x in sp["points"] if x["concurrency"] == C)
-            if q["fits_in_memory"]:
-                line += (f"; source: {fmt(q['tokens_per_s_per_stream'])} per stream, {fmt(q['tokens_per_s'])} total "
-                         f"({fmt(p['tokens_per_s'] / q['tokens_per_s'])}× on the target)")
-            else:
-                line += "; the source does not fit this concurrency"
-        L.append(line + ".")
-    ok = [p for p in tp["points"] if p["fits_in_memory"]]
-    best = max(ok, key=lambda p: p["tokens_per_s"]) if ok else None
-    if best and best["concurrency"] != S["cmax"]:
-        L.append(f"- Highest aggregate throughput on the target among the reported concurrencies: C={best['concurrency']}, "
-                 f"{fmt(best['tokens_per_s'])} tok/s total {iv(*best['interval']['tokens_per_s'])}, above the largest "
-                 "C that fits (section 5 says why).")
-    L.append(f"- Largest concurrency that fits in memory (no speculation): target {fmt(tp['max_concurrency_that_fits'])}"
-             + (f", source {fmt(sp['max_concurrency_that_fits'])}" if sp else "") + ".")
-    L.append("")
-    L.append("- " + (_bottleneck_sentence(sp, "source") if sp else f"Source {doc['source_name']}: {doc['source_error']}"))
-    L.append("- " + _bottleneck_sentence(tp, "target"))
-    L.append("")
-    return L
-
-
-def _whatif_list(rows: list[dict], proj: dict) -> list[str]:
-    L, n = [], 0
-    nospec = {p["concurrency"] for p in proj["points"] if p["fits_in_memory"] and p.get("speculation_fits") is False}
-    for r in rows:
+    L = ["## Appendix A. Transfer rules (profile GPU → each machine)", "",
+         "| term | target | source |", "|---|---|---|"]
+    keys = [k for k in tp["rules"] if "." not in k and k not in _RULE_KEYS] + [k for k in _RULE_KEYS if k in tp["rules"]]
+    variants = sorted(k for k in tp["rules"] if "." in k)
+    for k in keys:
+        L.append(f"| {k} | {_rule(tp['rules'].get(k), k)} | {_rule(sp['rules'].get(k), k) if sp else '—'} |")
+    if variants:
+        L += ["", f"{len(variants)} kernel variants ({', '.join(variants)}) follow their class's rule with their own fitted figures "
+                  "(in the JSON)."]
+    L += ["", "## Appendix B. Every what-if on the target (tok/s per user, at the base's budget unless re-chosen)", ""]
+    Cs = [p["concurrency"] for p in tp["points"]]
+    L += ["| change | kind | " + " | ".join(f"C={C}" for C in Cs) + " |", "|---|---|" + "---|" * len(Cs)]
+    quiet, skipped = [], []
+    for r in doc["whatifs"]:
         if "skipped" in r:
+            skipped.append(f"{r['change']} ({r['skipped']})")
             continue
-        n += 1
-        head = f"{n}. **{r['change']}** — ranking gain {pct(r['rank_gain'])}" if r["rank_gain"] is not None else \
-            f"{n}. **{r['change']}** — not evaluable where both fit"
-        if r["rank_gain"] is not None and all(x["gain"] == 0 for x in r["per_concurrency"] if x["fits"]):
-            head += " (no effect at any reported concurrency)"
-        elif r["rank_gain"] is not None and r["rank_gain"] <= 0:
-            head += " (no gain: keep the current setting)"
-        L.append(head + "; " + ", ".join(
-            f"C={x['concurrency']}: {pct(x['gain'])}" if x["fits"] else f"C={x['concurrency']}: {x['why']}"
-            for x in r["per_concurrency"]))
-        for x in r["per_concurrency"]:
-            if not x["fits"]:
-                continue
-            b, nw = x["base"], x["new"]
-            if nw["step_ms"] == b["step_ms"] and nw["tau"] == b["tau"]:
-                why = ": the drafter does not fit at this concurrency" if x["concurrency"] in nospec else ""
-                L.append(f"   - C={x['concurrency']}: no change (step {fmt(b['step_ms'])} ms, budget {b['budget']}{why}).")
-                continue
-            verb = "removes" if x["component_new_ms"] < x["component_base_ms"] else "adds"
-            L.append(f"   - C={x['concurrency']}: {verb} {fmt(abs(x['component_new_ms'] - x['component_base_ms']))} ms of "
-                     f"{x['component']} ({fmt(x['component_base_ms'])} → {fmt(x['component_new_ms'])} ms); step "
-                     f"{fmt(b['step_ms'])} → {fmt(nw['step_ms'])} ms, τ {fmt(b['tau'])} → {fmt(nw['tau'])}, budget "
-                     f"{b['budget']} → {nw['budget']}: {fmt(b['tokens_per_s_per_stream'])} → "
-                     f"{fmt(nw['tokens_per_s_per_stream'])} tok/s per stream = {pct(x['gain'])}.")
-    skipped = [r for r in rows if "skipped" in r]
+        gains = {x["concurrency"]: x["gain"] if x.get("fits") else None for x in r["per_concurrency"]}
+        if all(g is None or abs(g) < doc["rank"]["min_gain"] for g in gains.values()):
+            quiet.append(r["change"])
+            continue
+        L.append(f"| {r['change']} | {'engine setting' if r['kind'] == 'engine' else 'perfmodel kernels / machine'} | "
+                 + " | ".join(_gain_cell(gains.get(C)) for C in Cs) + " |")
+    if quiet:
+        L += ["", "Under 1% at every concurrency: " + "; ".join(quiet) + "."]
     if skipped:
-        L += ["", "Not evaluated: " + "; ".join(f"{r['change']} ({r['skipped']})" for r in skipped) + "."]
-    return L
+        L += ["", "Not evaluated: " + "; ".join(skipped) + "."]
+    ss, st = (doc["source"]["specs"] if doc["source"] else None), doc["target"]["specs"]
+    L += ["", "## Appendix C. The two machines (datasheet figures; sources in the JSON)", "",
+          f"| | source: {ss['name'] if ss else '—'} | target: {st['name']} |", "|---|---|---|"]
 
-
-def recommendations_section(doc: dict, figs: dict[str, str]) -> list[str]:
-    tp = doc["target"]["projection"]
-    L = ["## 8. Recommendations (every what-if at every reported concurrency, on both machines)", "",
-         f"Each row re-runs the same projection with one change (`perfmodel/model/whatif.py`), at the base point's "
-         f"tree budget unless the row says the budget is re-chosen. Ranked by one rule: {doc['rank_rule']}. Gains are in "
-         "tok/s per stream (at a fixed C the total moves by the same %).", "",
-         f"### Target: {_machine(tp)}", ""]
-    L += _whatif_list(doc["recommendations"], tp)
-    if doc["source"]:
-        L += ["", f"### Source: {_machine(doc['source']['projection'])}", ""]
-        L += _whatif_list(doc["source_whatifs"], doc["source"]["projection"])
+    def row(name, get):
+        cells = []
+        for s in (ss, st):
+            try:
+                v = get(s) if s else None
+            except (KeyError, TypeError):
+                v = None
+            cells.append("—" if v is None else fmt(v))
+        L.append(f"| {name} | " + " | ".join(cells) + " |")
+    row("memory", lambda s: s["memory_kind"])
+    row("capacity GB", lambda s: s["capacity_GB"]["value"])
+    row("bandwidth GB/s", lambda s: s["bandwidth_GBps"]["value"])
+    row("bf16 / fp4 dense TFLOP/s", lambda s: f"{fmt(s['bf16_TFLOPS']['value'])} / {fmt((s['fp4_TFLOPS'] or {}).get('value'))}")
+    row("interconnect", lambda s: s["interconnect"]["name"])
+    row("link GB/s per direction", lambda s: s["interconnect"]["bw_per_dir_GBps"]["value"])
+    row("all-reduce latency µs / busbw GB/s", lambda s: f"{fmt(s['interconnect']['allreduce_latency_us']['value'])} / "
+                                                        f"{fmt(s['interconnect']['allreduce_busbw_GBps']['value'])}")
     L.append("")
     return L
 
 
-SECTIONS = (_title, describes_section, summary_section, anchors_section, specs_section, projection_section,
-            figures_section, assumptions_section, recommendations_section)
+SECTIONS = (_title, tldr_section, measured_section, projection_section, shift_section, recommendations_section,
+            assumptions_section, appendix_section)
 
 
 def markdown(doc: dict, figs: dict[str, str]) -> str:
-    return "\n".join(line for section in SECTIONS for line in section(doc, figs))
+    lines = [line for section in SECTIONS for line in section(doc, figs)]
+    while lines and lines[-1] == "":
+        lines.pop()
+    return "\n".join(lines) + "\n"

@@ -41,7 +41,8 @@ RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "perfmodel.cli": (("perfmodel",), ("typer", "rich")),  # the edge: everything, lazily
     "perfmodel.__main__": (("perfmodel.cli",), ()),
     "perfmodel.reports": (("perfmodel.reports", "perfmodel.api", "perfmodel.explore", "perfmodel.model", "perfmodel.request",
-                           "perfmodel.validate", "perfmodel.specs") + CORE_TYPES, ("matplotlib", "numpy", "yaml")),
+                           "perfmodel.validate", "perfmodel.calibrate", "perfmodel.specs") + CORE_TYPES,
+                          ("matplotlib", "numpy", "yaml")),
     "perfmodel.kernels": (("perfmodel.kernels",), ("torch", "triton", "numpy")),
     # measurement talks to the model only through profile files
     "perfmodel.measure": (("perfmodel.measure", "perfmodel.kernels", "perfmodel.profile", "perfmodel.specs",

@@ -103,9 +103,9 @@ def test_variants_one_change_each(hand_path):
     assert v["graphs"].request == {"graphs": False} and "off" in v["graphs"].change
     assert not any(w.rechooses_budget for w in v.values())
     eager = _by_key(_req(hand_path, graphs=False))
-    assert eager["graphs"].request == {"graphs": True} and eager["graphs"].change.endswith(" on")
+    assert eager["graphs"].request == {"graphs": True} and eager["graphs"].change.startswith("CUDA graphs on")
     moe = _by_key(Request(target="h200", gpus=8, model="qwen3-30b-a3b", spec="ddtree", tree_build="cpu"), True, True)
-    assert list(moe) == ["tree_build", "graphs", "parallel_ep", "parallel_tp-attn-ep-moe", "spec_none", "spec_chain",
+    assert list(moe) == ["tree_build", "graphs", "parallel_tp-attn-ep-moe", "parallel_ep", "spec_none", "spec_chain",
                          "production_floors", "latency_floor_half", "collective_latency_half", "host_half",
                          "graph_node_half"]
     assert moe["tree_build"].request == {"tree_build": "gpu"}
@@ -113,6 +113,20 @@ def test_variants_one_change_each(hand_path):
     ep = _by_key(Request(target="h200", gpus=8, model="qwen3-30b-a3b", parallel="ep"), True, False)
     assert [k for k in ep if k.startswith("parallel_")] == ["parallel_tp", "parallel_tp-attn-ep-moe"]
     assert "spec_chain" not in ep and "tree_build" not in ep
+    # engine settings a user can act on, apart from what-ifs on perfmodel's own kernels
+    assert {k for k, w in moe.items() if w.kind == "engine"} == {"graphs", "parallel_tp-attn-ep-moe", "parallel_ep",
+                                                                  "spec_none", "spec_chain"}
+    assert "tp+ep" in moe["parallel_tp-attn-ep-moe"].change and "dp-attn+ep" in moe["parallel_ep"].change
+
+
+def test_kv_dtype_and_per_concurrency_budget_variants():
+    req = Request(target="h200", gpus=8, spec="ddtree")
+    v = {w.key: w for w in whatif.variants(req, True, True, production_floors(), kv_dtype="bf16", block=16)}
+    assert v["kv_fp8"].request == {"dtypes": {"kv_cache": "fp8"}} and v["kv_fp8"].kind == "engine"
+    assert v["budget_per_concurrency"].request == {"budget": 15} and v["budget_per_concurrency"].inverse
+    fixed = {w.key for w in whatif.variants(Request(target="h200", gpus=8, spec="ddtree", budget=8), True, True,
+                                             production_floors(), kv_dtype="fp8", block=16)}
+    assert "kv_fp8" not in fixed and "budget_per_concurrency" not in fixed
 
 
 # ----------------------------------------------------------------------------- evaluate, by hand

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from perfmodel.model.machine import Machine
+from perfmodel.scenario import layout_of
 
 MachineFn = Callable[[Machine], Machine]
 
@@ -80,25 +81,50 @@ class WhatIf:
     machine: MachineFn | None = None
     acceptance: Callable | None = None
     rechooses_budget: bool = False
+    # "engine": a setting an engine user changes (layout, speculation, KV dtype, CUDA graphs, GPU
+    # count); "kernels": a property of perfmodel's own kernels or of the machine, a what-if only
+    kind: str = "kernels"
+    # the recommendation is the base setting over this variant (the variant is the usual setting
+    # the base improves on, e.g. one fixed tree budget against a budget per concurrency)
+    inverse: bool = False
 
 
-def variants(req, has_moe: bool, has_drafter: bool, floors: dict) -> list[WhatIf]:
-    """The one-change-at-a-time what-ifs of a report, each named by what it changes."""
+def _layout(key: str, n: int) -> str:
+    lay = layout_of(key)
+    return f"{lay.name} ({lay.label(n)})"
+
+
+def variants(req, has_moe: bool, has_drafter: bool, floors: dict, kv_dtype: str | None = None,
+             block: int | None = None) -> list[WhatIf]:
+    """The one-change-at-a-time what-ifs of a report, each named by what it changes: the engine
+    settings a user can act on (`kind` "engine") and what-ifs on perfmodel's own kernels and the
+    machine ("kernels"). `kv_dtype`: the model's KV dtype (an fp8 KV what-if when it is bf16);
+    `block`: the drafter's block (a fixed-budget comparison when the budget is chosen per C)."""
     v = []
     if req.spec == "ddtree":
         other = "cpu" if req.tree_build == "gpu" else "gpu"
         v.append(WhatIf("tree_build", f"tree building on the {other.upper()} (now {req.tree_build.upper()})",
                         {"tree_build": other}))
-    v.append(WhatIf("graphs", "CUDA graphs " + ("off (eager launches)" if req.graphs else "on"), {"graphs": not req.graphs}))
+    v.append(WhatIf("graphs", "CUDA graphs " + ("off (eager launches)" if req.graphs else "on (now eager)"),
+                    {"graphs": not req.graphs}, kind="engine"))
     if has_moe:
-        for par in ("tp", "ep", "tp-attn-ep-moe"):
+        for par in ("tp", "tp-attn-ep-moe", "ep"):
             if par != req.parallel:
-                v.append(WhatIf(f"parallel_{par}", f"parallel {par} (now {req.parallel})", {"parallel": par}))
+                v.append(WhatIf(f"parallel_{par}", f"layout {_layout(par, req.gpus)} instead of {_layout(req.parallel, req.gpus)}",
+                                {"parallel": par}, kind="engine"))
     if has_drafter:
         for spec in ("none", "chain", "ddtree"):
             if spec != req.spec:
                 v.append(WhatIf(f"spec_{spec}", f"speculative decoding {spec} (now {req.spec}; budget re-chosen)",
-                                {"spec": spec, "budget": "auto"}, rechooses_budget=True))
+                                {"spec": spec, "budget": "auto"}, rechooses_budget=True, kind="engine"))
+        if req.spec == "ddtree" and req.budget == "auto" and block:
+            v.append(WhatIf("budget_per_concurrency", f"the tree budget chosen per concurrency (against one fixed budget "
+                            f"B={block - 1}, the drafter's block)", {"budget": block - 1}, rechooses_budget=True,
+                            kind="engine", inverse=True))
+    if kv_dtype == "bf16":
+        dt = dict(req.dtypes or {}) | {"kv_cache": "fp8"}
+        v.append(WhatIf("kv_fp8", "KV cache in fp8 (now bf16)" + ("; budget re-chosen" if req.spec != "none" else ""),
+                        {"dtypes": dt}, rechooses_budget=req.spec != "none", kind="engine"))
     v.append(WhatIf("production_floors", "production-class kernel floors (cited batch-1 latencies, "
                     "perfmodel/data/production_floors.yaml)", machine=partial(with_production_floors, floors=floors)))
     v.append(WhatIf("latency_floor_half", "per-kernel latency floors halved (fused / persistent kernels)",
@@ -110,6 +136,12 @@ def variants(req, has_moe: bool, has_drafter: bool, floors: dict) -> list[WhatIf
                     machine=scale_overheads(0.5, *HOST_FIELDS)))
     v.append(WhatIf("graph_node_half", "CUDA-graph node cost −50%", machine=scale_overheads(0.5, "graph_node_us")))
     return v
+
+
+def gpu_count_variants(req, counts: list[int]) -> list[WhatIf]:
+    """The same layout on other GPU counts (an engine setting; compared by tok/s per GPU)."""
+    return [WhatIf(f"gpus_{n}", f"{n} GPUs instead of {req.gpus} ({_layout(req.parallel, n)})", {"gpus": n}, kind="engine")
+            for n in counts if n != req.gpus]
 
 
 HOST_FIELDS = ("host_step_us", "graph_launch_us", "launch_eager_us", "launch_eager_triton_us", "launch_eager_call_us")
