@@ -322,3 +322,34 @@ def test_same_input_same_bytes(tmp_path):
     assert names == sorted(f.name for f in b.parent.iterdir())
     for n in names:
         assert (a.parent / n).read_bytes() == (b.parent / n).read_bytes(), n
+
+
+def test_a_ttft_column_when_the_projection_has_it(b300):
+    """The serving simulation's TTFT, when a projection's points carry it, gets its column."""
+    import copy
+
+    from perfmodel.reports.sections import projection_section
+
+    _, doc = b300
+    figs = {"throughput": "t.png"}
+    assert not any("TTFT" in ln for ln in projection_section(doc, figs))
+    d = copy.deepcopy(doc)
+    for i, p in enumerate(d["target"]["projection"]["points"]):
+        if p["fits_in_memory"]:
+            p["ttft_ms"] = 100.0 + i
+    lines = projection_section(d, figs)
+    head = next(ln for ln in lines if ln.startswith("| C |")).split("|")
+    col = [c.strip() for c in head].index("TTFT ms")
+    rows = [ln.split("|") for ln in lines if re.match(r"^\| \d", ln) and "does not fit" not in ln]
+    assert [r[col].strip() for r in rows] == [fmt(100.0 + i) for i, p in enumerate(d["target"]["projection"]["points"])
+                                              if p["fits_in_memory"]]
+
+
+def test_observed_figure_is_the_users_figure(tmp_path):
+    md = write_report(Request(target="b300", gpus=8, observed="rtx-pro-6000,tp+ep8,c=1,65tok/s", concurrency=[1, 8]),
+                      tmp_path / "o")
+    doc = json.loads(md.with_suffix(".json").read_text())
+    rows = _table(_section(md.read_text(), "## 1. What was measured on the source"))
+    assert len(rows) == 1 and _close(rows[0][3], 65.0) and "--observed" in rows[0][1]
+    assert _close(rows[0][6], 100 * doc["calibration"]["points"][0]["err"])
+    assert any("one layout" in w for w in doc["calibration"]["warnings"])
