@@ -109,6 +109,11 @@ def projection_table(res) -> None:
         out.append(f"calibration: {c['n_points']} point(s); factors the data pinned: {moved or 'none'}; leave-one-out "
                    f"median error {'n/a (one point)' if loo is None else f'{loo:.1%}'}")
         out += [f"warning: {w}" for w in c["warnings"]]
+        rests = [f"C={p.concurrency}: " + ", ".join(f"{k} {abs(v):.0%}" for k, v in list(p.unpinned_factors.items())[:3])
+                 for p in fit if p.unpinned_factors]
+        if rests:
+            out.append("the step rests on factors the calibration does not pin (share of the step each scales): "
+                       + "; ".join(rests))
     out.append(f"largest concurrency that fits in memory: {res.max_concurrency_that_fits}")
     out += res.layout_notes or []
     out += [f"C={p.concurrency}: {p.budget_note}" for p in res.points if p.budget_note]
