@@ -181,8 +181,10 @@ def _check(req: Request, model: ModelSpec) -> None:
     """Constraints that need the model spec (the rest are in `Request`'s schema)."""
     if req.parallel != "tp" and model.moe is None:
         raise ProjectionError(f"--parallel {req.parallel} needs an MoE model; {model.name} is dense")
-    if req.spec != "none" and model.drafter is None:
-        raise ProjectionError(f"--spec {req.spec} needs a drafter in the model spec; {model.name} has none")
+    if req.spec != "none" and model.drafter is None and req.drafter not in model.drafter_options:
+        options = f" (its drafter options: {', '.join(sorted(model.drafter_options))}; pick one with --drafter)" \
+            if model.drafter_options else ""
+        raise ProjectionError(f"--spec {req.spec} needs a drafter in the model spec; {model.name} has none{options}")
     spec_only = [f for f, v in (("--workload", req.workload), ("--acceptance-length", req.acceptance_length),
                                 ("--draft-tokens", req.draft_tokens), ("--drafter", req.drafter),
                                 ("--spec-off-above", req.spec_off_above), ("--acceptance-at", req.acceptance_at))
@@ -200,7 +202,7 @@ def _check(req: Request, model: ModelSpec) -> None:
 
 def _drafter(req: Request, model: ModelSpec) -> ModelSpec:
     """The model served with the drafter the request names, drafting `--draft-tokens` per verify."""
-    if req.spec == "none" or model.drafter is None:
+    if req.spec == "none" or (model.drafter is None and req.drafter is None):
         return model
     if req.drafter is not None:
         try:
