@@ -91,3 +91,12 @@ def memory_use(m: ModelSpec, gpu: GpuSpec, lay: Layout, context: int, spec_token
     usable = cap * (1 - RESERVE_FRACTION)
     kv_seq = kv_bytes_per_token(m, lay) * (context + spec_tokens)
     return MemoryUse(weights_GB=w / 1e9, kv_per_seq_GB=kv_seq / 1e9, usable_GB=usable)
+
+
+def kv_capacity_tokens(m: ModelSpec, gpu: GpuSpec, lay: Layout, drafter: bool = False) -> int:
+    """Tokens the KV pool holds, over all GPUs of the layout: what is left of each GPU's usable
+    memory after its weights, over the KV bytes a token takes per GPU (`kv_bytes_per_token`,
+    which averages DP attention's ranks). 0 when the weights do not fit."""
+    mem = memory_use(m, gpu, lay, 0, drafter=drafter)
+    free = (mem.usable_GB - mem.weights_GB) * 1e9
+    return max(0, math.floor(free / kv_bytes_per_token(m, lay)))
