@@ -1,4 +1,5 @@
-"""The ops of one decode step, per GPU, from a model spec and a parallel layout.
+"""The ops of one forward pass, per GPU, from a model spec and a parallel layout: a decode step
+(`decode_ops`) or any batch of decode, verify and prefill groups (`batch_ops`, `Batch`).
 
 The op sequence mirrors the synthetic decode stack that `perfmodel measure` times end to end
 (measure/e2e.py), so the self-check compares like with like:
@@ -224,6 +225,33 @@ class Batch(BaseModel):
         return any(g.kind == "prefill" for g in self.groups)
 
 
+_NOTATION = {"decode": "N@CTX", "prefill": "NxT@P (or NxT)", "verify": "NxW@CTX"}
+
+
+def parse_group(kind: str, text: str) -> Decode | Prefill | Verify:
+    """One group from its command-line notation: decode `N@CTX` (N sequences at context CTX),
+    prefill `NxT@P` (N sequences of T new tokens after P cached; `NxT` for P = 0), verify
+    `NxW@CTX` (N sequences verifying W tokens at context CTX). A bad one: ValueError, one line."""
+    if kind not in _NOTATION:
+        raise ValueError(f"unknown group kind '{kind}' (known: {', '.join(_NOTATION)})")
+    body, at, tail = text.strip().partition("@")
+    parts = body.split("x") if kind != "decode" else [body]
+    try:
+        nums = [int(p) for p in parts] + ([int(tail)] if at else [])
+        if kind == "decode" and len(nums) == 2 and at:
+            return Decode(n=nums[0], context=nums[1])
+        if kind == "prefill" and len(parts) == 2:
+            return Prefill(n=nums[0], tokens=nums[1], prefix=nums[2] if at else 0)
+        if kind == "verify" and len(nums) == 3 and at:
+            return Verify(n=nums[0], width=nums[1], context=nums[2])
+    except ValueError as e:  # int() or a pydantic bound
+        detail = str(e).splitlines()
+        why = next((ln.strip().split(" [")[0] for ln in detail if ln.strip().startswith("Input should")), None)
+        raise ValueError(f"--{kind} '{text}': expected {_NOTATION[kind]} with whole numbers"
+                         + (f" ({why})" if why else "")) from None
+    raise ValueError(f"--{kind} '{text}': expected {_NOTATION[kind]}")
+
+
 @dataclass(frozen=True)
 class _Seqs:
     """One group as one GPU sees it: `seqs` sequences on the busiest attention rank, each adding
@@ -264,8 +292,8 @@ def _prefill_attention_ops(m: ModelSpec, lay: Layout, g: _Seqs, count: int, kvb:
 
     MLA prefill runs in its uncompressed form (per-head K and V up-projected from the latent
     with kv_b_proj, then multi-head attention with qk = nope + rope, v = v_head_dim), as vLLM's
-    and SGLang's MLA backends do for prefill: the up-projection is `mla_kv_b_proj`, in
-    `_attention_ops`."""
+    MLA backend runs prefill and chunked prefill (perfmodel/model/SOURCES.md [V8]): the up-projection, of the
+    cached context and the new tokens, is `mla_kv_b_proj`, in `_attention_ops`."""
     a = m.attention
     t = lay.t_attn
     T = g.seqs * g.q  # new tokens of the group on this GPU

@@ -5,7 +5,7 @@ Requests arrive to keep C in flight (closed loop, as `vllm bench serve --max-con
 from a list of (isl, osl) pairs with a seed. Each engine step is formed as the engine's
 scheduler forms it (`Engine`: a token budget, chunked or whole prefills, prefills sharing the
 step with decodes or not) and priced by `step.batch_estimate`. Out come the figures users read,
-defined as `vllm bench serve` defines them (SOURCES.md [V1]):
+defined as `vllm bench serve` defines them (perfmodel/model/SOURCES.md [V1]):
 
   ttft_ms         request sent -> first output token (queueing + prefill, chunked or not; the
                   prefill step samples the first token)
@@ -18,7 +18,7 @@ defined as `vllm bench serve` defines them (SOURCES.md [V1]):
                   per GPU: / the GPU count; per user: 1000 / mean TPOT (the "interactivity" of
                   InferenceX-style plots)
 
-Schedulers (SOURCES.md [V2]-[V5]; `engine_defaults` holds each engine's default budget):
+Schedulers (perfmodel/model/SOURCES.md [V2]-[V5]; `engine_defaults` holds each engine's default budget):
 
   vllm    V1 scheduler: every running request in turn, decodes first in practice (older), each
           taking min(its remaining tokens, the budget left), then waiting requests while budget
@@ -28,6 +28,9 @@ Schedulers (SOURCES.md [V2]-[V5]; `engine_defaults` holds each engine's default 
           otherwise a decode batch. `enable_mixed_chunk` (off by default) mixes them as vLLM does.
   trtllm  generation requests first, then whole contexts while they fit in `max_num_tokens`
           (context chunking off by default in `trtllm-serve`), stopping at the first that does not.
+
+Decodes are never held back by the budget (each takes its 1 or `width` tokens first; the
+budget binds the prefill chunks), which is what the engines do while C x width stays within it.
 
 KV cache: a request is admitted when the engine's KV pool (`memory.kv_capacity_tokens`) holds
 its whole prompt and output (reserved up front, as TRT-LLM's GUARANTEED_NO_EVICT does; vLLM
@@ -81,7 +84,7 @@ class Engine(BaseModel):
 
 
 def engine_defaults(name: EngineName, gpu: GpuSpec) -> Engine:
-    """An engine's default scheduler on a GPU, from its own code (SOURCES.md [V2]-[V5]).
+    """An engine's default scheduler on a GPU, from its own code (perfmodel/model/SOURCES.md [V2]-[V5]).
 
     vLLM (API server): max_num_batched_tokens 8192 and max_num_seqs 1024 on GPUs with at least
       70 GiB that are not A100s, else 2048 and 256 (`EngineArgs._set_default_args`).
@@ -92,15 +95,15 @@ def engine_defaults(name: EngineName, gpu: GpuSpec) -> Engine:
     if name == "vllm":
         big = mem >= 70 * GiB and "a100" not in gpu.name.lower()
         return Engine(name="vllm", max_batched_tokens=8192 if big else 2048, max_seqs=1024 if big else 256, chunked=True,
-                      mixed=True, source="SOURCES.md [V2], [V3]: vLLM V1 defaults for the OpenAI API server")
+                      mixed=True, source="perfmodel/model/SOURCES.md [V2], [V3]: vLLM V1 defaults for the OpenAI API server")
     if name == "sglang":
         mib = mem / MiB
         size = 2048 if mib < 35 * 1024 else 4096 if mib < 60 * 1024 else 8192 if mib < 160 * 1024 else 16384
         return Engine(name="sglang", max_batched_tokens=size, chunked=True, mixed=False,
-                      source="SOURCES.md [V4]: SGLang chunked_prefill_size by GPU memory, enable_mixed_chunk off")
+                      source="perfmodel/model/SOURCES.md [V4]: SGLang chunked_prefill_size by GPU memory, enable_mixed_chunk off")
     if name == "trtllm":
         return Engine(name="trtllm", max_batched_tokens=8192, chunked=False, mixed=True,
-                      source="SOURCES.md [V5]: TRT-LLM max_num_tokens 8192, trtllm-serve chunked prefill off")
+                      source="perfmodel/model/SOURCES.md [V5]: TRT-LLM max_num_tokens 8192, trtllm-serve chunked prefill off")
     raise ValueError(f"unknown engine '{name}' (known: vllm, sglang, trtllm)")
 
 
@@ -132,7 +135,7 @@ class Workload(BaseModel):
     seed: int = 0
     concurrency: int | None = Field(None, ge=1, description="requests in flight at most (closed loop)")
     request_rate: float | None = Field(None, gt=0, description="requests/s, Poisson arrivals")
-    n_requests: int | None = Field(None, ge=1, description="requests sent (default 10 x concurrency, SOURCES.md [V6])")
+    n_requests: int | None = Field(None, ge=1, description="requests sent (default 10 x concurrency, perfmodel/model/SOURCES.md [V6])")
     prefix_hit: float = Field(0.0, ge=0.0, lt=1.0, description="share of each prompt served from the prefix cache")
     spec: SpecDecode | None = None
 

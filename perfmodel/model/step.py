@@ -79,12 +79,13 @@ def prefill_law(mach: Machine, op: Op) -> tuple[KernelLaw, str | None]:
 
     A profile that fits `<class>.prefill` prices the call by that law. The current profiles time
     decode-size kernels only (attention at q <= 65 without a causal mask, MoE up to T = 4096 with
-    decode-oriented kernels): their fitted compute rates (100-200 TF/s on an H200) are what those
-    kernels reach, not what a prefill kernel does. Without a prefill fit the call takes its class
-    law with the compute roof of the measured dense GEMM (`gemm_bf16`'s fit, carried to the
-    target by the bf16 peak ratio; the op's dtype scales it as every op's), an upper bound on
-    tensor-core throughput that FlashAttention-3 approaches at long sequences (75% of the H100
-    bf16 peak in its forward pass: SOURCES.md [V7]; the measured H200 GEMM ceiling is 77%)."""
+    decode-oriented kernels): their fitted compute rates are what those kernels reach at decode
+    size, far below the dense GEMM's, not what a prefill kernel does. Without a prefill fit the
+    call takes its class law (floor, bandwidth) with the compute roof of the measured dense GEMM
+    (`gemm_bf16`'s fit, carried to the target by the bf16 peak ratio; the op's dtype scales it
+    as every op's), an upper bound on tensor-core throughput that FlashAttention-3 approaches at
+    long sequences (75% of the H100 bf16 peak in its forward pass: perfmodel/model/SOURCES.md
+    [V7]; compare the profile's own GEMM ceiling against its datasheet peak, `Profile.ceilings`)."""
     law = mach.law(op)
     if f"{op.kernel_class}.{PREFILL}" in mach.laws:
         return law, None
