@@ -422,6 +422,8 @@ def simulate(model: ModelSpec, machine: Machine, layout: Layout, workload: Workl
             chunks.append((r, c))
             budget -= c
         max_running = max(max_running, running)
+        if not chunks and not n_dec:  # cannot happen with the checks above (every request fits alone)
+            raise ValueError(f"{engine.name} can schedule none of the {len(waiting)} waiting requests")
         with_dec = bool(n_dec) and (engine.mixed or not chunks)
         dec_arr = np.array(dec, dtype=np.int64) if with_dec else None
         ctx = float(np.mean(isl[dec_arr] + gen[dec_arr] - 1)) if with_dec else 0.0
