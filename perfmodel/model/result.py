@@ -90,10 +90,46 @@ class BudgetPoint(_Out):
     fits_in_memory: bool
 
 
+class Serving(_Out):
+    """Whole requests under continuous batching at this concurrency (`--isl/--osl`), as `vllm
+    bench serve` reports them: per request TTFT, TPOT ((e2e - TTFT) / (output - 1)), inter-token
+    latency and end-to-end latency (ms; mean, median, p90, p99), output tok/s in total, per GPU
+    and per user (1000 / mean TPOT), each with its 90% interval."""
+
+    engine: str
+    max_batched_tokens: int
+    n_requests: int
+    ttft_ms: dict[str, float]
+    tpot_ms: dict[str, float]
+    itl_ms: dict[str, float]
+    e2e_latency_ms: dict[str, float]
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    tokens_per_s_per_user: float
+    interval: dict[str, list[float]]
+    kv_limited: bool
+    mean_decode_batch: float
+    assumptions: list[str]
+
+
+class StepResult(_Out):
+    """One forward pass of a batch (`perfmodel step`): its time, by component, with its 90% interval."""
+
+    batch: str
+    step_ms: float
+    breakdown_ms: dict[str, float]
+    interval: dict[str, list[float]]
+    bottleneck: str
+    n_kernels: int
+    tokens: int
+    assumptions: list[str]
+    describes: str
+
+
 class Point(_Out):
     """One concurrency. Throughput and step fields are None where the point does not fit."""
 
-    _omit_none = frozenset({"budget_curve", "budget_note", "note", "speculation_fits", "tau_sigma", "tau_measured"})
+    _omit_none = frozenset({"budget_curve", "budget_note", "note", "speculation_fits", "tau_sigma", "tau_measured", "serving"})
     _UNFIT = ("concurrency", "fits_in_memory", "budget", "memory_GB", "note")
 
     concurrency: int
@@ -118,6 +154,7 @@ class Point(_Out):
     tokens_per_s_per_gpu: float | None = None
     tpot_ms: float | None = None  # step_ms / τ (see the module docstring)
     itl_ms: float | None = None  # step_ms: gap between deliveries to one stream
+    serving: Serving | None = None  # whole requests at the workload (--isl/--osl), None otherwise
 
     @model_serializer(mode="wrap")
     def _drop_empty(self, handler) -> dict[str, Any]:
