@@ -162,10 +162,16 @@ def _specs(req: Request) -> tuple[GpuSpec, ModelSpec, InterconnectSpec | None]:
         model = registry.load_model(req.model)
     link = _link(req, gpu) if req.gpus > 1 else None
     if req.dtypes:
+        from pydantic import ValidationError
+
         try:
             model = model.model_copy(update={"dtypes": model.dtypes.model_validate(model.dtypes.model_dump() | req.dtypes)})
-        except ValueError as e:
-            raise ProjectionError(f"--dtype {req.dtypes}: {str(e).splitlines()[0]}") from None
+        except ValidationError as e:
+            err = e.errors(include_url=False)[0]
+            name = ".".join(str(x) for x in err["loc"])
+            what = f"not a dtype of the model (known: {', '.join(type(model.dtypes).model_fields)})" \
+                if err["type"] == "extra_forbidden" else err["msg"]
+            raise ProjectionError(f"--dtype {name}={err['input']}: {what}") from None
     return gpu, model, link
 
 

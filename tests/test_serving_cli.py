@@ -65,3 +65,18 @@ def test_project_serving_options_and_errors(tmp_path):
         assert r.exit_code == 2 and word in r.output and "Traceback" not in r.output, (args, r.output)
     with pytest.raises(ProjectionError):
         perfmodel.step(target="b300")
+
+
+@pytest.mark.parametrize("dtype, word", [("kv_cache=fp3", "'fp8'"), ("kv=fp8", "not a dtype"), ("kv_cache", "name=dtype")])
+def test_dtype_option_errors_are_one_line(dtype, word):
+    r = _run("project", "--model", "deepseek-v3", "--target", "b200", "--dtype", dtype, "--concurrency", "1")
+    assert r.exit_code == 2 and word in r.output and r.output.strip().count("\n") == 0, r.output
+
+
+def test_fp8_kv_and_fp4_experts_move_the_step_the_right_way():
+    base = perfmodel.project(target="b200", gpus=8, model="deepseek-v3", concurrency=[64]).points[0]
+    kv8 = perfmodel.project(target="b200", gpus=8, model="deepseek-v3", concurrency=[64], dtypes={"kv_cache": "fp8"}).points[0]
+    fp4 = perfmodel.project(target="b200", gpus=8, model="deepseek-v3", concurrency=[64],
+                            dtypes={"routed_experts": "nvfp4"}).points[0]
+    assert kv8.breakdown_ms["attention"] < base.breakdown_ms["attention"] and kv8.memory_GB.kv < base.memory_GB.kv
+    assert fp4.memory_GB.weights < base.memory_GB.weights and fp4.step_ms < base.step_ms
