@@ -185,7 +185,7 @@ def step(opts: ScenarioOptions,
 @app.command()
 def measure(out: Path = typer.Option(Path("profile.json"), "--out", "-o", help="Profile JSON to write (the log goes beside it, .log)."),
             only: str | None = typer.Option(None, "--only", help="Comma-separated benches (ceilings,moe,attention,gemm,elementwise,"
-                                                                  "treebuild,dispatch,collectives,e2e,pcie,foreign)."),
+                                                                  "prefill,treebuild,dispatch,collectives,e2e,pcie,foreign)."),
             quick: bool = typer.Option(False, "--quick", help="Fewer sizes and samples."),
             resume: bool = typer.Option(False, "--resume", help="Complete an interrupted profile."),
             progress: bool = typer.Option(True, "--progress/--no-progress", help="Per-bench progress bars (each bench has a time budget)."),
