@@ -22,7 +22,9 @@ def test_step_prices_a_mixed_batch_as_its_parts_add_up():
     # one pass reads the weights once: the mixed step costs less than the two apart, more than either
     assert max(dec.step_ms, pre.step_ms) < mix.step_ms < dec.step_ms + pre.step_ms
     assert mix.tokens == 64 + 2048 and mix.interval["step_ms"][0] < mix.step_ms < mix.interval["step_ms"][1]
-    assert any("prefill" in a for a in pre.assumptions)  # the missing prefill laws are said
+    assert not any("no measured prefill law" in a for a in pre.assumptions)  # the embedded profile measured them
+    bare = perfmodel.step(target="b300", gpus=8, prefill=["1x2048@0"], profile="spec")
+    assert any("no measured prefill law" in a for a in bare.assumptions)  # a profile without them says so
 
 
 def test_step_cli_json_and_errors():
@@ -80,3 +82,14 @@ def test_fp8_kv_and_fp4_experts_move_the_step_the_right_way():
                             dtypes={"routed_experts": "nvfp4"}).points[0]
     assert kv8.breakdown_ms["attention"] < base.breakdown_ms["attention"] and kv8.memory_GB.kv < base.memory_GB.kv
     assert fp4.memory_GB.weights < base.memory_GB.weights and fp4.step_ms < base.step_ms
+
+
+def test_compare_serves_and_plots_the_pareto(tmp_path):
+    pytest.importorskip("matplotlib")
+    plot = tmp_path / "pareto.png"
+    r = _run("compare", "--target", "h200,b300", "--gpus", "8", "--isl", "1024", "--osl", "256", "--concurrency", "1,32",
+             "--format", "json", "--plot", str(plot))
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["workload"] == "ISL/OSL 1024/256" and all(row["ttft_ms"] > 0 and row["tokens_per_s_per_user"] > 0 for row in d["rows"])
+    assert plot.stat().st_size > 10_000
