@@ -50,6 +50,9 @@ class BenchOutput:
     overheads: Overheads | None = None
     treebuild: dict[str, TreeBuildFit] = field(default_factory=dict)
     e2e: list[E2EPoint] = field(default_factory=list)
+    # results this bench's run also produced under other bench names (foreign: its prefill and
+    # mixed steps, kept apart from the decode points), written into the profile beside its own
+    more: dict[str, BenchResult] = field(default_factory=dict)
 
 
 def make_sample(

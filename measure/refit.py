@@ -15,6 +15,7 @@ from perfmodel.profile import load_profile, save_profile
 from .attention import fit_attention
 from .elementwise import fit_elementwise
 from .moe import fit_moe
+from .prefill import fit_prefill
 
 
 def _sm_count(profile) -> int | None:
@@ -34,7 +35,7 @@ def refit(profile):
     if b is not None and b.status == "ok" and b.samples:
         profile.fits.update(fit_elementwise(b.samples, profile.ceilings, source))
     sms = _sm_count(profile)
-    for bench, fit in (("attention", lambda *a: fit_attention(*a, sms)), ("moe", fit_moe)):
+    for bench, fit in (("attention", lambda *a: fit_attention(*a, sms)), ("moe", fit_moe), ("prefill", fit_prefill)):
         a = profile.benches.get(bench)
         if a is not None and a.status == "ok" and a.samples:
             profile.fits.update(fit(a.samples, profile.ceilings, source))

@@ -22,8 +22,8 @@ from perfmodel.profile import VALIDATION_BENCHES, BenchResult, Profile, Provenan
 from .common import BenchContext, BenchOutput, pct
 from .timing import max_sm_clock_MHz
 
-BENCH_ORDER = ("ceilings", "dispatch", "elementwise", "gemm", "moe", "attention", "treebuild", "collectives", "e2e",
-               "pcie", "foreign")
+BENCH_ORDER = ("ceilings", "dispatch", "elementwise", "gemm", "moe", "attention", "prefill", "treebuild", "collectives",
+               "e2e", "pcie", "foreign")
 
 # Soft wall-clock budget per bench in seconds (full, quick): sweeps stop adding points past
 # it; compile time of first Triton calls counts. Most benches finish under budget: the full
@@ -37,6 +37,12 @@ BUDGET_S = {
     "gemm": (12, 4),
     "moe": (100, 10),  # 55 s cut the bf16 Qwen sweep at T<128 with the fused decode kernels compiling cold (run at 51dbe64)
     "attention": (130, 12),  # the decode split-KV configs compile per split count: 36 s cut C <= 32 (run at 51dbe64); the last 30 s: SDPA
+    # prefill-size GEMMs, causal attention and MoE (shares 0.2 / 0.55 / 1.0 of it end the three
+    # sweeps, measure/prefill.py). Not yet cut by a run: the sweeps' counted FLOPs, 12 calls a
+    # point, are a few seconds of work on an H200, and each point's setup milliseconds; the MoE
+    # sweep, last, takes what the Triton compiles leave (warm after the moe bench in a full run).
+    # Kept small for the full suite's 180 s bar (reports/anchors.py)
+    "prefill": (30, 12),
     "treebuild": (50, 25),  # compiles per budget B (about 7 s each on the H200 host); 26 s in the embedded profile's run
     "collectives": (22, 8),
     "e2e": (30, 10),  # 18 s cut a cold e2e-only run (--resume --only dispatch,e2e) at 11 of 15 points (run at 3762c89)
@@ -194,6 +200,7 @@ def log_path(out: Path) -> Path:
 def _merge(profile: Profile, name: str, out: BenchOutput) -> Profile:
     d = profile.model_copy(deep=True)
     d.benches[name] = out.result
+    d.benches.update(out.more)
     if out.ceilings is not None:
         d.ceilings = out.ceilings
     d.fits.update(out.fits)
@@ -414,6 +421,8 @@ def _run(out, names, registry, quick, resume, progress, log, command, force=Fals
             save_profile(profile, out)
             r = res.result
             log(f"{name}: {r.status} in {r.wall_s:.1f} s, {len(r.samples)} samples{(' — ' + r.note) if r.note else ''}")
+            for other, m in res.more.items():
+                log(f"  {other} (by {name}): {m.status}, {len(m.samples)} samples{(' — ' + m.note) if m.note else ''}")
             bar.advance(task, budget)
             _empty_cache()
     summary_table(profile, log)

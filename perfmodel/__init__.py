@@ -15,6 +15,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a tree that was 
 
 _EXPORTS = {
     "project": "perfmodel.api",
+    "step": "perfmodel.api",
     "projector": "perfmodel.api",
     "resolve": "perfmodel.api",
     "Projector": "perfmodel.model.project",

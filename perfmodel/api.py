@@ -13,7 +13,7 @@ from perfmodel.errors import ProjectionError
 from perfmodel.model.e2e import self_check as _self_check
 from perfmodel.model.project import Projector
 from perfmodel.model.resolved import Resolved
-from perfmodel.model.result import Projection
+from perfmodel.model.result import Projection, StepResult
 from perfmodel.profile import Profile
 from perfmodel.request import e2e_inputs, profile_source_gpu, resolve_specs
 from perfmodel.scenario import Request
@@ -94,6 +94,34 @@ def resolve(req: Request | Resolved) -> Resolved:
 def projector(req: Request | Resolved, **kw) -> Projector:
     """The projector of a scenario (`Projector`'s keywords: machine, acc, whatif, acceptance_fn)."""
     return Projector(resolve(req), **kw)
+
+
+def step(req: Request | None = None, *, decode: list[str] = (), prefill: list[str] = (), verify: list[str] = (),
+         logits: str = "last", **kw) -> StepResult:
+    """Price one forward pass of a mixed batch: `step(target="b300", gpus=8, decode=["64@8192"],
+    prefill=["1x2048@0"])`. Groups in the command line's notation (`N@CTX`, `NxT@P`, `NxW@CTX`);
+    the scenario's other fields as `project` takes them (or a `Request` as `req`)."""
+    from perfmodel.model.layers import Batch, parse_group
+
+    if req is not None and kw:
+        raise TypeError("step() takes a Request or keyword fields, not both")
+    groups = []
+    for kind, texts in (("decode", decode), ("prefill", prefill), ("verify", verify)):
+        for t in texts:
+            try:
+                groups.append(parse_group(kind, t))
+            except ValueError as e:
+                msg = str(e).splitlines()[0]
+                raise ProjectionError(msg if msg.startswith(f"--{kind}") else f"--{kind} '{t}': {msg}") from None
+    if not groups:
+        raise ProjectionError("give the batch: one or more of --decode N@CTX, --prefill NxT@P, --verify NxW@CTX")
+    if logits not in ("last", "all"):
+        raise ProjectionError(f"--logits '{logits}': choose last or all")
+    pj = projector(req if req is not None else Request(**kw))
+    try:
+        return pj.batch(Batch(groups=tuple(groups), logits=logits))
+    except ValueError as e:
+        raise ProjectionError(str(e).splitlines()[0]) from None
 
 
 def project(req: Request | None = None, **kw) -> Projection:

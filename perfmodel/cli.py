@@ -158,10 +158,40 @@ def compare(opts: ScenarioOptions,
         typer.echo(f"Pareto plot: {plot}", err=True)
 
 
+STEP_FIELDS = ("target", "gpus", "model", "parallel", "spec", "graphs", "tree_build", "profile", "link", "host_cpu_factor",
+               "hw_file", "model_file", "dtypes", "calibration", "kernels", "drafter")
+
+
+@app.command()
+@scenario_options(only=STEP_FIELDS)
+def step(opts: ScenarioOptions,
+         decode: list[str] = typer.Option([], "--decode", help="N@CTX: N sequences decoding one token each at context CTX "
+                                                                "(repeatable)."),
+         prefill: list[str] = typer.Option([], "--prefill", help="NxT@P: N sequences of T new tokens after a cached prefix P "
+                                                                  "(a whole prompt, P = 0, or a chunk; repeatable)."),
+         verify: list[str] = typer.Option([], "--verify", help="NxW@CTX: N sequences verifying W speculative tokens at "
+                                                                "context CTX (repeatable; the drafter runs with --spec)."),
+         logits: str = typer.Option("last", "--logits", help="last: logits of each prefill's last token (as engines "
+                                                              "sample) | all: of every token."),
+         fmt: Fmt = typer.Option(Fmt.table, "--format", "-f")):
+    """Price one forward pass of any batch an engine runs: decode, prefill chunks and verification, mixed."""
+    from perfmodel.api import ProjectionError
+    from perfmodel.api import step as price
+
+    req = _request(opts)
+    try:
+        res = price(req, decode=decode, prefill=prefill, verify=verify, logits=logits)
+    except ProjectionError as e:
+        fail(str(e))
+    from perfmodel import render
+
+    _emit(res, fmt, render.step_csv, render.step_table)
+
+
 @app.command()
 def measure(out: Path = typer.Option(Path("profile.json"), "--out", "-o", help="Profile JSON to write (the log goes beside it, .log)."),
             only: str | None = typer.Option(None, "--only", help="Comma-separated benches (ceilings,moe,attention,gemm,elementwise,"
-                                                                  "treebuild,dispatch,collectives,e2e,pcie,foreign)."),
+                                                                  "prefill,treebuild,dispatch,collectives,e2e,pcie,foreign)."),
             quick: bool = typer.Option(False, "--quick", help="Fewer sizes and samples."),
             resume: bool = typer.Option(False, "--resume", help="Complete an interrupted profile."),
             progress: bool = typer.Option(True, "--progress/--no-progress", help="Per-bench progress bars (each bench has a time budget)."),

@@ -37,6 +37,9 @@ class CompareRow(BaseModel):
     tpot_ms: float | None = None
     budget: int | None = None
     bottleneck: str | None = None
+    ttft_ms: float | None = None  # with --isl/--osl: whole requests (median TTFT, per-user and per-GPU tok/s served)
+    tokens_per_s_per_user: float | None = None
+    served_tokens_per_s_per_gpu: float | None = None
     error: str | None = None
 
 
@@ -45,6 +48,7 @@ class Comparison(BaseModel):
     model: str
     context: int
     spec: str
+    workload: str | None = None  # with --isl/--osl or --lengths-file: the requests served
     configs: list[str]
     rows: list[CompareRow]
     projections: dict[str, Projection]  # configuration -> its full projection (those that ran)
@@ -68,7 +72,9 @@ def _rows(label: str, req: Request, proj: Projection) -> list[CompareRow]:
         rows.append(CompareRow(**base, concurrency=p.concurrency, tokens_per_s_per_stream=p.tokens_per_s_per_stream,
                                tokens_per_s_per_gpu=p.tokens_per_s_per_gpu, tokens_per_s=p.tokens_per_s,
                                tokens_per_s_per_stream_lo=lo, tokens_per_s_per_stream_hi=hi, step_ms=p.step_ms,
-                               tpot_ms=p.tpot_ms, budget=p.budget, bottleneck=p.bottleneck))
+                               tpot_ms=p.tpot_ms, budget=p.budget, bottleneck=p.bottleneck,
+                               **({"ttft_ms": p.serving.ttft_ms["median"], "tokens_per_s_per_user": p.serving.tokens_per_s_per_user,
+                                   "served_tokens_per_s_per_gpu": p.serving.tokens_per_s_per_gpu} if p.serving else {})))
     return rows
 
 
@@ -95,7 +101,9 @@ def run_compare(reqs: list[Request]) -> Comparison:
         rows += _rows(label, req, proj)
     r0 = reqs[0]
     model = next(iter(projections.values())).model if projections else r0.model_name
-    return Comparison(model=model, context=r0.context, spec=r0.spec, configs=labels, rows=rows,
+    workload = (f"ISL/OSL {r0.isl}/{r0.osl}" if r0.isl is not None else
+                f"lengths from {r0.lengths_file}" if r0.lengths_file else None)
+    return Comparison(model=model, context=r0.context, spec=r0.spec, workload=workload, configs=labels, rows=rows,
                       projections=projections)
 
 
@@ -110,7 +118,8 @@ def pareto_frontier(points: list[tuple[float, float]]) -> list[tuple[float, floa
 
 
 def pareto_plot(cmp: Comparison, path) -> None:
-    """tok/s per user (x) against tok/s per GPU (y), one curve per configuration, frontier marked."""
+    """tok/s per user (x) against tok/s per GPU (y), one curve per configuration, frontier marked;
+    with --isl/--osl, those of whole requests served (1000 / mean TPOT, output tok/s per GPU)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -120,8 +129,9 @@ def pareto_plot(cmp: Comparison, path) -> None:
     colors = plt.get_cmap("tab20").colors
     every = []
     for i, label in enumerate(cmp.configs):
-        pts = [(r.tokens_per_s_per_stream, r.tokens_per_s_per_gpu, r.concurrency) for r in cmp.rows
-               if r.config == label and r.error is None]
+        pts = [(r.tokens_per_s_per_user, r.served_tokens_per_s_per_gpu, r.concurrency) if r.tokens_per_s_per_user is not None
+               else (r.tokens_per_s_per_stream, r.tokens_per_s_per_gpu, r.concurrency)
+               for r in cmp.rows if r.config == label and r.error is None]
         if not pts:
             continue
         style = "o-" if label.endswith(" tp") else "s--"
@@ -137,7 +147,10 @@ def pareto_plot(cmp: Comparison, path) -> None:
         ax.scatter([p[0] for p in front], [p[1] for p in front], s=70, facecolors="none", edgecolors="k", zorder=3)
     ax.set_xlabel("tok/s per user (per stream)")
     ax.set_ylabel("tok/s per GPU")
-    ax.set_title(f"{cmp.model}: decode throughput, context {cmp.context}, spec {cmp.spec}")
+    served = next((p for proj in cmp.projections.values() for p in proj.points if p.serving is not None), None)
+    what = (f"serving ({served.serving.engine} scheduler), {cmp.workload}" if served is not None
+            else f"decode throughput, context {cmp.context}")
+    ax.set_title(f"{cmp.model}: {what}, spec {cmp.spec}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()

@@ -22,15 +22,23 @@ from perfmodel.errors import ProjectionError
 from perfmodel.scenario import Request, fields, make_request, parse_ints, split_list
 
 
+def _base(ann):
+    """The plain type under Annotated[...] and `X | None`."""
+    while typing.get_origin(ann) is typing.Annotated:
+        ann = typing.get_args(ann)[0]
+    args = [a for a in typing.get_args(ann) if a is not type(None)]
+    if args and len(args) < len(typing.get_args(ann)) and len(args) == 1:  # X | None
+        return _base(args[0])
+    return ann
+
+
 def _cli_type(ann, cli) -> type:
     """The type typer parses the option's text as (before the field's own parser, if any)."""
     if cli.parse is not None or cli.grid:
         return str
-    if ann is bool or typing.get_args(ann)[:1] == (bool,):
-        return bool
-    for t in (float, int):
-        if ann is t or typing.get_args(ann)[:1] == (t,):
-            return t
+    base = _base(ann)
+    if base in (bool, float, int):
+        return base
     return Optional[str]  # noqa: UP045 (typer needs a runtime type)
 
 

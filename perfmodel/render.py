@@ -61,6 +61,21 @@ def _fmt_iv(iv) -> str:
     return f"{iv[0]:.0f}–{iv[1]:.0f}"
 
 
+# ------------------------------------------------------------------------------ one batch
+def step_table(res) -> None:
+    t = table(f"{res.batch}: {res.step_ms:.3f} ms (90% interval {res.interval['step_ms'][0]:.3f}–"
+              f"{res.interval['step_ms'][1]:.3f}), {res.tokens} tokens, bottleneck {res.bottleneck}",
+              ("component", "ms"), right={"ms"})
+    for k, v in res.breakdown_ms.items():
+        t.add_row(k, f"{v:.3f}")
+    _print(t, f"describes: {res.describes}", *(f"assumption: {a}" for a in res.assumptions))
+
+
+def step_csv(res) -> str:
+    return _csv(["batch", "step_ms", "step_ms_lo", "step_ms_hi", "tokens", "bottleneck"] + [f"{k}_ms" for k in res.breakdown_ms],
+                [[res.batch, res.step_ms, *res.interval["step_ms"], res.tokens, res.bottleneck, *res.breakdown_ms.values()]])
+
+
 # ------------------------------------------------------------------------------ projection
 def projection_table(res) -> None:
     t = res.target
@@ -78,6 +93,22 @@ def projection_table(res) -> None:
                     f"{p.tokens_per_s:.0f}", f"{p.tokens_per_s_per_gpu:.0f}", f"{p.step_ms:.2f}", str(p.budget or "—"),
                     f"{p.tau:.2f}", p.bottleneck)
     out = [tab]
+    served = [p for p in fit if p.serving is not None]
+    if served:
+        s0 = served[0].serving
+        cols_s = ("C", "TTFT median", "TTFT p90", "TPOT", "90% interval", "ITL", "e2e median", "tok/s/user", "tok/s/GPU",
+                  "90% interval ")
+        st = table(f"serving whole requests ({s0.engine} scheduler, {s0.max_batched_tokens}-token steps; ms, tok/s)",
+                   cols_s, right=set(cols_s))
+        for p in served:
+            s = p.serving
+            st.add_row(str(p.concurrency), f"{s.ttft_ms['median']:.1f}", f"{s.ttft_ms['p90']:.1f}",
+                       f"{s.tpot_ms['mean']:.2f}",
+                       f"{s.interval['tpot_ms'][0]:.2f}–{s.interval['tpot_ms'][1]:.2f}", f"{s.itl_ms['mean']:.2f}",
+                       f"{s.e2e_latency_ms['median']:.0f}",
+                       f"{s.tokens_per_s_per_user:.1f}", f"{s.tokens_per_s_per_gpu:.0f}", _fmt_iv(s.interval["tokens_per_s_per_gpu"])
+                       + (" (KV-limited)" if s.kv_limited else ""))
+        out.append(st)
     if fit:
         comps = sorted({k for p in fit for k in p.breakdown_ms},
                        key=lambda k: -max(p.breakdown_ms.get(k, 0) for p in fit))

@@ -9,6 +9,7 @@ does arithmetic.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from importlib import resources
@@ -179,10 +180,16 @@ def _specs(req: Request) -> tuple[GpuSpec, ModelSpec, InterconnectSpec | None]:
         model = registry.load_model(req.model)
     link = _link(req, gpu) if req.gpus > 1 else None
     if req.dtypes:
+        from pydantic import ValidationError
+
         try:
             model = model.model_copy(update={"dtypes": model.dtypes.model_validate(model.dtypes.model_dump() | req.dtypes)})
-        except ValueError as e:
-            raise ProjectionError(f"--dtype {req.dtypes}: {str(e).splitlines()[0]}") from None
+        except ValidationError as e:
+            err = e.errors(include_url=False)[0]
+            name = ".".join(str(x) for x in err["loc"])
+            what = f"not a dtype of the model (known: {', '.join(type(model.dtypes).model_fields)})" \
+                if err["type"] == "extra_forbidden" else err["msg"]
+            raise ProjectionError(f"--dtype {name}={err['input']}: {what}") from None
     return gpu, model, link
 
 
@@ -199,8 +206,10 @@ def _check(req: Request, model: ModelSpec) -> None:
     """Constraints that need the model spec (the rest are in `Request`'s schema)."""
     if req.parallel != "tp" and model.moe is None:
         raise ProjectionError(f"--parallel {req.parallel} needs an MoE model; {model.name} is dense")
-    if req.spec != "none" and model.drafter is None:
-        raise ProjectionError(f"--spec {req.spec} needs a drafter in the model spec; {model.name} has none")
+    if req.spec != "none" and model.drafter is None and req.drafter not in model.drafter_options:
+        options = f" (its drafter options: {', '.join(sorted(model.drafter_options))}; pick one with --drafter)" \
+            if model.drafter_options else ""
+        raise ProjectionError(f"--spec {req.spec} needs a drafter in the model spec; {model.name} has none{options}")
     spec_only = [f for f, v in (("--workload", req.workload), ("--acceptance-length", req.acceptance_length),
                                 ("--draft-tokens", req.draft_tokens), ("--drafter", req.drafter),
                                 ("--spec-off-above", req.spec_off_above), ("--acceptance-at", req.acceptance_at))
@@ -218,7 +227,7 @@ def _check(req: Request, model: ModelSpec) -> None:
 
 def _drafter(req: Request, model: ModelSpec) -> ModelSpec:
     """The model served with the drafter the request names, drafting `--draft-tokens` per verify."""
-    if req.spec == "none" or model.drafter is None:
+    if req.spec == "none" or (model.drafter is None and req.drafter is None):
         return model
     if req.drafter is not None:
         try:
@@ -280,11 +289,46 @@ def _observed(req: Request, source_gpu: GpuSpec, model: ModelSpec) -> Observed |
     return Observed(o, g, link)
 
 
+def _lengths(req: Request) -> tuple[Request, tuple[tuple[int, int], ...] | None]:
+    """A serving request's lengths (--isl/--osl or --lengths-file), its decode context set to the
+    mean decode context of a request (isl + osl / 2: what a step-level figure prices)."""
+    if (req.isl is None) != (req.osl is None):
+        raise ProjectionError("--isl and --osl go together: the input and output tokens of each request")
+    if req.lengths_file and req.isl is not None:
+        raise ProjectionError("give --isl/--osl or --lengths-file, not both")
+    serving_only = [f for f, v in (("--max-batched-tokens", req.max_batched_tokens), ("--request-rate", req.request_rate))
+                    if v is not None] + (["--prefix-hit"] if req.prefix_hit else [])
+    if serving_only and req.isl is None and not req.lengths_file:
+        raise ProjectionError(f"{serving_only[0]} shapes serving whole requests: give --isl and --osl (or --lengths-file)")
+    if req.isl is not None:
+        return dataclasses.replace(req, context=req.isl + req.osl // 2), None
+    if not req.lengths_file:
+        return req, None
+    import json
+
+    where = f"--lengths-file {req.lengths_file}"
+    try:
+        data = json.loads(read_text(req.lengths_file, "--lengths-file"))
+    except json.JSONDecodeError as e:
+        raise ProjectionError(f"{where}: not valid JSON ({str(e).splitlines()[0]})") from None
+    except ValueError as e:
+        raise ProjectionError(f"{where}: {str(e).splitlines()[0]}") from None
+    ok = isinstance(data, list) and data and all(
+        isinstance(x, list | tuple) and len(x) == 2 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in x)
+        for x in data)
+    if not ok:
+        raise ProjectionError(f"{where}: expected a non-empty JSON list of [isl, osl] pairs of positive integers")
+    pairs = tuple((int(i), int(o)) for i, o in data)
+    ctx = round(sum(i for i, _ in pairs) / len(pairs) + sum(o for _, o in pairs) / len(pairs) / 2)
+    return dataclasses.replace(req, context=max(1, ctx)), pairs
+
+
 def resolve_specs(req: Request, profile: Profile | None = None) -> Resolved:
     """Load and check everything `req` names but its calibration (against `profile` when given,
     else the one `req` names); every failure is one-line `ProjectionError`."""
     if not isinstance(req, Request):
         raise ProjectionError(f"expected a perfmodel Request, got {type(req).__name__}")
+    req, lengths = _lengths(req)
     try:
         if req.link:
             _link(req, None)
@@ -303,7 +347,7 @@ def resolve_specs(req: Request, profile: Profile | None = None) -> Resolved:
     except ValueError as e:  # a spec the model refuses (sanity's checks raise ProjectionError, a ValueError)
         raise ProjectionError(str(e).splitlines()[0]) from None
     path = req.profile or (DEFAULT_PROFILE if embedded_profile_path() else "spec-derived")
-    return Resolved(req, gpu, model, link, profile, source_gpu, mk, acc, observed, path)
+    return Resolved(req, gpu, model, link, profile, source_gpu, mk, acc, observed, path, lengths=lengths)
 
 
 def _check_profile_refs(profile: Profile, path) -> None:

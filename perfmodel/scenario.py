@@ -109,6 +109,7 @@ def parse_parallel(v: Any) -> Any:
 ParallelName = Annotated[ParallelKind, BeforeValidator(parse_parallel)]
 SpecKind = Literal["none", "chain", "ddtree"]
 Workload = Literal["chat", "code", "math", "long-context", "thinking"]
+EngineKind = Literal["vllm", "sglang", "trtllm"]
 PosInt = Annotated[int, Field(ge=1, strict=True)]
 
 
@@ -205,6 +206,22 @@ class Request:
                                                        "preset (dflash | eagle3 | mtp; perfmodel models show).")] = None
     graphs: Annotated[StrictBool, Cli(("--graphs/--no-graphs",), "CUDA-graph replay (default) or eager launches.")] = True
     tree_build: Annotated[Literal["cpu", "gpu"], Cli(("--tree-build",), "Where DDTree trees are built: gpu | cpu.")] = "gpu"
+    isl: Annotated[PosInt | None, Cli(("--isl",), "Input tokens per request: serve whole requests (TTFT, TPOT, tok/s per "
+                                                  "user and per GPU) under continuous batching; needs --osl.")] = None
+    osl: Annotated[PosInt | None, Cli(("--osl",), "Output tokens per request (with --isl).")] = None
+    lengths_file: Annotated[str | None, Cli(("--lengths-file",), "A JSON list of [isl, osl] pairs the requests draw from (a "
+                                                                 "ShareGPT sample), instead of --isl/--osl.")] = None
+    seed: Annotated[int, Field(ge=0, strict=True), Cli(("--seed",), "Seed of the lengths drawn from --lengths-file.")] = 0
+    engine: Annotated[EngineKind, Cli(("--engine",), "Serving engine whose scheduler forms the steps: vllm | sglang | trtllm "
+                                                     "(its default token budget and prefill policy).")] = "vllm"
+    max_batched_tokens: Annotated[PosInt | None, Cli(("--max-batched-tokens",), "Token budget of a step (vLLM "
+                                                                               "max_num_batched_tokens, SGLang "
+                                                                               "chunked_prefill_size, TRT-LLM max_num_tokens); "
+                                                                               "default: the engine's.")] = None
+    request_rate: Annotated[float | None, Field(gt=0, allow_inf_nan=False),
+                            Cli(("--request-rate",), "Requests per second (Poisson) instead of keeping C in flight.")] = None
+    prefix_hit: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False),
+                          Cli(("--prefix-hit",), "Share of each prompt served from the prefix cache.")] = 0.0
     profile: Annotated[str | None, Cli(("--profile",), "Profile JSON, or the name of a shipped profile (perfmodel/data/; "
                                                        "default: the embedded measured H200 profile); 'spec' = spec-derived.")] = None
     link: Annotated[str | None, Cli(("--link",), "Interconnect (hwspecs/links); default: the GPU's own.")] = None
@@ -231,14 +248,16 @@ class Request:
             return [v]
         return list(v) if isinstance(v, tuple) else v
 
-    @field_validator("profile", "hw_file", "model_file", "calibration", mode="before")
+    @field_validator("profile", "hw_file", "model_file", "calibration", "lengths_file", mode="before")
     @classmethod
     def _paths(cls, v: Any) -> Any:
         return str(v) if isinstance(v, Path) else v
 
-    @field_validator("host_cpu_factor", mode="before")
+    @field_validator("host_cpu_factor", "acceptance_length", "request_rate", "prefix_hit", mode="before")
     @classmethod
     def _number(cls, v: Any) -> Any:
+        if v is None:
+            return v
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ValueError(f"expected a number, got {v!r}")
         return v

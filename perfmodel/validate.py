@@ -20,10 +20,11 @@ from perfmodel.api import cached_self_check, projector
 from perfmodel.errors import ProjectionError
 from perfmodel.model.calibration import factors_of
 from perfmodel.model.e2e import predict_e2e
-from perfmodel.model.machine import missing_fits
+from perfmodel.model.layers import Batch, Decode, Layout, Prefill
+from perfmodel.model.machine import build_machine, missing_fits
 from perfmodel.model.project import Projector
 from perfmodel.model.result import Point
-from perfmodel.model.step import Z90, step_estimate
+from perfmodel.model.step import Z90, batch_estimate, step_estimate
 from perfmodel.profile import Profile, load_profile
 from perfmodel.request import (
     _check_profile_refs,
@@ -143,6 +144,33 @@ def _foreign_rows(prof: Profile, base: Profile, path: str) -> list[dict]:
     return rows
 
 
+def _foreign_prefill_rows(prof: Profile, base: Profile, path: str) -> list[dict]:
+    """The torch-only stack's prefill and mixed (chunked-prefill + decode) steps (bench
+    `foreign_prefill`: eager, no host loop), each predicted as one batch (`step.batch_estimate`)
+    from `base`'s benches, kernel set "torch", uncalibrated (kind `foreign-prefill`)."""
+    res = prof.benches.get("foreign_prefill")
+    if res is None or res.status != "ok" or not any(k.endswith("@torch") for k in base.fits):
+        return []
+    src = profile_source_gpu(base)
+    mach = build_machine(src, 1, None, base, src, registry.load_memory_kinds(), graph=False, kernel_set="torch")
+    rows = []
+    for s in res.samples:
+        sh = s.shape
+        if int(sh.get("n_gpus", 1)) != 1:
+            continue
+        groups = [Prefill(n=int(sh["prefill_n"]), tokens=int(sh["prefill_T"]), prefix=int(sh["prefill_P"]))]
+        if int(sh.get("decode_n", 0)):
+            groups.append(Decode(n=int(sh["decode_n"]), context=int(sh["decode_ctx"])))
+        est = batch_estimate(registry.load_model(sh["model"]), mach, Layout("tp", 1), Batch(groups=tuple(groups),
+                             logits=sh.get("logits", "last")), graph=False, host=False, n_layers=int(sh["n_layers"]))
+        pred = est.step_us / 1e3
+        lo, hi = pred - Z90 * est.sigma_us / 1e3, pred + Z90 * est.sigma_us / 1e3
+        rows.append({"kind": "foreign-prefill", "point": f"{sh['model']} {sh['batch']}", "measured": s.median_ms,
+                     "unit": "ms/step", "predicted": pred, "err": pred / s.median_ms - 1, "in_interval": lo <= s.median_ms <= hi,
+                     "source": f"{Path(path).name} ({prof.provenance.gpu_name}); kernel set torch; uncalibrated"})
+    return rows
+
+
 def _published_logo(base_path: str | None) -> list[dict]:
     """Leave one GPU out: for each engine with published points on several GPUs, calibrate on
     one GPU's points and predict the others' (kind `published-logo`)."""
@@ -208,6 +236,7 @@ def run_validation(profiles: list[str] | None = None, published: bool = True, ba
         own = base is None and not missing_fits(prof)  # a partial run (--only) cannot predict itself
         rows += _e2e_rows(prof, prof if own else base_prof, path)
         rows += _foreign_rows(prof, prof if own else base_prof, path)
+        rows += _foreign_prefill_rows(prof, prof if own else base_prof, path)
     if published:
         rows += _published(base, calibration)
         if calibration is None:

@@ -83,6 +83,17 @@ def _gain_cell(g, rng=None) -> str:
     return s + (f" [{pct(rng[0])}, {pct(rng[1])}]" if rng else "")
 
 
+def _ttft(p) -> float | None:
+    """A point's TTFT where the projection served whole requests (`--isl/--osl`): the median."""
+    sv = p.get("serving")
+    return sv["ttft_ms"]["median"] if sv else p.get("ttft_ms")
+
+
+def _tpot(p) -> float | None:
+    sv = p.get("serving")
+    return sv["tpot_ms"]["median"] if sv else p.get("tpot_ms")
+
+
 def _no_spec(p) -> bool:
     """Speculation was asked for but the drafter does not fit at this point (budget 0)."""
     return _fits(p) and p.get("speculation_fits") is False
@@ -242,9 +253,10 @@ def projection_section(doc: dict, figs: dict[str, str]) -> list[str]:
     tp = doc["target"]["projection"]
     sp = doc["source"]["projection"] if doc["source"] else None
     n = tp["target"]["n_gpus"]
-    ttft = any(p.get("ttft_ms") is not None for p in tp["points"])
+    ttft = any(_ttft(p) is not None for p in tp["points"])
     L = [f"## 2. Projection on the target ({_short(tp)})", ""]
-    head = ["C", "tok/s per user [90%]", "tok/s per GPU [90%]", "vs source per GPU", "step ms", "TPOT ms"]
+    head = ["C", "tok/s per user [90%]", "tok/s per GPU [90%]", "vs source per GPU", "step ms",
+            "TPOT ms (served)" if ttft else "TPOT ms"]
     head += ["TTFT ms"] if ttft else []
     head += ["τ (budget)", "GB per GPU: weights + KV / usable", "largest term"]
     L += ["| " + " | ".join(head) + " |", "|" + "|".join("---:" if i < len(head) - 3 else "---" for i in range(len(head))) + "|"]
@@ -263,8 +275,8 @@ def projection_section(doc: dict, figs: dict[str, str]) -> list[str]:
         tau = f"{fmt(p['tau'])} ({p['budget']})" if p["budget"] else "1 (no drafter)" if _no_spec(p) else "1"
         row = [f"{C}{mark}", f"{fmt(p['tokens_per_s_per_stream'])} {iv(*i['tokens_per_s_per_stream'])}",
                f"{fmt(p['tokens_per_s_per_gpu'])} {iv(*(x / n for x in i['tokens_per_s']))}", vs, fmt(p["step_ms"]),
-               fmt(p["tpot_ms"])]
-        row += [fmt(p.get("ttft_ms"))] if ttft else []
+               fmt(_tpot(p))]
+        row += [fmt(_ttft(p))] if ttft else []
         top = max(p["breakdown_ms"], key=lambda k: (p["breakdown_ms"][k], k))
         row += [tau, mem, f"{label(top)} ({pct(p['breakdown_ms'][top] / p['step_ms'], False)})"]
         L.append("| " + " | ".join(row) + " |")

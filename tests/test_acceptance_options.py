@@ -86,3 +86,18 @@ def test_calibration_point_with_an_acceptance_length_fits_no_tau(tmp_path):
     assert r.exit_code == 0, r.output
     names = [f["name"] for f in json.loads((tmp_path / "c.json").read_text())["factors"]]
     assert "tau" not in names
+
+
+def test_a_drafter_option_of_a_model_without_a_default_drafter():
+    p = project(Request(target="b200", gpus=8, model="llama-3.1-70b", spec="chain", drafter="eagle3", draft_tokens=3,
+                        acceptance_length=2.4, concurrency=[1])).points[0]
+    assert p.budget == 3 and p.tau == pytest.approx(2.4, rel=1e-3)
+    with pytest.raises(ProjectionError, match="--drafter"):  # the error names the way out
+        project(Request(target="b200", gpus=8, model="llama-3.1-70b", spec="chain", concurrency=[1]))
+
+
+def test_draft_tokens_parse_from_the_command_line():
+    r = CliRunner().invoke(app, ["project", "--target", "b200", "--model", "llama-3.1-70b", "--spec", "chain", "--drafter",
+                                 "eagle3", "--draft-tokens", "3", "--concurrency", "1", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["points"][0]["budget"] == 3

@@ -164,3 +164,21 @@ def test_low_clock_samples_names_the_throttled_points(tmp_path):
     assert low_clock_samples(load_profile(tmp_path / "p.json")) == low_clock_samples(prof)
     prof.provenance.sm_clock_max_MHz = None
     assert low_clock_samples(prof) == []
+
+
+def test_a_bench_writes_the_results_it_produced_under_other_names(tmp_path):
+    """The foreign bench's prefill and mixed steps go to a bench entry of their own beside its
+    decode points (BenchOutput.more), and are logged."""
+    calls = []
+    ok = _ok("foreign", calls)
+
+    def with_more(ctx):
+        out = ok(ctx)
+        out.more["foreign_prefill"] = BenchResult(status="ok", samples=out.result.samples, note="prefill steps")
+        return out
+
+    out = tmp_path / "p.json"
+    assert run_measure(out, only=["foreign"], registry={"foreign": with_more}, require_cuda=False, progress=False) == 0
+    p = load_profile(out)
+    assert set(p.benches) == {"foreign", "foreign_prefill"} and p.benches["foreign_prefill"].note == "prefill steps"
+    assert "foreign_prefill (by foreign): ok, 1 samples" in log_path(out).read_text()

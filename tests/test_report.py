@@ -334,15 +334,17 @@ def test_a_ttft_column_when_the_projection_has_it(b300):
     figs = {"throughput": "t.png"}
     assert not any("TTFT" in ln for ln in projection_section(doc, figs))
     d = copy.deepcopy(doc)
-    for i, p in enumerate(d["target"]["projection"]["points"]):
+    for i, p in enumerate(d["target"]["projection"]["points"]):  # as `project --isl/--osl` gives them
         if p["fits_in_memory"]:
-            p["ttft_ms"] = 100.0 + i
+            p["serving"] = {"ttft_ms": {"median": 100.0 + i}, "tpot_ms": {"median": 5.0 + i}}
     lines = projection_section(d, figs)
     head = next(ln for ln in lines if ln.startswith("| C |")).split("|")
     col = [c.strip() for c in head].index("TTFT ms")
     rows = [ln.split("|") for ln in lines if re.match(r"^\| \d", ln) and "does not fit" not in ln]
     assert [r[col].strip() for r in rows] == [fmt(100.0 + i) for i, p in enumerate(d["target"]["projection"]["points"])
                                               if p["fits_in_memory"]]
+    assert [r[col - 1].strip() for r in rows] == [fmt(5.0 + i) for i, p in enumerate(d["target"]["projection"]["points"])
+                                                  if p["fits_in_memory"]]
 
 
 def test_observed_figure_is_the_users_figure(tmp_path):

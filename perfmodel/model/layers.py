@@ -1,4 +1,5 @@
-"""The ops of one decode step, per GPU, from a model spec and a parallel layout.
+"""The ops of one forward pass, per GPU, from a model spec and a parallel layout: a decode step
+(`decode_ops`) or any batch of decode, verify and prefill groups (`batch_ops`, `Batch`).
 
 The op sequence mirrors the synthetic decode stack that `perfmodel measure` times end to end
 (measure/e2e.py), so the self-check compares like with like:
@@ -32,9 +33,11 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.model.lookup import Probe
 from perfmodel.model.ops import Op
@@ -168,15 +171,168 @@ def _attn_variant(q: int) -> str:
     return "verify" if q > 1 else ""
 
 
-def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int) -> list[Op]:
+# The variant of the calls a prefill runs at its own size: causal attention over a prompt (or a
+# chunk of one after a cached prefix), and the routed experts of a step that carries prefill
+# tokens. perfmodel's profiles time decode-size kernels only (attention at q <= 65, no causal
+# mask; MoE up to T = 4096 with decode-oriented kernels), so these calls fall back to their
+# class law, with the compute roof of the measured dense GEMM (`step.py`, `prefill_law`).
+PREFILL = "prefill"
+
+
+# ----------------------------------------------------------------------------- batches
+# A forward pass as an engine runs it: groups of sequences, each adding new tokens to its KV
+# cache. Decode: one token per sequence at context `context`; verify: `width` tokens per
+# sequence (speculative verification, every position's logits); prefill: `tokens` new tokens
+# per sequence after `prefix` cached ones (a whole prompt, or a chunk of one).
+
+class Decode(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["decode"] = "decode"
+    n: int = Field(ge=1, description="sequences")
+    context: int = Field(ge=0, description="tokens already in each sequence's KV cache")
+
+
+class Verify(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["verify"] = "verify"
+    n: int = Field(ge=1, description="sequences")
+    width: int = Field(ge=1, description="tokens verified per sequence (drafted tokens + 1)")
+    context: int = Field(ge=0, description="tokens already in each sequence's KV cache")
+
+
+class Prefill(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["prefill"] = "prefill"
+    n: int = Field(ge=1, description="sequences")
+    tokens: int = Field(ge=1, description="new tokens per sequence (a prompt or a chunk of one)")
+    prefix: int = Field(0, ge=0, description="tokens of each sequence already in the KV cache (earlier chunks, prefix-cache hit)")
+
+
+Group = Annotated[Decode | Verify | Prefill, Field(discriminator="kind")]
+
+
+class Batch(BaseModel):
+    """One forward pass. `logits`: `last` computes logits for the last new token of each prefill
+    sequence (what an engine samples its next token from), `all` for every prefill token.
+    Decode groups compute one row per sequence and verify groups `width` rows, either way."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    groups: tuple[Group, ...] = Field(min_length=1)
+    logits: Literal["last", "all"] = "last"
+
+    @property
+    def has_prefill(self) -> bool:
+        return any(g.kind == "prefill" for g in self.groups)
+
+
+_NOTATION = {"decode": "N@CTX", "prefill": "NxT@P (or NxT)", "verify": "NxW@CTX"}
+
+
+def parse_group(kind: str, text: str) -> Decode | Prefill | Verify:
+    """One group from its command-line notation: decode `N@CTX` (N sequences at context CTX),
+    prefill `NxT@P` (N sequences of T new tokens after P cached; `NxT` for P = 0), verify
+    `NxW@CTX` (N sequences verifying W tokens at context CTX). A bad one: ValueError, one line."""
+    if kind not in _NOTATION:
+        raise ValueError(f"unknown group kind '{kind}' (known: {', '.join(_NOTATION)})")
+    body, at, tail = text.strip().partition("@")
+    parts = body.split("x") if kind != "decode" else [body]
+    try:
+        nums = [int(p) for p in parts] + ([int(tail)] if at else [])
+        if kind == "decode" and len(nums) == 2 and at:
+            return Decode(n=nums[0], context=nums[1])
+        if kind == "prefill" and len(parts) == 2:
+            return Prefill(n=nums[0], tokens=nums[1], prefix=nums[2] if at else 0)
+        if kind == "verify" and len(nums) == 3 and at:
+            return Verify(n=nums[0], width=nums[1], context=nums[2])
+    except ValueError as e:  # int() or a pydantic bound
+        detail = str(e).splitlines()
+        why = next((ln.strip().split(" [")[0] for ln in detail if ln.strip().startswith("Input should")), None)
+        raise ValueError(f"--{kind} '{text}': expected {_NOTATION[kind]} with whole numbers"
+                         + (f" ({why})" if why else "")) from None
+    raise ValueError(f"--{kind} '{text}': expected {_NOTATION[kind]}")
+
+
+@dataclass(frozen=True)
+class _Seqs:
+    """One group as one GPU sees it: `seqs` sequences on the busiest attention rank, each adding
+    `q` tokens after `ctx` cached ones."""
+
+    kind: str
+    seqs: int
+    q: int
+    ctx: int
+
+
+def _per_gpu(batch: Batch, lay: Layout) -> list[_Seqs]:
+    out = []
+    for g in batch.groups:
+        seqs = math.ceil(g.n / lay.dp_attn)
+        if g.kind == "prefill":
+            out.append(_Seqs("prefill", seqs, g.tokens, g.prefix))
+        else:
+            out.append(_Seqs(g.kind, seqs, 1 if g.kind == "decode" else g.width, g.context))
+    return out
+
+
+def causal_pairs(q: int, ctx: int, window: int | None = None) -> float:
+    """(query, key) pairs of q new tokens after ctx cached ones under a causal mask: the new token
+    at position ctx + i (i = 1..q) sees min(ctx + i, window) keys (itself included)."""
+    lo, hi = ctx + 1, ctx + q  # positions of the new tokens
+    W = window or hi
+    if hi <= W:
+        return q * ctx + q * (q + 1) / 2
+    if lo >= W:
+        return float(q * W)
+    return (W * (W + 1) - ctx * (ctx + 1)) / 2 + (hi - W) * W
+
+
+def _prefill_attention_ops(m: ModelSpec, lay: Layout, g: _Seqs, count: int, kvb: float) -> list[Op]:
+    """Causal attention of one prefill group (FlashAttention-style: Q·Kᵀ and P·V over the causal
+    pairs, each K/V of the context read once per sequence, the new tokens' K/V written).
+
+    MLA prefill runs in its uncompressed form (per-head K and V up-projected from the latent
+    with kv_b_proj, then multi-head attention with qk = nope + rope, v = v_head_dim), as vLLM's
+    MLA backend runs prefill and chunked prefill (perfmodel/model/SOURCES.md [V8]): the up-projection, of the
+    cached context and the new tokens, is `mla_kv_b_proj`, in `_attention_ops`."""
+    a = m.attention
+    t = lay.t_attn
+    T = g.seqs * g.q  # new tokens of the group on this GPU
+    S = g.ctx + g.q  # keys of the longest query
+    if isinstance(a, MLASpec):
+        h = max(1, a.n_heads // t)
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        lat = a.kv_lora_rank + a.qk_rope_head_dim
+        pairs = causal_pairs(g.q, g.ctx)
+        return [Op("attention_prefill", "attention", "attention_mla",
+                   bytes=g.seqs * S * h * (qk + a.v_head_dim) * ACT + T * h * (qk + a.v_head_dim) * ACT + T * lat * kvb,
+                   flops=2.0 * g.seqs * h * pairs * (qk + a.v_head_dim), count=count, variant=PREFILL)]
+    assert isinstance(a, GQASpec)
+    hq = max(1, a.n_heads // t)
+    hkv = max(1, a.n_kv_heads // t)
+    D = a.head_dim
+    ops = []
+    for frac, window, tag in ((1 - a.sliding_layer_fraction, None, "full"), (a.sliding_layer_fraction, a.sliding_window, "window")):
+        n = round(count * frac)
+        if not n:
+            continue
+        keys = min(S, (window or S) + g.q)  # K/V read per sequence
+        ops.append(Op(f"attention_prefill_{tag}", "attention", "attention_gqa",
+                      bytes=g.seqs * keys * 2 * hkv * D * kvb + 2 * T * hq * D * ACT + T * 2 * hkv * D * kvb,
+                      flops=4.0 * g.seqs * hq * causal_pairs(g.q, g.ctx, window) * D, count=n, variant=PREFILL))
+    return ops
+
+
+def _attention_ops(m: ModelSpec, lay: Layout, groups: list[_Seqs], count: int) -> list[Op]:
+    """The attention block over every group's new tokens: norms and projections over all of them,
+    the attention core per group (its own kernel call)."""
     a = m.attention
     H = m.hidden_size
-    Cg = math.ceil(C / lay.dp_attn)  # sequences on this GPU
-    T = Cg * q
+    T = sum(g.seqs * g.q for g in groups)  # tokens on this GPU
     t = lay.t_attn
     wd = m.dtypes.attention
     kvb = 1.0 if m.dtypes.kv_cache == "fp8" else 2.0
-    S = L + q
+    decode = [g for g in groups if g.kind != "prefill"]
+    prefill = [g for g in groups if g.kind == "prefill"]
     ops: list[Op] = [_elt("attn_norm", T, H, count, "add_rmsnorm")]  # + the previous MLP's residual
     if isinstance(a, MLASpec):
         h = max(1, a.n_heads // t)
@@ -192,28 +348,43 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
             _gemm("kv_a", "dense", T, H, lat, wd, count),
             _elt("kv_norm", T, a.kv_lora_rank, count, "rmsnorm"),
             _elt("q_rope", T, h * a.qk_rope_head_dim, count, "rope", per_token=2 * a.qk_rope_head_dim),
-            Op("w_uk_absorb", "dense", "gemm_bf16",
-               bytes=h * a.qk_nope_head_dim * a.kv_lora_rank * WEIGHT_BYTES[wd]
-               + T * h * (a.qk_nope_head_dim + a.kv_lora_rank) * ACT,
-               flops=2.0 * T * h * a.qk_nope_head_dim * a.kv_lora_rank, count=count),
-            # Tree tokens share the prefix: the latent cache is read once per sequence. With an
-            # FP8 latent cache the engines' MLA quantises q to FP8 too and runs FP8 MMAs
-            # (TRT-LLM PR #3190: per-tensor FP8 Q and KV, trtllm-gen on Blackwell, FP8 FlashMLA
-            # on Hopper), so its compute roof is the GPU's FP8 rate.
-            Op("attention_core", "attention", "attention_mla",
-               bytes=Cg * S * lat * kvb + 2 * T * h * a.kv_lora_rank * ACT + T * h * lat * ACT,
-               flops=2.0 * T * h * S * (lat + a.kv_lora_rank), count=count,
-               compute_dtype="fp8" if m.dtypes.kv_cache == "fp8" else "bf16", variant=_attn_variant(q),
-               probe=Probe("attention", (("H", h), ("kind", "mla"), ("q", q)), "L", L, "triton", "C", Cg)
-               if kvb == 2.0 and L > 0 else None),
-            Op("w_uv", "dense", "gemm_bf16",
-               bytes=h * a.v_head_dim * a.kv_lora_rank * WEIGHT_BYTES[wd]
-               + T * h * (a.v_head_dim + a.kv_lora_rank) * ACT,
-               flops=2.0 * T * h * a.v_head_dim * a.kv_lora_rank, count=count),
-            # The batched absorb GEMMs are head-major; each output is copied back token-major.
-            _elt("latent_transposes", T, h * (a.kv_lora_rank + a.v_head_dim), count, "copy"),
-            _gemm("o_proj", "dense", T, h * a.v_head_dim, H, wd, count),
         ]
+        if decode:
+            Td = sum(g.seqs * g.q for g in decode)
+            ops.append(Op("w_uk_absorb", "dense", "gemm_bf16",
+                          bytes=h * a.qk_nope_head_dim * a.kv_lora_rank * WEIGHT_BYTES[wd]
+                          + Td * h * (a.qk_nope_head_dim + a.kv_lora_rank) * ACT,
+                          flops=2.0 * Td * h * a.qk_nope_head_dim * a.kv_lora_rank, count=count))
+            for g in decode:
+                Cg, q, L = g.seqs, g.q, g.ctx
+                Tg = Cg * q
+                S = L + q
+                # Tree tokens share the prefix: the latent cache is read once per sequence. With an
+                # FP8 latent cache the engines' MLA quantises q to FP8 too and runs FP8 MMAs
+                # (TRT-LLM PR #3190: per-tensor FP8 Q and KV, trtllm-gen on Blackwell, FP8 FlashMLA
+                # on Hopper), so its compute roof is the GPU's FP8 rate.
+                ops.append(Op("attention_core", "attention", "attention_mla",
+                              bytes=Cg * S * lat * kvb + 2 * Tg * h * a.kv_lora_rank * ACT + Tg * h * lat * ACT,
+                              flops=2.0 * Tg * h * S * (lat + a.kv_lora_rank), count=count,
+                              compute_dtype="fp8" if m.dtypes.kv_cache == "fp8" else "bf16", variant=_attn_variant(q),
+                              probe=Probe("attention", (("H", h), ("kind", "mla"), ("q", q)), "L", L, "triton", "C", Cg)
+                              if kvb == 2.0 and L > 0 else None))
+            ops += [
+                Op("w_uv", "dense", "gemm_bf16",
+                   bytes=h * a.v_head_dim * a.kv_lora_rank * WEIGHT_BYTES[wd]
+                   + Td * h * (a.v_head_dim + a.kv_lora_rank) * ACT,
+                   flops=2.0 * Td * h * a.v_head_dim * a.kv_lora_rank, count=count),
+                # The batched absorb GEMMs are head-major; each output is copied back token-major.
+                _elt("latent_transposes", Td, h * (a.kv_lora_rank + a.v_head_dim), count, "copy"),
+            ]
+        if prefill:
+            # every context token's latent (cached prefix and new tokens) up-projected to per-head K_nope and V
+            ctx_tokens = sum(g.seqs * (g.ctx + g.q) for g in prefill)
+            ops.append(_gemm("mla_kv_b_proj", "dense", ctx_tokens, a.kv_lora_rank, h * (a.qk_nope_head_dim + a.v_head_dim),
+                             wd, count))
+            for g in prefill:
+                ops += _prefill_attention_ops(m, lay, g, count, kvb)
+        ops.append(_gemm("o_proj", "dense", T, h * a.v_head_dim, H, wd, count))
     else:
         assert isinstance(a, GQASpec)
         hq = max(1, a.n_heads // t)
@@ -221,25 +392,40 @@ def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int)
         D = a.head_dim
         ops += [_gemm("qkv_proj", "dense", T, H, (hq + 2 * hkv) * D, wd, count),
                 _elt("rope", T, (hq + hkv) * D, count, "rope", per_token=2 * D)]
-        for frac, span, tag in ((1 - a.sliding_layer_fraction, S, "full"),
-                                (a.sliding_layer_fraction, min(S, (a.sliding_window or S) + q), "window")):
-            n = round(count * frac)
-            if n:
-                ops.append(Op(f"attention_core_{tag}", "attention", "attention_gqa",
-                              bytes=Cg * span * 2 * hkv * D * kvb + 2 * T * hq * D * ACT,
-                              flops=4.0 * T * hq * span * D, count=n, variant=_attn_variant(q),
-                              units=attention_units(Cg, q, hq, hkv),
-                              probe=Probe("attention", (("D", D), ("Hkv", hkv), ("Hq", hq), ("kind", "gqa"), ("q", q)),
-                                                  "L", span - q, "triton", "C", Cg)
-                              if kvb == 2.0 and span > q else None))
+        for g in groups:
+            if g.kind == "prefill":
+                ops += _prefill_attention_ops(m, lay, g, count, kvb)
+                continue
+            Cg, q, L = g.seqs, g.q, g.ctx
+            Tg = Cg * q
+            S = L + q
+            for frac, span, tag in ((1 - a.sliding_layer_fraction, S, "full"),
+                                    (a.sliding_layer_fraction, min(S, (a.sliding_window or S) + q), "window")):
+                n = round(count * frac)
+                if n:
+                    ops.append(Op(f"attention_core_{tag}", "attention", "attention_gqa",
+                                  bytes=Cg * span * 2 * hkv * D * kvb + 2 * Tg * hq * D * ACT,
+                                  flops=4.0 * Tg * hq * span * D, count=n, variant=_attn_variant(q),
+                                  units=attention_units(Cg, q, hq, hkv),
+                                  probe=Probe("attention", (("D", D), ("Hkv", hkv), ("Hq", hq), ("kind", "gqa"), ("q", q)),
+                                              "L", span - q, "triton", "C", Cg)
+                                  if kvb == 2.0 and span > q else None))
         ops.append(_gemm("o_proj", "dense", T, hq * D, H, wd, count))
     return ops  # the residual add is fused into the MLP norm
 
 
-def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_dense: int) -> list[Op]:
+def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int) -> list[Op]:
+    """The attention block of C sequences × q new tokens at context L."""
+    return _attention_ops(m, lay, [_Seqs("decode" if q == 1 else "verify", math.ceil(C / lay.dp_attn), q, L)], count)
+
+
+def _ffn_ops(m: ModelSpec, lay: Layout, T: int, Ta: int, count_moe: int, count_dense: int, prefill: bool = False,
+             T_decode: int = 0) -> list[Op]:
+    """FFN ops over T tokens through this GPU's expert weights (TP/EP: all tokens) and Ta on its
+    attention rank. `prefill`: the step carries prefill tokens, so its routed-expert call runs at
+    prefill size (the `PREFILL` variant), never cheaper than the same call over the step's
+    `T_decode` decode tokens alone."""
     H = m.hidden_size
-    T = C * q  # tokens whose FFN runs on this GPU's weights (TP/EP: all tokens)
-    Ta = math.ceil(C / lay.dp_attn) * q
     ops: list[Op] = []
     s = lay.moe_split
     if count_dense:
@@ -252,31 +438,12 @@ def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_den
                 _gemm("dense_down", "dense", Td, I // tp, H, m.dtypes.dense_mlp, count_dense)]
     if count_moe and m.moe:
         e = m.moe
-        E, k, I = e.n_routed_experts, e.top_k, e.expert_intermediate_size
-        wd = m.dtypes.routed_experts
-        expert_bytes = 3.0 * H * I * WEIGHT_BYTES[wd]
-        if lay.experts_ep:
-            touched = expected_max_distinct_per_gpu(E, k, T, s)  # the busiest GPU sets the step
-            bytes_w = touched * expert_bytes
-        else:
-            touched = expected_distinct(E, k, T)
-            bytes_w = touched * expert_bytes / s
-        # INT4 weight-only experts are priced by the measured W4A16 kernel. Other formats
-        # (int8, fp8, MXFP4, NVFP4) have no kernel in the profile: they are assumed to stream
-        # their (smaller) weights as efficiently as the measured bf16 grouped GEMM does.
-        cls = "moe_w4a16" if wd.startswith("int4") else "moe_bf16"
         ops += [_elt("mlp_norm", Ta, H, count_moe, "add_rmsnorm"),
-                _gemm("router", "dense", Ta, H, E, "bf16", count_moe),
-                _elt("topk", Ta, E, count_moe, "router_topk", per_token=8 * k),
-                Op("routed_experts", "moe", cls,
-                   bytes=bytes_w + (T * k / s) * 2 * H * ACT,
-                   flops=2.0 * T * k * 3 * H * I / s, count=count_moe,
-                   compute_dtype=compute_dtype(wd), tokens=T,
-                   probe=Probe("moe", (("E", E), ("H", H), ("I", I // s), ("k", k)), "T", T,
-                               {"int4_g32": "triton_w4a16", "bf16": "triton_bf16"}[wd])
-                   if not lay.experts_ep and wd in ("int4_g32", "bf16") and I % s == 0 else None)]
+                _gemm("router", "dense", Ta, H, e.n_routed_experts, "bf16", count_moe),
+                _elt("topk", Ta, e.n_routed_experts, count_moe, "router_topk", per_token=8 * e.top_k),
+                _routed_experts(m, lay, T, count_moe, prefill, T_decode)]
         if e.n_shared_experts:
-            Is = e.shared_intermediate_size or I * e.n_shared_experts
+            Is = e.shared_intermediate_size or e.expert_intermediate_size * e.n_shared_experts
             ts = 1 if lay.parallel == "ep" else lay.t_attn
             ops += [_gemm("shared_gate_up", "dense", Ta, H, 2 * Is // ts, m.dtypes.shared_experts, count_moe),
                     _elt("shared_silu_mul", Ta, 3 * Is // ts, count_moe, "silu_mul"),
@@ -284,11 +451,49 @@ def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_den
     return ops  # the residual add is fused into the next layer's attention norm
 
 
-def collectives(m: ModelSpec, lay: Layout, C: int, q: int, n_moe: int, n_dense: int, lm_head: bool) -> list[Collective]:
+def _routed_experts(m: ModelSpec, lay: Layout, T: int, count: int, prefill: bool = False, T_decode: int = 0) -> Op:
+    e = m.moe
+    H = m.hidden_size
+    s = lay.moe_split
+    E, k, I = e.n_routed_experts, e.top_k, e.expert_intermediate_size
+    wd = m.dtypes.routed_experts
+    expert_bytes = 3.0 * H * I * WEIGHT_BYTES[wd]
+    if lay.experts_ep:
+        touched = expected_max_distinct_per_gpu(E, k, T, s)  # the busiest GPU sets the step
+        bytes_w = touched * expert_bytes
+    else:
+        touched = expected_distinct(E, k, T)
+        bytes_w = touched * expert_bytes / s
+    # INT4 weight-only experts are priced by the measured W4A16 kernel. Other formats
+    # (int8, fp8, MXFP4, NVFP4) have no kernel in the profile: they are assumed to stream
+    # their (smaller) weights as efficiently as the measured bf16 grouped GEMM does.
+    cls = "moe_w4a16" if wd.startswith("int4") else "moe_bf16"
+    if prefill:
+        # The profile's MoE samples are decode-size kernels: a prefill-size call is priced by the law.
+        return Op("routed_experts", "moe", cls, bytes=bytes_w + (T * k / s) * 2 * H * ACT, flops=2.0 * T * k * 3 * H * I / s,
+                  count=count, compute_dtype=compute_dtype(wd), tokens=T, variant=PREFILL,
+                  at_least=_routed_experts(m, lay, T_decode, count) if T_decode else None)
+    return Op("routed_experts", "moe", cls,
+              bytes=bytes_w + (T * k / s) * 2 * H * ACT,
+              flops=2.0 * T * k * 3 * H * I / s, count=count,
+              compute_dtype=compute_dtype(wd), tokens=T,
+              probe=Probe("moe", (("E", E), ("H", H), ("I", I // s), ("k", k)), "T", T,
+                          {"int4_g32": "triton_w4a16", "bf16": "triton_bf16"}[wd])
+              if not lay.experts_ep and wd in ("int4_g32", "bf16") and I % s == 0 else None)
+
+
+def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_dense: int) -> list[Op]:
+    """The FFN ops of C sequences × q new tokens."""
+    return _ffn_ops(m, lay, C * q, math.ceil(C / lay.dp_attn) * q, count_moe, count_dense)
+
+
+def _collectives(m: ModelSpec, lay: Layout, T: int, Ta_ep: int, rows: int, n_moe: int, n_dense: int,
+                 lm_head: bool) -> list[Collective]:
+    """T tokens in the step (all GPUs), Ta_ep on the busiest rank of DP attention (what its
+    all-to-all sends), `rows` logits rows (all GPUs)."""
     if not lay.comm or lay.n_gpus == 1:
         return []
     H = m.hidden_size
-    T = C * q
     L = n_moe + n_dense
     out: list[Collective] = []
     if lay.parallel == "tp":
@@ -299,13 +504,16 @@ def collectives(m: ModelSpec, lay: Layout, C: int, q: int, n_moe: int, n_dense: 
             out.append(Collective("attn_allreduce", "all_reduce", T * H * ACT, L))
             out.append(Collective("ffn_allreduce", "all_reduce", T * H * ACT, L))
         elif n_moe and m.moe:
-            Ta = math.ceil(C / lay.n_gpus) * q
             # DP attention: dispatch + combine, each token's hidden state to its k experts' owners.
-            out.append(Collective("ep_alltoall", "all_to_all", Ta * m.moe.top_k * H * ACT, 2 * n_moe))
+            out.append(Collective("ep_alltoall", "all_to_all", Ta_ep * m.moe.top_k * H * ACT, 2 * n_moe))
     if lm_head:
         # Greedy/verify sampling: local argmax, then gather (value, index) pairs.
-        out.append(Collective("logits_gather", "all_reduce", T * 8.0, 1))
+        out.append(Collective("logits_gather", "all_reduce", rows * 8.0, 1))
     return out
+
+
+def collectives(m: ModelSpec, lay: Layout, C: int, q: int, n_moe: int, n_dense: int, lm_head: bool) -> list[Collective]:
+    return _collectives(m, lay, C * q, math.ceil(C / lay.n_gpus) * q, C * q, n_moe, n_dense, lm_head)
 
 
 def lm_head_ops(m: ModelSpec, lay: Layout, tokens: int) -> list[Op]:
@@ -319,15 +527,50 @@ def lm_head_ops(m: ModelSpec, lay: Layout, tokens: int) -> list[Op]:
             _elt("sample_argmax", tokens, V, 1, "argmax_vocab", per_token=8)]
 
 
-def decode_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, *, n_layers: int | None = None,
-               n_dense: int | None = None, lm_head: bool = True) -> tuple[list[Op], list[Collective]]:
-    """All ops and collectives of one target forward over C sequences × q tokens at context L."""
+def _layer_counts(m: ModelSpec, n_layers: int | None, n_dense: int | None) -> tuple[int, int, int]:
     nl = m.n_layers if n_layers is None else n_layers
     nd = min(m.n_dense_layers if n_dense is None else n_dense, nl)
     nm = nl - nd if m.moe else 0
     if not m.moe:
         nd = nl
-    ops = attention_ops(m, lay, C, q, L, nl) + ffn_ops(m, lay, C, q, nm, nd)
+    return nl, nd, nm
+
+
+def batch_ops(m: ModelSpec, lay: Layout, batch: Batch, *, n_layers: int | None = None, n_dense: int | None = None,
+              lm_head: bool = True) -> tuple[list[Op], list[Collective]]:
+    """All ops and collectives of one target forward over a batch (per GPU, as `decode_ops`)."""
+    nl, nd, nm = _layer_counts(m, n_layers, n_dense)
+    groups = _per_gpu(batch, lay)
+    T = sum(g.n * (g.tokens if g.kind == "prefill" else 1 if g.kind == "decode" else g.width) for g in batch.groups)
+    Ta = sum(g.seqs * g.q for g in groups)
+    prefill = batch.has_prefill
+    T_dec = sum(g.n * (1 if g.kind == "decode" else g.width) for g in batch.groups if g.kind != "prefill")
+    ops = _attention_ops(m, lay, groups, nl) + _ffn_ops(m, lay, T, Ta, nm, nd, prefill=prefill, T_decode=T_dec)
+
+    def rows(q: int, kind: str) -> int:  # logits rows per sequence
+        return 1 if kind == "prefill" and batch.logits == "last" else q
+
     if lm_head:
-        ops += lm_head_ops(m, lay, math.ceil(C / lay.dp_attn) * q)
-    return ops, collectives(m, lay, C, q, nm, nd, lm_head)
+        ops += lm_head_ops(m, lay, sum(g.seqs * rows(g.q, g.kind) for g in groups))
+    Ta_ep = sum(math.ceil(g.n / lay.n_gpus) * q for g, q in zip(batch.groups, (s.q for s in groups), strict=True))
+    rows_all = sum(g.n * rows(s.q, s.kind) for g, s in zip(batch.groups, groups, strict=True))
+    return ops, _collectives(m, lay, T, Ta_ep, rows_all, nm, nd, lm_head)
+
+
+def decode_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, *, n_layers: int | None = None,
+               n_dense: int | None = None, lm_head: bool = True) -> tuple[list[Op], list[Collective]]:
+    """All ops and collectives of one target forward over C sequences × q tokens at context L."""
+    g = Decode(n=C, context=L) if q == 1 else Verify(n=C, width=q, context=L)
+    return batch_ops(m, lay, Batch(groups=(g,)), n_layers=n_layers, n_dense=n_dense, lm_head=lm_head)
+
+
+def at_probe_x(op: Op, x: float) -> Op:
+    """The same call at another value of its probe's swept field (the tokens of a GEMM or an
+    elementwise op): a GEMM's weights stay and its activations and flops scale; an elementwise
+    op's bytes and flops scale whole."""
+    r = x / op.probe.x
+    if op.probe.bench == "gemm":
+        shape = dict(op.probe.match)
+        act = (op.probe.x - x) * (shape["K"] + shape["N"]) * ACT
+        return replace(op, bytes=op.bytes - act, flops=op.flops * r)
+    return replace(op, bytes=op.bytes * r, flops=op.flops * r)

@@ -113,6 +113,17 @@ class SampleTable:
         t = self._on_curve(self._at_y(probe, ys[-1]))
         return None if t is None else (ys[-1], t)
 
+    def x_edge(self, probe: Probe | None) -> tuple[float, float] | None:
+        """For a probe of one swept field whose value lies above every sampled value: the largest
+        sampled value and the time there (a lower bound: the op does at least that work), else None."""
+        if probe is None or probe.y_name is not None:
+            return None
+        probe = self._in_set(probe)
+        pts = self._points(probe)
+        if not pts or probe.x <= pts[-1][0]:
+            return None
+        return pts[-1]
+
     def _on_curve(self, probe: Probe) -> float | None:
         pts = self._points(probe)
         if not pts:

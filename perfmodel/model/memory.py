@@ -131,3 +131,12 @@ def memory_use(m: ModelSpec, gpu: GpuSpec, lay: Layout, context: int, spec_token
     kv_tok = kv_bytes_per_token(m, lay) + (draft_kv_bytes_per_token(m, lay) if drafter and m.drafter else 0.0)
     kv_seq = kv_tok * (context + spec_tokens)
     return MemoryUse(weights_GB=w / 1e9, kv_per_seq_GB=kv_seq / 1e9, usable_GB=usable)
+
+
+def kv_capacity_tokens(m: ModelSpec, gpu: GpuSpec, lay: Layout, drafter: bool = False) -> int:
+    """Tokens the KV pool holds, over all GPUs of the layout: what is left of each GPU's usable
+    memory after its weights, over the KV bytes a token takes per GPU (`kv_bytes_per_token`,
+    which averages DP attention's ranks). 0 when the weights do not fit."""
+    mem = memory_use(m, gpu, lay, 0, drafter=drafter)
+    free = (mem.usable_GB - mem.weights_GB) * 1e9
+    return max(0, math.floor(free / kv_bytes_per_token(m, lay)))

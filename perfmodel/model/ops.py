@@ -48,6 +48,7 @@ class Op:
     probe: object = None  # lookup.Probe: the profile samples that time this very op, if any
     units: int = 0  # work units if the kernel keeps each sequence's prefix unsplit (profile.attention_units)
     tokens: int = 1  # rows per call (MoE: routed tokens): picks the eager wrapper cost measured nearest below
+    at_least: Op | None = None  # a call this one never costs less than (the same kernel over a subset of its tokens)
 
     @property
     def n_kernels(self) -> int:

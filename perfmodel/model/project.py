@@ -18,7 +18,20 @@ from perfmodel.model.layers import Layout
 from perfmodel.model.machine import Machine, build_machine
 from perfmodel.model.memory import memory_use
 from perfmodel.model.resolved import Resolved
-from perfmodel.model.result import Acceptance, BudgetPoint, Interval, MemoryGB, Point, ProfileInfo, Projection, SelfCheck, SpecSplit, Target
+from perfmodel.model.result import (
+    Acceptance,
+    BudgetPoint,
+    Interval,
+    MemoryGB,
+    Point,
+    ProfileInfo,
+    Projection,
+    SelfCheck,
+    Serving,
+    SpecSplit,
+    StepResult,
+    Target,
+)
 from perfmodel.model.step import Z90, StepEstimate, step_estimate
 from perfmodel.profile import Profile
 from perfmodel.scenario import layout_memory_hint
@@ -236,6 +249,70 @@ class Projector:
         return self._point(C, est, best.tau, best.budget, mem, budget_curve=[c[0] for c in curve], budget_note=note,
                            speculation_fits=spec_fits)
 
+    # --------------------------------------------------------------- any batch
+    def batch(self, batch) -> StepResult:
+        """One forward pass of `batch` (`layers.Batch`: decode, verify and prefill groups) on the
+        target; with speculation on, the drafter runs for the verify groups (and DDTree builds
+        their trees). Interval: the terms' σ and the model's own error, as a decode point's."""
+        from perfmodel.model.layers import Verify
+        from perfmodel.model.step import batch_estimate
+
+        r = self.req
+        widths = [g.width for g in batch.groups if isinstance(g, Verify)]
+        draft = r.spec != "none" and bool(widths)
+        est = batch_estimate(self.model, self.machine, self.layout, batch, graph=r.graphs, draft=draft,
+                             tree_budget=max(widths) - 1 if draft and r.spec == "ddtree" else 0, tree_impl=r.tree_build)
+        sigma = math.hypot(est.sigma_us, self.model_error() * est.step_us)
+        tokens = sum(g.n * (g.tokens if g.kind == "prefill" else getattr(g, "width", 1)) for g in batch.groups)
+        desc = ", ".join({"decode": lambda g: f"decode {g.n}@{g.context}", "verify": lambda g: f"verify {g.n}x{g.width}@{g.context}",
+                          "prefill": lambda g: f"prefill {g.n}x{g.tokens}@{g.prefix}"}[g.kind](g) for g in batch.groups)
+        return StepResult(batch=f"{desc}; logits {batch.logits}", step_ms=est.step_us / 1e3,
+                          breakdown_ms={k: v / 1e3 for k, v in sorted(est.breakdown_us.items(), key=lambda kv: -kv[1])},
+                          interval={"step_ms": [max(est.step_us - Z90 * sigma, 1e-3) / 1e3, (est.step_us + Z90 * sigma) / 1e3]},
+                          bottleneck=est.bottleneck, n_kernels=est.n_kernels, tokens=tokens,
+                          assumptions=list(est.assumptions), describes=self.describes())
+
+    # --------------------------------------------------------------- whole requests
+    def _serving(self, pt: Point) -> Point:
+        """The point with its serving figures: whole requests of the request's lengths at its
+        concurrency under the engine's continuous batching (`serving.simulate`), speculating at
+        the point's budget and τ. Intervals: the simulation's (the steps' correlated σ) and the
+        model's own error, in quadrature."""
+        from perfmodel.model.serving import SpecDecode, Workload, engine_defaults, simulate
+
+        r, rs = self.req, self.resolved
+        eng = engine_defaults(r.engine, self.gpu)
+        if r.max_batched_tokens is not None:
+            eng = eng.model_copy(update={"max_batched_tokens": r.max_batched_tokens})
+        spec = None
+        if pt.budget:
+            spec = SpecDecode(width=pt.budget + 1, tau=min(pt.tau, pt.budget + 1.0), draft=True,
+                              tree_budget=pt.budget if r.spec == "ddtree" else 0)
+        wl = Workload(isl=r.isl, osl=r.osl, lengths=rs.lengths, seed=r.seed, concurrency=pt.concurrency,
+                      request_rate=r.request_rate, prefix_hit=r.prefix_hit, spec=spec)
+        sp = simulate(self.model, self.machine, self.layout, wl, eng, graph=r.graphs, tree_impl=r.tree_build)
+        err = self.model_error()
+
+        def widen(key: str, v: float) -> list[float]:
+            iv = sp.interval[key]
+            lo, hi = math.log(v / iv.lo) if iv.lo > 0 else 0.0, math.log(iv.hi / v) if v > 0 else 0.0
+            e = math.log1p(err)
+            return [v * math.exp(-math.hypot(lo, e)), v * math.exp(math.hypot(hi, e))]
+
+        stat = lambda s: {"mean": s.mean, "median": s.median, "p90": s.p90, "p99": s.p99}  # noqa: E731
+        serving = Serving(
+            engine=eng.name, max_batched_tokens=eng.max_batched_tokens, n_requests=sp.n_requests,
+            ttft_ms=stat(sp.ttft_ms), tpot_ms=stat(sp.tpot_ms), itl_ms=stat(sp.itl_ms), e2e_latency_ms=stat(sp.e2e_latency_ms),
+            tokens_per_s=sp.tokens_per_s, tokens_per_s_per_gpu=sp.tokens_per_s_per_gpu,
+            tokens_per_s_per_user=sp.tokens_per_s_per_user,
+            interval={"ttft_ms": widen("ttft_ms", sp.ttft_ms.median), "tpot_ms": widen("tpot_ms", sp.tpot_ms.mean),
+                      "e2e_latency_ms": widen("e2e_latency_ms", sp.e2e_latency_ms.median),
+                      "tokens_per_s": widen("tokens_per_s", sp.tokens_per_s),
+                      "tokens_per_s_per_gpu": widen("tokens_per_s_per_gpu", sp.tokens_per_s_per_gpu),
+                      "tokens_per_s_per_user": widen("tokens_per_s_per_user", sp.tokens_per_s_per_user)},
+            kv_limited=sp.kv_limited, mean_decode_batch=sp.mean_decode_batch, assumptions=sp.assumptions)
+        return pt.model_copy(update={"serving": serving})
+
     def _unfit(self, C: int, mem, budget: int) -> Point:
         return Point(concurrency=C, fits_in_memory=False, budget=None, memory_GB=_memory(mem, C),
                      note=f"does not fit: weights {mem.weights_GB:.1f} GB + KV {mem.kv_GB(C):.1f} GB > usable "
@@ -253,6 +330,8 @@ class Projector:
             points = [pt.model_copy(update={"unpinned_factors": self._unpinned(pt.concurrency, pt.budget,
                                                                                 self._estimate(pt.concurrency, pt.budget)[0])})
                       if pt.fits_in_memory else pt for pt in points]
+        if r.isl is not None or self.resolved.lengths:
+            points = [self._serving(p) if p.fits_in_memory else p for p in points]
         p = self.profile.provenance
         m = self.machine
         return Projection(

@@ -90,10 +90,46 @@ class BudgetPoint(_Out):
     fits_in_memory: bool
 
 
+class Serving(_Out):
+    """Whole requests under continuous batching at this concurrency (`--isl/--osl`), as `vllm
+    bench serve` reports them: per request TTFT, TPOT ((e2e - TTFT) / (output - 1)), inter-token
+    latency and end-to-end latency (ms; mean, median, p90, p99), output tok/s in total, per GPU
+    and per user (1000 / mean TPOT), each with its 90% interval."""
+
+    engine: str
+    max_batched_tokens: int
+    n_requests: int
+    ttft_ms: dict[str, float]
+    tpot_ms: dict[str, float]
+    itl_ms: dict[str, float]
+    e2e_latency_ms: dict[str, float]
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    tokens_per_s_per_user: float
+    interval: dict[str, list[float]]
+    kv_limited: bool
+    mean_decode_batch: float
+    assumptions: list[str]
+
+
+class StepResult(_Out):
+    """One forward pass of a batch (`perfmodel step`): its time, by component, with its 90% interval."""
+
+    batch: str
+    step_ms: float
+    breakdown_ms: dict[str, float]
+    interval: dict[str, list[float]]
+    bottleneck: str
+    n_kernels: int
+    tokens: int
+    assumptions: list[str]
+    describes: str
+
+
 class Point(_Out):
     """One concurrency. Throughput and step fields are None where the point does not fit."""
 
-    _omit_none = frozenset({"budget_curve", "budget_note", "note", "speculation_fits", "tau_sigma", "tau_measured",
+    _omit_none = frozenset({"budget_curve", "budget_note", "note", "speculation_fits", "tau_sigma", "tau_measured", "serving",
                             "unpinned_factors"})
     _UNFIT = ("concurrency", "fits_in_memory", "budget", "memory_GB", "note")
 
@@ -119,6 +155,7 @@ class Point(_Out):
     tokens_per_s_per_gpu: float | None = None
     tpot_ms: float | None = None  # step_ms / τ (see the module docstring)
     itl_ms: float | None = None  # step_ms: gap between deliveries to one stream
+    serving: Serving | None = None  # whole requests at the workload (--isl/--osl), None otherwise
     # calibrated projections: factors the calibration did not pin -> d ln step / d ln factor here
     unpinned_factors: dict[str, float] | None = None
 
@@ -142,6 +179,9 @@ class Point(_Out):
         for k, v in self.memory_GB.model_dump().items():
             r[f"memory_{k}_GB"] = v
         r["note"] = self.note
+        if self.serving is not None:  # whole requests (--isl/--osl): the columns compare's rows carry
+            r |= {"ttft_ms": self.serving.ttft_ms["median"], "tokens_per_s_per_user": self.serving.tokens_per_s_per_user,
+                  "served_tokens_per_s_per_gpu": self.serving.tokens_per_s_per_gpu}
         for k, v in (self.breakdown_ms or {}).items():
             r[f"{k}_ms"] = v
         return r
@@ -156,13 +196,19 @@ POINT_COLUMNS = ("concurrency", "fits_in_memory", "tokens_per_s_per_stream", "to
                  "memory_usable_GB", "note")
 
 
+SERVING_COLUMNS = ("ttft_ms", "tokens_per_s_per_user", "served_tokens_per_s_per_gpu")  # with --isl/--osl only
+
+
 def row_columns(rows: list[dict]) -> list[str]:
     """The columns of `rows` (flat rows as `Projection.rows()` gives them), in the one order:
-    CONFIG_COLUMNS, POINT_COLUMNS, any other scalar a point carries, then the components sorted."""
+    CONFIG_COLUMNS, POINT_COLUMNS, the serving columns where a row has them, any other scalar a
+    point carries, then the components sorted."""
     fixed = list(CONFIG_COLUMNS + POINT_COLUMNS)
-    extra = list(dict.fromkeys(k for r in rows for k in r if k not in fixed and not k.endswith("_ms")))
-    comps = sorted({k for r in rows for k in r if k.endswith("_ms") and k not in fixed})
-    return fixed + extra + comps
+    serving = [c for c in SERVING_COLUMNS if any(c in r for r in rows)]
+    known = set(fixed) | set(SERVING_COLUMNS)
+    extra = list(dict.fromkeys(k for r in rows for k in r if k not in known and not k.endswith("_ms")))
+    comps = sorted({k for r in rows for k in r if k.endswith("_ms") and k not in known})
+    return fixed + serving + extra + comps
 
 
 class Acceptance(_Out):

@@ -1,4 +1,7 @@
-"""One decode step: ops + collectives + overheads (+ draft and tree build), with a 1σ band.
+"""One forward pass: ops + collectives + overheads (+ draft and tree build), with a 1σ band.
+
+`batch_estimate` prices any batch an engine runs (decode, verify and prefill groups, mixed);
+`step_estimate` is its decode (or verify) special case, C sequences × q tokens at context L.
 
 Breakdown components (ms per step):
   moe, attention, dense, elementwise, lm_head   bandwidth/compute time of each kernel class
@@ -21,9 +24,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
 from perfmodel.collective_math import bus_factor
-from perfmodel.model.layers import Collective, Layout, decode_ops
+from perfmodel.model.layers import PREFILL, Batch, Collective, Decode, Layout, Verify, at_probe_x, batch_ops, decode_ops
 from perfmodel.model.machine import Machine
-from perfmodel.model.ops import Op, OpEstimate, estimate
+from perfmodel.model.ops import KernelLaw, Op, OpEstimate, estimate
 from perfmodel.specs.schema import GQASpec, ModelDtypes, ModelSpec
 
 Z90 = 1.645  # z of a two-sided 90% interval: a StepEstimate's step_us ± Z90 · sigma_us
@@ -36,6 +39,8 @@ class StepEstimate:
     sigma_us: float
     n_kernels: int
     ops: list[OpEstimate] = field(default_factory=list)
+    # where the step is priced outside what the profile measured (prefill-size calls), one line each
+    assumptions: list[str] = field(default_factory=list)
 
     @property
     def bottleneck(self) -> str:
@@ -54,6 +59,7 @@ class _Acc:
         self.ops: list[OpEstimate] = []
         self.n_kernels = 0
         self.timeline: list[tuple[float, float, int]] = []  # per op, in issue order: (GPU us, host us) per call, calls
+        self.notes: set[str] = set()
 
     def add(self, comp: str, us: float, group: str, rel_unc: float) -> None:
         self.by_comp[comp] += us
@@ -63,51 +69,132 @@ class _Acc:
         return math.sqrt(sum(v * v for v in self.by_group.values()))
 
 
-def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | None = None) -> float:
+# Relative 1σ of a compute-bound call priced at an assumed compute roof (a prefill-size call
+# of a class the profile timed at decode size only: `prefill_law`).
+PREFILL_ROOF_UNC = 0.3
+
+
+def prefill_law(mach: Machine, op: Op) -> tuple[KernelLaw, str | None]:
+    """The law of a prefill-size call (`layers.PREFILL` variant) and, when it is assumed, why.
+
+    A profile that fits `<class>.prefill` prices the call by that law. The current profiles time
+    decode-size kernels only (attention at q <= 65 without a causal mask, MoE up to T = 4096 with
+    decode-oriented kernels): their fitted compute rates are what those kernels reach at decode
+    size, far below the dense GEMM's, not what a prefill kernel does. Without a prefill fit the
+    call takes its class law (floor, bandwidth) with the compute roof of the measured dense GEMM
+    (`gemm_bf16`'s fit, carried to the target by the bf16 peak ratio; the op's dtype scales it
+    as every op's), an upper bound on tensor-core throughput that FlashAttention-3 approaches at
+    long sequences (75% of the H100 bf16 peak in its forward pass: perfmodel/model/SOURCES.md
+    [V7]; compare the profile's own GEMM ceiling against its datasheet peak, `Profile.ceilings`)."""
+    law = mach.law(op)
+    if f"{op.kernel_class}.{PREFILL}" in mach.laws:
+        return law, None
+    gemm = mach.laws["gemm_bf16"]
+    if gemm.tflops <= law.tflops:
+        return law, None
+    why = (f"{op.kernel_class} at prefill size: no measured prefill law; compute roof {gemm.tflops:.0f} TF/s (bf16) "
+           f"of the measured dense GEMM in place of the decode kernel's {law.tflops:.0f}")
+    return replace(law, tflops=gemm.tflops, rule=law.rule + "; " + why), why
+
+
+@dataclass(frozen=True)
+class _Terms:
+    """One op's contributions to a step, computed once per (op, option) and reusable (memo)."""
+
+    e: OpEstimate
+    n_kernels: int
+    timeline: tuple[float, float, int]
+    work: tuple[float, str, float]  # (us, correlation group, relative 1σ)
+    floor: tuple[float, str, float]
+    node: tuple[float, str, float]
+    component: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def gpu_us(self) -> float:
+        return self.e.total_us + self.node[0]
+
+
+def _op_terms(mach: Machine, op: Op, past_x_edge: bool = False) -> _Terms:
     """Work (bandwidth/compute) + floor t0 + graph nodes, each its own term.
 
     The laws' t0 exclude the graph nodes the graph-captured fits held (`machine.py`), so the
     node cost is added per kernel here, at the machine's node cost. Where the profile timed the
     very op, its sample (less the nodes it held) sets the op's time, carried by the law ratio;
     the floor stays the law's t0 and the rest of the sample is work, so the floor does not
-    move with how close a sample lies to its law."""
-    gpu = 0.0
+    move with how close a sample lies to its law. `past_x_edge`: an op past its largest sampled
+    size (tokens) is priced by that sample grown as its law grows (a prefill step's GEMMs), so
+    the price does not jump where the samples end."""
     node_us, node_unc = mach.overheads.graph_node_us, mach.overheads.rel_unc_node
     src_node_us = mach.overheads.source_graph_node_us
     o = mach.overheads
-    for op in ops:
+    notes: list[str] = []
+    if op.variant == PREFILL:
+        law, why = prefill_law(mach, op)
+        if why:
+            notes.append(why)
+    else:
         law = mach.law(op)
-        e = estimate(op, law, mach.flops_scale(op.compute_dtype))
-        unc = law.rel_unc_bw if e.bound == "memory" else 0.15
-        unc_t0 = law.rel_unc_t0
-        # Samples price ops on the profile's own GPU only: carried to another GPU by the law
-        # ratio, a sample's closeness to its law changes with the op's size and boundness (a
-        # memory-bound source and compute-bound target), and the step would stop growing with C.
-        table = mach.table if mach.same_gpu_as_profile else None
-        measured = table.lookup(op.probe) if table is not None else None
-        edge = table.edge(op.probe) if table is not None and measured is None else None
-        if edge is not None:
-            measured = _past_edge(op, mach, *edge)
-        if measured is not None:
-            # The profile timed this very op: use the sample, carried by the law ratio.
-            src_law = mach.source_law(op)
-            src = estimate(op, src_law, mach.source_flops_scale(op.compute_dtype))
-            kernel_us = max(measured - src_law.graph_nodes * src_node_us, 1e-3)
-            e = e.scaled(kernel_us * op.count / src.total_us)
-            if mach.same_gpu_as_profile:
-                unc, unc_t0 = SAMPLE_UNC, SAMPLE_UNC
-        acc.ops.append(e)
-        acc.n_kernels += op.n_kernels
-        # each call's cost timed in a loop of its own, times what interleaving the calls adds
-        host_us = eager_launch_us(op, law.launcher, o, timed=law.kernel_set == "perfmodel") * o.eager_interleave_factor
-        floor = min(law.t0_us * op.count, e.total_us)
-        node = law.graph_nodes * node_us * op.count
-        acc.timeline.append(((e.total_us + node) / op.count, host_us / op.count, op.count))
-        comp = comp_override or op.component
-        acc.add(comp, e.total_us - floor, f"{op.kernel_class}:{e.bound}", unc)
-        acc.add(comp_override or "latency_floor", floor, f"{op.kernel_class}:t0", unc_t0)
-        acc.add(comp_override or "dispatch", node, "graph_node", node_unc)
-        gpu += e.total_us + node
+    e = estimate(op, law, mach.flops_scale(op.compute_dtype))
+    unc = law.rel_unc_bw if e.bound == "memory" else (PREFILL_ROOF_UNC if notes else 0.15)
+    unc_t0 = law.rel_unc_t0
+    # Samples price ops on the profile's own GPU only: carried to another GPU by the law
+    # ratio, a sample's closeness to its law changes with the op's size and boundness (a
+    # memory-bound source and compute-bound target), and the step would stop growing with C.
+    table = mach.table if mach.same_gpu_as_profile else None
+    measured = table.lookup(op.probe) if table is not None else None
+    edge = table.edge(op.probe) if table is not None and measured is None else None
+    if edge is not None:
+        measured = _past_edge(op, mach, *edge)
+    elif past_x_edge and table is not None and measured is None:
+        xe = table.x_edge(op.probe)
+        if xe is not None:
+            measured = _past_x_edge(op, mach, *xe)
+            notes.append(f"{op.kernel_class} past its largest sampled {op.probe.x_name} ({xe[0]:g}): that sample "
+                         "grown as its law")
+    if measured is not None:
+        # The profile timed this very op: use the sample, carried by the law ratio.
+        src_law = mach.source_law(op)
+        src = estimate(op, src_law, mach.source_flops_scale(op.compute_dtype))
+        kernel_us = max(measured - src_law.graph_nodes * src_node_us, 1e-3)
+        e = e.scaled(kernel_us * op.count / src.total_us)
+        if mach.same_gpu_as_profile:
+            unc, unc_t0 = SAMPLE_UNC, SAMPLE_UNC
+    if op.at_least is not None:
+        low = _op_terms(mach, op.at_least, past_x_edge)
+        if low.e.total_us > e.total_us:
+            return low
+    # each call's cost timed in a loop of its own, times what interleaving the calls adds
+    host_us = eager_launch_us(op, law.launcher, o, timed=law.kernel_set == "perfmodel") * o.eager_interleave_factor
+    floor = min(law.t0_us * op.count, e.total_us)
+    node = law.graph_nodes * node_us * op.count
+    return _Terms(e=e, n_kernels=op.n_kernels, timeline=((e.total_us + node) / op.count, host_us / op.count, op.count),
+                  work=(e.total_us - floor, f"{op.kernel_class}:{e.bound}", unc),
+                  floor=(floor, f"{op.kernel_class}:t0", unc_t0), node=(node, "graph_node", node_unc),
+                  component=op.component, notes=tuple(notes))
+
+
+def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | None = None, past_x_edge: bool = False,
+               memo: dict | None = None) -> float:
+    """Each op's terms (`_op_terms`) added to the step, in issue order. `memo` (a dict kept by
+    the caller for one machine) holds the terms of ops already priced."""
+    gpu = 0.0
+    for op in ops:
+        if memo is None:
+            t = _op_terms(mach, op, past_x_edge)
+        else:
+            key = (op, past_x_edge)
+            t = memo.get(key)
+            if t is None:
+                t = memo[key] = _op_terms(mach, op, past_x_edge)
+        acc.ops.append(t.e)
+        acc.n_kernels += t.n_kernels
+        acc.timeline.append(t.timeline)
+        acc.add(comp_override or t.component, t.work[0], t.work[1], t.work[2])
+        acc.add(comp_override or "latency_floor", *t.floor)
+        acc.add(comp_override or "dispatch", *t.node)
+        acc.notes.update(t.notes)
+        gpu += t.gpu_us
     return gpu
 
 
@@ -122,6 +209,17 @@ def _past_edge(op: Op, mach: Machine, y_edge: float, t_edge: float) -> float:
     r = y_edge / op.probe.y
     at_edge = replace(op, bytes=op.bytes * r, flops=op.flops * r, units=max(1, round(op.units * r)) if op.units else 0)
     grow = estimate(op, src_law, scale).total_us / estimate(at_edge, src_law, scale).total_us
+    nodes = src_law.graph_nodes * mach.overheads.source_graph_node_us
+    return max(t_edge, nodes + (t_edge - nodes) * grow)
+
+
+def _past_x_edge(op: Op, mach: Machine, x_edge: float, t_edge: float) -> float:
+    """An op past the largest sampled value of its probe's (only) swept field, timed t_edge us per
+    call there: that sample grown as the source law grows from there to the op (its nodes held
+    apart), never below it; as `_past_edge` along the second field."""
+    src_law = mach.source_law(op)
+    scale = mach.source_flops_scale(op.compute_dtype)
+    grow = estimate(op, src_law, scale).total_us / estimate(at_probe_x(op, x_edge), src_law, scale).total_us
     nodes = src_law.graph_nodes * mach.overheads.source_graph_node_us
     return max(t_edge, nodes + (t_edge - nodes) * grow)
 
@@ -287,46 +385,45 @@ def eager_launch_us(op: Op, launcher: str, o, *, timed: bool = True) -> float:
     return op.n_kernels * (o.launch_eager_triton_us if launcher == "triton" else o.launch_eager_us)
 
 
-def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: int, *, graph: bool = True,
-                  lm_head: bool = True, n_layers: int | None = None, n_dense: int | None = None,
-                  draft: bool = False, tree_budget: int = 0, tree_impl: str = "gpu",
-                  host: bool = True, draft_steps: int | None = None, draft_topk: int = 1,
-                  draft_forward_host_us: float = 0.0, draft_forward_host_sigma_us: float = 0.0) -> StepEstimate:
-    """One decode step of C sequences x q tokens at context L. With `draft` and a drafter: a
-    DFlash block drafter's forward (+ the DDTree build for tree_budget > 0), or an EAGLE-3 /
-    MTP drafter's k draft forwards (k = draft_steps, else q - 1: a chain verifying k + 1 tokens;
-    an EAGLE tree passes its steps and draft_topk with q = its verify tokens).
+def _estimate(m: ModelSpec, mach: Machine, lay: Layout, ops: list[Op], colls: list[Collective], *, graph: bool,
+              draft_groups: list[tuple[int, int, int]], tree_seqs: int, tree_budget: int, tree_impl: str, host: bool,
+              past_x_edge: bool = False, memo: dict | None = None, draft_steps: int | None = None, draft_topk: int = 1,
+              draft_forward_host_us: float = 0.0, draft_forward_host_sigma_us: float = 0.0) -> StepEstimate:
+    """A step's ops and collectives priced, plus the drafter's forward for each (sequences,
+    context, verify width) of `draft_groups`, tree building for `tree_seqs` sequences, dispatch
+    and host. A DFlash block drafter runs one forward per group; an EAGLE-3 / MTP drafter its k
+    draft forwards (k = draft_steps, else the verify width - 1: a chain verifying k + 1 tokens;
+    an EAGLE tree passes its steps and draft_topk with the width of its verify tokens).
 
     draft_forward_host_us: an engine's host cost per draft forward that the GPU does not hide
     (its Python drafting loop: input preparation, sampling, metadata between the forwards), added
     k times to engine_host. 0 by default: perfmodel does not know an engine's. Against vLLM's
-    EAGLE-3 TPOT table (vllm issue #20780) the shape-priced step misses a per-step and a
-    per-draft-forward engine cost (measured in evidence/acceptance-by-workload/check.txt), which is what a
-    calibration has to supply."""
+    EAGLE-3 TPOT table (vllm-project/vllm#20780) the shape-priced step misses a per-step and a
+    per-draft-forward engine cost (measured in evidence/acceptance-by-workload/check.txt), which is
+    what a calibration has to supply."""
     acc = _Acc()
-    ops, colls = decode_ops(m, lay, C, q, L, n_layers=n_layers, n_dense=n_dense, lm_head=lm_head)
-    gpu_us = _price_ops(acc, mach, ops)
-    if draft and m.drafter and m.drafter.kind == "dflash":
+    gpu_us = _price_ops(acc, mach, ops, past_x_edge=past_x_edge, memo=memo)
+    if draft_groups and m.drafter:
         dlay = drafter_layout(m, lay)
-        dops = draft_ops(m, dlay, C, L)
-        gpu_us += _price_ops(acc, mach, dops, comp_override="draft")
-        dcolls = [Collective("draft_allreduce", "all_reduce", C * m.drafter.block_size * m.drafter.hidden_size * 2.0,
-                             2 * m.drafter.n_layers)] if lay.comm and lay.n_gpus > 1 else []
-        gpu_us += _price_collectives(acc, mach, dcolls, comp="draft")
-    elif draft and m.drafter:
-        k = (q - 1) if draft_steps is None else int(draft_steps)
-        dops, dcolls = chain_draft_ops(m, drafter_layout(m, lay), C, L, k, draft_topk)
-        gpu_us += _price_ops(acc, mach, dops, comp_override="draft")
-        gpu_us += _price_collectives(acc, mach, dcolls, comp="draft")
-        if draft_forward_host_us > 0:
-            acc.add("engine_host", k * draft_forward_host_us, "engine_draft_host",
-                    draft_forward_host_sigma_us / draft_forward_host_us)
+        for C, L, width in draft_groups:
+            if m.drafter.kind == "dflash":
+                dops = draft_ops(m, dlay, C, L)
+                dcolls = [Collective("draft_allreduce", "all_reduce", C * m.drafter.block_size * m.drafter.hidden_size * 2.0,
+                                     2 * m.drafter.n_layers)] if lay.comm and lay.n_gpus > 1 else []
+            else:
+                k = (width - 1) if draft_steps is None else int(draft_steps)
+                dops, dcolls = chain_draft_ops(m, dlay, C, L, k, draft_topk)
+                if draft_forward_host_us > 0:
+                    acc.add("engine_host", k * draft_forward_host_us, "engine_draft_host",
+                            draft_forward_host_sigma_us / draft_forward_host_us)
+            gpu_us += _price_ops(acc, mach, dops, comp_override="draft", memo=memo)
+            gpu_us += _price_collectives(acc, mach, dcolls, comp="draft")
     gpu_us += _price_collectives(acc, mach, colls)
     if tree_budget > 0:
         law = mach.treebuild.get(tree_impl)
         if law is None:
             raise ValueError(f"profile has no '{tree_impl}' tree-build fit")
-        tb = law.t0_us + law.per_node_us * C * tree_budget
+        tb = law.t0_us + law.per_node_us * tree_seqs * tree_budget
         acc.add("tree_build", tb, f"tree:{tree_impl}", law.rel_unc)
     o = mach.overheads
     if graph:
@@ -343,4 +440,40 @@ def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: i
                     o.engine_host_sigma_us / o.engine_host_us)
     bd = {k: v for k, v in acc.by_comp.items() if v > 0}
     return StepEstimate(step_us=sum(bd.values()), breakdown_us=bd, sigma_us=acc.sigma(),
-                        n_kernels=acc.n_kernels, ops=acc.ops)
+                        n_kernels=acc.n_kernels, ops=acc.ops, assumptions=sorted(acc.notes))
+
+
+def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: int, *, graph: bool = True,
+                  lm_head: bool = True, n_layers: int | None = None, n_dense: int | None = None,
+                  draft: bool = False, tree_budget: int = 0, tree_impl: str = "gpu",
+                  host: bool = True, draft_steps: int | None = None, draft_topk: int = 1,
+                  draft_forward_host_us: float = 0.0, draft_forward_host_sigma_us: float = 0.0) -> StepEstimate:
+    """One decode (q = 1) or verification (q > 1) step: C sequences × q tokens at context L, with
+    the drafter's forward(s) when `draft` (`_estimate`). The same as `batch_estimate` of one
+    Decode / Verify group."""
+    ops, colls = decode_ops(m, lay, C, q, L, n_layers=n_layers, n_dense=n_dense, lm_head=lm_head)
+    return _estimate(m, mach, lay, ops, colls, graph=graph, draft_groups=[(C, L, q)] if draft else [], tree_seqs=C,
+                     tree_budget=tree_budget, tree_impl=tree_impl, host=host, draft_steps=draft_steps,
+                     draft_topk=draft_topk, draft_forward_host_us=draft_forward_host_us,
+                     draft_forward_host_sigma_us=draft_forward_host_sigma_us)
+
+
+def batch_estimate(m: ModelSpec, mach: Machine, lay: Layout, batch: Batch, *, graph: bool = True, host: bool = True,
+                   draft: bool = False, tree_budget: int = 0, tree_impl: str = "gpu", lm_head: bool = True,
+                   n_layers: int | None = None, n_dense: int | None = None, memo: dict | None = None) -> StepEstimate:
+    """One forward pass of any batch (`layers.Batch`: decode, verify and prefill groups, mixed),
+    as `step_estimate` prices a decode step. `draft` runs the drafter (and, with `tree_budget`,
+    tree building) for the verify groups' sequences. Prefill-size calls are priced by
+    `prefill_law` and, past the profile's largest samples, by `_past_x_edge`; each such
+    assumption is listed in the result's `assumptions`. `memo`: a dict the caller keeps for one
+    machine, reused across calls (the serving simulation prices thousands of steps).
+
+    A batch of one Decode group (or one Verify group) prices exactly as `step_estimate`."""
+    ops, colls = batch_ops(m, lay, batch, n_layers=n_layers, n_dense=n_dense, lm_head=lm_head)
+    verify = [(g.n, g.context, g.width) for g in batch.groups if isinstance(g, Verify)]
+    if len(batch.groups) == 1 and isinstance(batch.groups[0], Decode | Verify):
+        g = batch.groups[0]
+        verify = [(g.n, g.context, getattr(g, "width", 1))]  # as step_estimate: the drafter runs for the step's sequences
+    return _estimate(m, mach, lay, ops, colls, graph=graph, draft_groups=verify if draft else [],
+                     tree_seqs=sum(n for n, _, _ in verify), tree_budget=tree_budget, tree_impl=tree_impl, host=host,
+                     past_x_edge=batch.has_prefill, memo=memo)
