@@ -93,7 +93,7 @@ FILES = {
     "prof_ceiling_neg": _json(_set(PROFILE, "ceilings.read_GBps", -1)),
     "prof_status": _json(_set(PROFILE, "benches.ceilings.status", "great")),
     "prof_no_e2e": _json(_set(_set(PROFILE, "e2e", []), "benches", {k: v for k, v in PROFILE["benches"].items()
-                                                                     if k != "foreign"})),
+                                                                     if k not in ("foreign", "foreign_prefill")})),
     # GPU specs
     "hw_cap_inf": _yaml(_set(H100, "memory.capacity_GB.value", float("inf"))),
     "hw_bw_inf": _yaml(_set(H100, "memory.bandwidth_GBps.value", float("inf"))),

@@ -136,14 +136,14 @@ def _embedded_path():
 
 def _one_point_profiles(tmp_path, measured_fns):
     """Copies of the embedded profile, each with one 1-GPU e2e point (the first) measured at
-    measured_fns[i](pred, sigma) ms, and no foreign bench."""
+    measured_fns[i](pred, sigma) ms, and no foreign benches."""
     from perfmodel.model.e2e import predict_e2e
     from perfmodel.profile import load_profile, save_profile
     from perfmodel.request import e2e_inputs
 
     prof = load_profile(_embedded_path())
     p0 = next(p for p in prof.e2e if p.n_gpus == 1)
-    benches = {k: v for k, v in prof.benches.items() if k != "foreign"}
+    benches = {k: v for k, v in prof.benches.items() if k not in ("foreign", "foreign_prefill")}
     (_, est), = predict_e2e([p0], prof, registry.load_gpu(prof.provenance.gpu_spec), registry.load_memory_kinds(),
                              *e2e_inputs(prof, registry.load_gpu(prof.provenance.gpu_spec)))
     pred, sigma = est.step_us / 1e3, est.sigma_us / 1e3
