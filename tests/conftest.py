@@ -9,8 +9,6 @@ one process, as pytest does by default; `-m`, `-n`, `-s`, `--pdb` and `-p no:xdi
 meaning.
 """
 
-import os
-
 import pytest
 
 QUICK_SUITE = "not slow"  # the marker expression of `python -m pytest` without paths
@@ -19,11 +17,13 @@ MAX_WORKERS = 8  # each worker imports torch and triton; past a few workers thei
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
-    if config.args_source != pytest.Config.ArgsSource.TESTPATHS or os.environ.get("PYTEST_XDIST_WORKER"):
+    if config.args_source != pytest.Config.ArgsSource.TESTPATHS:
         return
-    if not config.option.markexpr:
+    if not config.option.markexpr:  # here and in each xdist worker (a worker reads the same command line)
         config.option.markexpr = QUICK_SUITE
-    if not config.pluginmanager.hasplugin("xdist") or config.option.collectonly or config.option.usepdb:
+    if hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("xdist"):
+        return
+    if config.option.collectonly or config.option.usepdb:
         return
     if config.option.numprocesses is not None or config.option.tx or config.option.dist != "no":
         return  # the user chose how to distribute
