@@ -12,12 +12,13 @@ meaning.
 import pytest
 
 QUICK_SUITE = "not slow"  # the marker expression of `python -m pytest` without paths
+NO_PATHS = (pytest.Config.ArgsSource.TESTPATHS, pytest.Config.ArgsSource.INVOCATION_DIR)  # run in the root or below
 MAX_WORKERS = 8  # each worker imports torch and triton; past a few workers their start-up dominates
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
-    if config.args_source != pytest.Config.ArgsSource.TESTPATHS:
+    if config.args_source not in NO_PATHS:
         return
     if not config.option.markexpr:  # here and in each xdist worker (a worker reads the same command line)
         config.option.markexpr = QUICK_SUITE
@@ -37,7 +38,7 @@ def pytest_cmdline_main(config):
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    if config.option.markexpr == QUICK_SUITE and config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+    if config.option.markexpr == QUICK_SUITE and config.args_source in NO_PATHS:
         terminalreporter.write_line("the tests marked slow were left out: `python -m pytest -m slow` runs them")
 
 

@@ -34,15 +34,15 @@ def test_slow():
 '''
 
 
-def _run(tmp_path, *args):
-    """The tests that ran and where ({name: xdist worker id or 'main'})."""
+def _run(tmp_path, *args, where="."):
+    """The tests that ran and where ({name: xdist worker id or 'main'}), pytest started in proj/`where`."""
     ran = tmp_path / "ran"
     shutil.rmtree(ran, ignore_errors=True)
     ran.mkdir()
     # a clean pytest environment (this suite may itself run in an xdist worker), two workers where xdist is
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.update(RAN_DIR=str(ran), PYTEST_XDIST_AUTO_NUM_WORKERS="2")
-    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=tmp_path / "proj", env=env,
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=tmp_path / "proj" / where, env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     return {p.name: p.read_text() for p in ran.iterdir()}
@@ -59,6 +59,7 @@ def project(tmp_path):
 
 
 def test_without_paths_the_slow_tests_are_left_out_also_across_workers(project):
+    assert set(_run(project, where="tests")) == {"quick"}  # started below the root: no paths either
     ran = _run(project)
     assert set(ran) == {"quick"}
     try:
