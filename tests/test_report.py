@@ -217,6 +217,7 @@ def test_each_figure_has_labelled_axes_and_a_legend_entry_per_series(b300, monke
             assert lg.get_bbox_to_anchor().x0 >= lg.axes.get_window_extent().x1 - 1
 
 
+@pytest.mark.slow  # two whole reports, figures included
 def test_same_input_same_bytes(tmp_path):
     """Issue #17 item 9: two runs with the same arguments write identical files."""
     req = Request(target="b300", gpus=8, spec="ddtree", concurrency=[1, 8])
