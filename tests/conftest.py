@@ -9,21 +9,22 @@ one process, as pytest does by default; `-m`, `-n`, `-s`, `--pdb` and `-p no:xdi
 meaning.
 """
 
-import os
-
 import pytest
 
 QUICK_SUITE = "not slow"  # the marker expression of `python -m pytest` without paths
+NO_PATHS = (pytest.Config.ArgsSource.TESTPATHS, pytest.Config.ArgsSource.INVOCATION_DIR)  # run in the root or below
 MAX_WORKERS = 8  # each worker imports torch and triton; past a few workers their start-up dominates
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
-    if config.args_source != pytest.Config.ArgsSource.TESTPATHS or os.environ.get("PYTEST_XDIST_WORKER"):
+    if config.args_source not in NO_PATHS:
         return
-    if not config.option.markexpr:
+    if not config.option.markexpr:  # here and in each xdist worker (a worker reads the same command line)
         config.option.markexpr = QUICK_SUITE
-    if not config.pluginmanager.hasplugin("xdist") or config.option.collectonly or config.option.usepdb:
+    if hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("xdist"):
+        return
+    if config.option.collectonly or config.option.usepdb:
         return
     if config.option.numprocesses is not None or config.option.tx or config.option.dist != "no":
         return  # the user chose how to distribute
@@ -32,12 +33,12 @@ def pytest_cmdline_main(config):
     workers = min(config.hook.pytest_xdist_auto_num_workers(config=config), MAX_WORKERS)
     if workers > 1:
         config.option.numprocesses = workers
-        config.option.dist = "load"
+        config.option.dist = "worksteal"  # idle workers take queued tests from busy ones (tests of 0.01 s to 12 s)
         config.option.tx = ["popen"] * workers
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    if config.option.markexpr == QUICK_SUITE and config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+    if config.option.markexpr == QUICK_SUITE and config.args_source in NO_PATHS:
         terminalreporter.write_line("the tests marked slow were left out: `python -m pytest -m slow` runs them")
 
 

@@ -130,6 +130,7 @@ def test_report_cli_keeps_user_files(tmp_path):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and not (tmp_path / "new").exists()
 
 
+@pytest.mark.slow  # four `perfmodel report` processes, three killed at random moments
 def test_sigkill_report_leaves_old_or_new_files(tmp_path):
     """SIGKILL `perfmodel report` at random moments: each file is the old one or the new one, whole."""
     out = tmp_path / "rep"

@@ -11,6 +11,7 @@ from perfmodel.reports.writer import MANIFEST  # the report's list of its own fi
 ROOT = Path(__file__).resolve().parents[1] / "reports" / "examples"
 
 
+@pytest.mark.slow  # every example report, figures included
 @pytest.mark.skipif(not ROOT.is_dir(), reason="examples not in this checkout")
 def test_committed_examples_match_the_command(tmp_path):
     write_examples(tmp_path)

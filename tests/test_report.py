@@ -315,6 +315,7 @@ def test_unwritable_out_is_one_line_exit_2(tmp_path):
     assert len(r.output.strip().splitlines()) == 1, r.output
 
 
+@pytest.mark.slow  # two whole reports, figures included
 def test_same_input_same_bytes(tmp_path):
     req = Request(target="b300", gpus=8, spec="ddtree", concurrency=[1, 8])
     a, b = write_report(req, tmp_path / "a"), write_report(req, tmp_path / "b")
