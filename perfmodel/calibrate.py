@@ -164,8 +164,8 @@ def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmode
 
 # How far an engine's kernels may sit from perfmodel's own on the same GPU (log-space 1σ),
 # combined in quadrature with the transfer rules' uncertainty. Floors: production decode
-# kernels' batch-1 latencies are 2-4x below perfmodel's (issue #19's anchors: FlashInfer MLA
-# ~12 us, FlashMLA ~22 us, ours 30-45 us), and an engine's MoE path can be slower still
+# kernels' batch-1 latencies are 2-4x below perfmodel's (perfmodel/data/production_floors.yaml:
+# FlashInfer MLA ~12 us, FlashMLA ~22 us, its source unverified; ours 30-45 us), and an engine's MoE path can be slower still
 # (torch._grouped_mm: its moe samples in perfmodel/data/h200-sxm.json). Bandwidth: streaming kernels of mature engines
 # reach 60-100% of read bandwidth where ours reach 85-100%. Collectives are NCCL on both
 # sides: the link's own uncertainty alone. Graph nodes and launches: the same driver.

@@ -42,7 +42,7 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line("the tests marked slow were left out: `python -m pytest -m slow` runs them")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def hand_path(tmp_path_factory):
     """The hand-made profile of test_physics_step, saved as a profile file (for Request(profile=...))."""
     from test_physics_step import hand_profile

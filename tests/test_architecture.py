@@ -1,4 +1,4 @@
-"""Issue 15's bar, measured at run time: following a request from `perfmodel.project()` through
+"""The re-entry bar, measured at run time: following a request from `perfmodel.project()` through
 the code, no perfmodel module is entered more than twice.
 
 Definition (ARCHITECTURE.md, "Entering a module"): a module is *entered* once per separate

@@ -1,4 +1,4 @@
-"""Nothing lost (issue #16): the report folder and the measured profile survive kills, failures
+"""Nothing lost: the report folder and the measured profile survive kills, failures
 and concurrent writers; user files are never touched.
 
 The kill tests SIGKILL a real `perfmodel report` and a process saving profiles in a loop at

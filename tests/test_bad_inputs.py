@@ -1,4 +1,4 @@
-"""Bad and edge inputs, for every option and every kind of file (issue #16).
+"""Bad and edge inputs, for every option and every kind of file.
 
 Each case must end in one line on stderr that names the bad value or field, exit code 2,
 and no traceback. Files are built from the shipped specs and the embedded profile with one

@@ -222,7 +222,7 @@ def test_calibration_json_feeds_project(tmp_path):
 
 
 def test_calibrated_tau_carries_its_posterior_sigma(tmp_path):
-    """A calibration that pins τ down gives τ its posterior σ (issue 17 item 2), not the preset's."""
+    """A calibration that pins τ down gives τ its posterior σ, not the preset's."""
     pts = [{"target": "rtx-pro-6000", "model": "kimi-k2.6", "gpus": 8, "concurrency": c, "context": 8192,
             "tokens_per_s_per_stream": v} for c, v in ((1, 98.0), (8, 60.0))]
     pts.append({"target": "rtx-pro-6000", "model": "kimi-k2.6", "gpus": 8, "concurrency": 1, "context": 8192,

@@ -109,7 +109,7 @@ def test_hw_and_models_and_schema():
 
 
 def test_validate_runs():
-    """At the default tolerance, and the end-to-end kinds within the bars the issues set (README
+    """At the default tolerance, and the end-to-end kinds within the project's bars (README
     table): e2e 1 GPU <= 5%, e2e 2 GPUs <= 10% (the published bar is not met yet: README)."""
     r = run("validate", "--format", "json")
     assert r.exit_code == 0, r.output

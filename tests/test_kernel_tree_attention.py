@@ -100,7 +100,7 @@ def test_full_tiles_rule():
     for C, Hkv, R, S in ((1, 8, 4, 8193), (8, 4, 8, 4097), (8, 8, 4, 1025), (32, 4, 8, 1025), (4, 8, 16, 4100)):
         plan = ta.split_plan(C, Hkv, R, S, 128, 132)
         assert plan["num_stages"] == 3 and math.prod(plan["grid"]) <= 264 and plan["full_tiles"], (C, Hkv, R, S)
-    # splits given past the wave (session 11's 9 for Qwen3 C=8 L=4096: 288 programs) keep the mask
+    # splits given past the wave (9 for Qwen3 C=8 L=4096: 288 programs) keep the mask
     past = ta.split_plan(8, 4, 8, 4097, 128, 132, {"num_splits": 9})
     assert math.prod(past["grid"]) == 288 and not past["full_tiles"]
     assert ta.split_plan(8, 4, 8, 4097, 128, 132, {"num_splits": 9}, full_tiles=True)["full_tiles"]

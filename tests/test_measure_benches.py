@@ -48,7 +48,7 @@ def test_multi_gpu_e2e_points():
 
     two, eight = points_tp(2, quick=False), points_tp(8, quick=False)
     assert {(p.C, p.q) for p in two} == {(C, q) for C in (1, 8, 32) for q in (1, 9)}
-    assert {(p.C, p.q) for p in eight} == {(C, q) for C in (1, 8, 32, 128) for q in (1, 9)}  # issue #7's set
+    assert {(p.C, p.q) for p in eight} == {(C, q) for C in (1, 8, 32, 128) for q in (1, 9)}  # the e2e bench's set
 
 
 def test_peak_lookup_h200():

@@ -293,7 +293,7 @@ def test_bus_factor_is_the_nccl_tests_convention():
 
 
 def test_dram_traffic_within_target_roof_and_l2_only_where_it_fits():
-    """Issue #17 item 7: no transferred DRAM rate above the target's peak x streaming fraction;
+    """No transferred DRAM rate above the target's peak x streaming fraction;
     the elementwise fit (above the H200 DRAM peak: L2-resident samples) is an L2 rate only."""
     from perfmodel.specs import registry
 
@@ -309,7 +309,7 @@ def test_dram_traffic_within_target_roof_and_l2_only_where_it_fits():
 
 
 def test_graph_node_cost_is_its_own_term():
-    """Issue #17 item 4: halving the node cost moves dispatch and the step; the un-changed step
+    """Halving the node cost moves dispatch and the step; the un-changed step
     on the profile GPU keeps the graph nodes its fitted floors held."""
     from perfmodel.model.whatif import scale_overheads
 

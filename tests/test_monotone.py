@@ -1,4 +1,4 @@
-"""Issue #17 item 6: at a fixed tree budget every step component is non-decreasing in the
+"""At a fixed tree budget every step component is non-decreasing in the
 concurrency C, over a grid of targets, models and layouts (the profile GPU's own measured
 samples included: they are interpolated in C and made monotone along their sweep)."""
 

@@ -1,5 +1,5 @@
 """Property tests (hypothesis): random valid requests give finite, positive results that are
-valid JSON, and the quantities that must be monotone are (issue #16)."""
+valid JSON, and the quantities that must be monotone are."""
 
 from __future__ import annotations
 

@@ -69,9 +69,9 @@ def part1() -> None:
           f"(width {(hi - lo) / ar.tokens_per_s_per_stream:.0%} of the point)")
 
 
-# vllm-project/vllm issue #20780: Llama-3.1-8B + yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, vLLM V1, batch 1:
+# vllm-project/vllm#20780: Llama-3.1-8B + yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, vLLM V1, batch 1:
 # AL by chain length K and TPOT (ms); vanilla TPOT 7.07 ms. GPU not named there; the same author's
-# runs in PR #16937 and tracking issue #17812 are on H100, which is assumed.
+# runs in PR #16937 and tracking thread vllm-project/vllm#17812 are on H100, which is assumed.
 VLLM = {2: (2.36, 4.32), 3: (2.79, 4.09), 4: (3.08, 4.05), 5: (3.32, 4.13), 6: (3.46, 4.20), 7: (3.54, 4.29)}
 VLLM_AR_TPOT = 7.07
 

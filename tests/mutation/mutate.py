@@ -8,7 +8,7 @@ switch on. This script is small and does the same job honestly:
      perfmodel/ so the copy imports on its own) and never touches your worktree;
   2. runs the chosen tests once with a line tracer, to learn which tests execute each line
      of the mutated files (and how long each test takes); a line run by a shared (module- or
-     session-scoped) fixture counts for every test that uses the fixture, not only the first;
+     wider-scoped) fixture counts for every test that uses the fixture, not only the first;
   3. for every mutation site (below), writes the mutated file into the copy and runs only
      the tests that execute that line, fastest first, with `-x`, in a forked child of a
      process that has already imported the third-party libraries (one mutant at a time);
@@ -436,7 +436,7 @@ def coverage_map(tree: Path, tests: list[str], targets: list[str]) -> tuple[dict
     if state != "done" or code != 0:
         sys.exit(f"baseline test run failed (exit {code}): fix the tests first")
     d = json.loads(out.read_text())
-    # A module- or session-scoped fixture runs its lines once, in the setup of the first test
+    # A fixture scoped wider than a test runs its lines once, in the setup of the first test
     # that asks for it: every test sharing that fixture executes those lines too.
     sharers: dict[str, set] = {}
     for t, keys in d["shared"].items():
