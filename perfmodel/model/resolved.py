@@ -40,3 +40,4 @@ class Resolved:
     self_check: dict = dataclasses.field(default_factory=lambda: {"n_points": 0, "median_abs_err": None, "points": []})
     calibration: CalibrationResult | None = None  # --calibration, or --observed fitted as a one-point calibration
     observed_summary: dict | None = None  # --observed: the point, its figure, and the model before and after the fit
+    fallback_gpu: GpuSpec | None = None  # the GPU of the profile's fallback profile (an imported profile's local one)
