@@ -263,7 +263,8 @@ def _validate_transfer(profile: list[str] | None, system: str | None, engine: st
 
         med = statistics.median(meds)
         if med > tolerance:
-            typer.echo(f"median over groups of the local profile's median |error| {med:.1%} > tolerance {tolerance:.1%}", err=True)
+            typer.echo(f"median over the groups of the local profile's median |error| {med:.1%} > tolerance {tolerance:.1%}",
+                       err=True)
             raise typer.Exit(1)
 
 

@@ -228,10 +228,19 @@ def transfer_table(res: dict) -> None:
     out.append("bias: the median signed error (+: predicted too slow), with the rows' count, of the rows measured under 20 us "
                "(floor), and of the others by what bounds the target's law (memory, compute); all-reduce: messages <= 64 KB "
                "(floor) and >= 16 MB (memory)")
-    for op, by in res["summary"].items():
-        out.append(f"{op}: " + "; ".join(f"{s}: median of {v['groups']} groups' medians {v['median_of_medians']:.0%}, "
-                                         f"max {v['max_abs_err']:.0%} ({v['rows']} rows)" for s, v in by.items()))
-    _print(*out)
+    summ = table("summary: per op, dtype and memory family over the systems and engines (median over the groups)",
+                 ("op", "dtype", "memory", "systems") + tuple(f"{s}: {c}" for s in srcs for c in (
+                     "groups", "median |err|", "max |err|", "bias floor", "bias memory", "bias compute")),
+                 right={f"{s}: {c}" for s in srcs for c in ("groups", "median |err|", "max |err|", "bias floor", "bias memory",
+                                                            "bias compute")})
+    for e in res["summary"]:
+        cells = [e["op"], e["dtype"], e["memory"], str(len(e["systems"]))]
+        for s in srcs:
+            v = e.get(s)
+            cells += ["—"] * 6 if v is None else [str(v["groups"]), f"{v['median_of_medians']:.0%}", f"{v['max_abs_err']:.0%}",
+                                                   *(_pct(v[f"{p}_bias"]) for p in parts)]
+        summ.add_row(*(escape(c) for c in cells))
+    _print(*out, summ)
 
 
 def transfer_csv(res: dict) -> str:

@@ -142,18 +142,29 @@ def run_transfer(profile: str | None = None, systems: list[str] | None = None, e
             "summary": _summary(rows)}
 
 
-def _summary(rows: list[dict]) -> dict:
-    """Per op (and dtype family) over all systems: the median of the groups' medians and the largest |error|."""
-    out: dict = {}
+def _family(memory_kind: str) -> str:
+    return "HBM" if memory_kind.startswith("HBM") else "GDDR" if memory_kind.startswith("GDDR") else memory_kind
+
+
+def _summary(rows: list[dict]) -> list[dict]:
+    """Per op, dtype and memory family (HBM, GDDR) over the systems and engines: the median of the
+    groups' median |error|, the largest |error|, and the median over the groups of each part's bias."""
     by = defaultdict(list)
     for r in rows:
-        by[r["op"]].append(r)
-    for op, rs in sorted(by.items()):
-        out[op] = {}
+        dtype = r["dtype"].split(",")[0]  # all-reduce groups: the dtype, the GPU counts pooled
+        by[(r["op"], dtype, _family(r["memory"]))].append(r)
+    out = []
+    for (op, dtype, fam), rs in sorted(by.items()):
+        entry = {"op": op, "dtype": dtype, "memory": fam, "systems": sorted({r["system"] for r in rs})}
         for src in SOURCES:
             ss = [r[src] for r in rs if src in r and r[src]["n"]]
-            if ss:
-                out[op][src] = {"groups": len(ss), "rows": sum(s["n"] for s in ss),
-                                "median_of_medians": statistics.median(s["median_abs_err"] for s in ss),
-                                "max_abs_err": max(s["max_abs_err"] for s in ss)}
+            if not ss:
+                continue
+            med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
+            entry[src] = {"groups": len(ss), "rows": sum(s["n"] for s in ss),
+                          "median_of_medians": med([s["median_abs_err"] for s in ss]),
+                          "max_abs_err": max(s["max_abs_err"] for s in ss)}
+            for part in PARTS:
+                entry[src][f"{part}_bias"] = med([s[f"{part}_bias"] for s in ss if s[f"{part}_bias"] is not None])
+        out.append(entry)
     return out

@@ -183,7 +183,9 @@ def test_transfer_check_on_the_fixture(db):
         link.calibrated.allreduce_busbw_GBps.value * 1e3)
     m = _Machines(resolve_profile(None), registry.load_gpu("b300-sxm"), registry.load_memory_kinds())
     assert m.price(p)[0] == pytest.approx(want, rel=1e-12)
-    assert res["summary"]["gemm"]["local"]["rows"] == sum(r["n"] for r in res["rows"] if r["op"] == "gemm")
+    bf16 = next(e for e in res["summary"] if (e["op"], e["dtype"], e["memory"]) == ("gemm", "bfloat16", "HBM"))
+    assert bf16["systems"] == ["b300_sxm", "h200_sxm"]
+    assert bf16["local"]["rows"] == sum(r["n"] for r in res["rows"] if (r["op"], r["dtype"]) == ("gemm", "bfloat16"))
 
 
 # ------------------------------------------------------------------------------ the command line
