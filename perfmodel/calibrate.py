@@ -134,7 +134,7 @@ def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmode
     mkey = (gpu.name, p.hw_file, p.gpus, link.name if link else None, p.graphs, kernels)
     try:
         mach = (machines or {}).get(mkey) or build_machine(gpu, p.gpus, link, profile, rs.source_gpu, rs.mk,
-                                                            1.0, p.graphs, kernels)
+                                                            1.0, p.graphs, kernels, fallback_gpu=rs.fallback_gpu)
     except ValueError as e:
         raise CalibrationError(f"{where}: {str(e).splitlines()[0]}") from None
     if machines is not None:

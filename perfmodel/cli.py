@@ -20,8 +20,11 @@ app = typer.Typer(cls=OneLineErrors, no_args_is_help=True, pretty_exceptions_ena
                   help="Measure decode kernels here, project LLM decode throughput there, and explain the bottleneck.")
 hw_app = typer.Typer(no_args_is_help=True, context_settings=HELP, help="Hardware specs (hwspecs/).")
 models_app = typer.Typer(no_args_is_help=True, context_settings=HELP, help="Model presets, and import from a HuggingFace config.json.")
+profile_app = typer.Typer(no_args_is_help=True, context_settings=HELP,
+                          help="Profiles from elsewhere: import a public database's per-op measurements.")
 app.add_typer(hw_app, name="hw")
 app.add_typer(models_app, name="models")
+app.add_typer(profile_app, name="profile")
 
 
 class Fmt(str, Enum):
@@ -251,13 +254,26 @@ def validate(profile: list[str] | None = typer.Option(None, "--profile", help="P
              calibration: str | None = typer.Option(None, "--calibration", help="Calibration JSON (`perfmodel calibrate`): the "
                                                      "published figures are projected through it (e2e steps of perfmodel's own "
                                                      "stack are not)."),
+             transfer: bool = typer.Option(False, "--transfer", help="Instead: test the transfer rules on aiconfigurator's per-op "
+                                           "database (`pip install 'perfmodel[aic]'`): every row priced on its system's GPU from "
+                                           "the local profile (--profile, default the embedded one) and from the database's H200 "
+                                           "rows of the same engine."),
+             system: str | None = typer.Option(None, "--system", help="With --transfer: comma-separated aiconfigurator systems "
+                                               "(default: all with a GPU spec)."),
+             engine: str | None = typer.Option(None, "--engine", help="With --transfer: comma-separated engines (sglang, vllm, "
+                                               "trtllm; default: all, each at the package's maintained version)."),
              fmt: Fmt = typer.Option(Fmt.table, "--format", "-f")):
-    """Compare projections with measured end-to-end steps and published decode figures."""
+    """Compare projections with measured end-to-end steps and published decode figures (or, --transfer, per-op rows)."""
     from perfmodel.errors import ProjectionError
     from perfmodel.inputs import finite_number
     from perfmodel.validate import run_validation
 
     _guard(finite_number, tolerance, "--tolerance", lo=0)
+    if transfer:
+        _validate_transfer(profile, system, engine, tolerance, fmt)
+        return
+    if system or engine:
+        fail("--system and --engine go with --transfer")
     try:
         res = run_validation(profile, published=published, base=base, calibration=calibration)
     except ProjectionError as e:
@@ -269,6 +285,32 @@ def validate(profile: list[str] | None = typer.Option(None, "--profile", help="P
     if med is not None and med > tolerance:
         typer.echo(f"median |error| {med:.1%} > tolerance {tolerance:.1%}", err=True)
         raise typer.Exit(1)
+
+
+def _validate_transfer(profile: list[str] | None, system: str | None, engine: str | None, tolerance: float, fmt: Fmt) -> None:
+    from perfmodel import render
+    from perfmodel.errors import ProjectionError
+    from perfmodel.transfer import run_transfer
+
+    if profile and len(profile) > 1:
+        fail("--transfer predicts from one --profile")
+    split = lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None  # noqa: E731
+    try:
+        res = run_transfer(profile[0] if profile else None, split(system), split(engine))
+    except ProjectionError as e:
+        fail(str(e))
+    except ValueError as e:
+        fail(str(e))
+    _emit(res, fmt, render.transfer_csv, render.transfer_table)
+    meds = [r["local"]["median_abs_err"] for r in res["rows"] if r["local"]["median_abs_err"] is not None]
+    if meds:
+        import statistics
+
+        med = statistics.median(meds)
+        if med > tolerance:
+            typer.echo(f"median over the groups of the local profile's median |error| {med:.1%} > tolerance {tolerance:.1%}",
+                       err=True)
+            raise typer.Exit(1)
 
 
 def _schemas() -> dict:
@@ -416,6 +458,62 @@ def models_import(config: Path = typer.Argument(..., help="A HuggingFace config.
     except OSError as e:
         fail(f"cannot write --out {out}: {e.strerror or e}")
     typer.echo(str(out))
+
+
+@profile_app.command("import-aic")
+def profile_import_aic(system: str | None = typer.Option(None, "--system", help="aiconfigurator's system name, e.g. b300_sxm "
+                                                          "(--list prints them)."),
+                       engine: str | None = typer.Option(None, "--engine", help="ENGINE[@VERSION]: sglang, vllm or trtllm, e.g. "
+                                                          "sglang@0.5.14 (default version: the package's maintained one)."),
+                       out: Path | None = typer.Option(None, "--out", "-o", help="Profile JSON to write."),
+                       local: str | None = typer.Option(None, "--fallback-profile", help="The measured profile whose laws, carried "
+                                                        "to the system's GPU, price what the database lacks (default: the "
+                                                        "embedded one)."),
+                       list_: bool = typer.Option(False, "--list", help="Print the systems, engines and versions the installed "
+                                                  "package holds, and which tables each has."),
+                       fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="For --list.")):
+    """Import aiconfigurator's per-op measurements of a system and engine as a profile (`pip install 'perfmodel[aic]'`)."""
+    from perfmodel import aic
+
+    db = _guard(aic.Database.installed)
+    if list_:
+        from perfmodel import render
+
+        _emit(aic.catalogue(db), fmt, render.aic_catalogue_csv, lambda rows: render.aic_catalogue_table(rows, db.version))
+        return
+    missing = [f for f, v in (("--system", system), ("--engine", engine), ("--out", out)) if v is None]
+    if missing:
+        fail(f"profile import-aic needs {', '.join(missing)} (or --list)")
+    from perfmodel.profile import save_profile
+    from perfmodel.request import ProjectionError, resolve_profile
+
+    try:
+        base = resolve_profile(local)
+    except ProjectionError as e:
+        fail(f"--fallback-profile: {e}")
+    if base.provenance.kind != "measured" or base.provenance.imported is not None:
+        fail(f"--fallback-profile {local}: a profile measured by `perfmodel measure` is needed (got {base.label})")
+    command = "perfmodel profile import-aic " + " ".join(sys.argv[sys.argv.index("import-aic") + 1:] if "import-aic" in sys.argv else [])
+    prof = _guard(aic.import_profile, db, system, engine, base, command=command)
+    try:
+        save_profile(prof.model_dump(mode="json", exclude_none=True), out)
+    except OSError as e:
+        fail(f"cannot write --out {out}: {e.strerror or e}")
+    im = prof.provenance.imported
+    typer.echo(f"{out}: {im.engine} {im.engine_version} on {im.system} ({prof.provenance.gpu_name}, GPU spec {prof.provenance.gpu_spec}) "
+               f"from {im.database} {im.database_version}")
+    for cls, f in prof.fits.items():
+        typer.echo(f"  {cls:<14} imported: {im.dtypes[cls]} rows of {im.tables[cls]} ({', '.join(im.kernel_sources[cls])}); "
+                   f"{f.n_points} fitted, rms {f.rmse_rel:.0%}")
+    for c in prof.collectives:
+        typer.echo(f"  all_reduce     imported: {c.n_gpus} GPUs, {'graph' if c.graph else 'eager'}: latency {c.latency_us:.1f} us, "
+                   f"rms {c.rmse_rel:.0%} ({im.tables['all_reduce']})")
+    for cls in im.lacks:
+        typer.echo(f"  {cls:<14} not in the database: priced by the fallback profile's law carried to {prof.provenance.gpu_spec} "
+                   f"by the transfer rules ({base.label})")
+    typer.echo(f"  host and launch overheads, tree building: from the fallback profile ({base.label})")
+    for b, r in prof.benches.items():
+        typer.echo(f"  {len(r.samples)} {b} samples kept for lookup")
 
 
 def main() -> None:

@@ -83,6 +83,23 @@ class _M(BaseModel):
 NonNeg = Annotated[float, Field(ge=0)]
 
 
+class Imported(_M):
+    """Where an imported profile's numbers come from (`perfmodel profile import-aic`)."""
+
+    database: str = Field(description="the Python package that ships the measurements")
+    database_version: str
+    licence: str = Field(description="the database's licence (its rows are kept as samples)")
+    system: str = Field(description="the database's name of the system (GPU and host) the rows were measured on")
+    engine: str = Field(description="the serving engine whose kernels were timed")
+    engine_version: str
+    tables: dict[str, str] = Field({}, description="per kernel class or collective: the table read, as a path inside the "
+                                   "package (its version folder says which engine version's rows were used)")
+    dtypes: dict[str, str] = Field({}, description="per kernel class: the database dtype of the rows its law is fitted on")
+    kernel_sources: dict[str, list[str]] = Field({}, description="per kernel class: the engine kernels those rows timed")
+    lacks: list[str] = Field([], description="kernel classes the database has no rows for: priced by the fallback profile's "
+                             "laws carried to this GPU by the transfer rules (Profile.fallback)")
+
+
 class Provenance(_M):
     kind: Literal["measured", "spec-derived"]
     gpu_name: str
@@ -100,6 +117,8 @@ class Provenance(_M):
     timestamp: str
     command: str | None = None
     note: str = ""
+    imported: Imported | None = Field(None, description="set when the laws and samples were imported from a public "
+                                      "database of per-op measurements rather than timed by `perfmodel measure`")
 
 
 class Sample(BaseModel):
@@ -239,10 +258,16 @@ class Profile(_M):
     overheads: Overheads | None = None
     treebuild: dict[str, TreeBuildFit] = {}
     e2e: list[E2EPoint] = []
+    fallback: Profile | None = Field(None, description="an imported profile's local profile, trimmed to the laws of the "
+                                     "classes the database lacks (provenance.imported.lacks): those classes are priced "
+                                     "by its laws carried to the target by the transfer rules")
 
     @property
     def label(self) -> str:
         p = self.provenance
+        if p.imported is not None:
+            im = p.imported
+            return f"imported from {im.database} {im.database_version}: {im.engine} {im.engine_version} on {p.gpu_name} ({im.system})"
         return f"{p.kind} on {p.gpu_name} ({p.timestamp})"
 
 

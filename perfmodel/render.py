@@ -227,6 +227,73 @@ def validation_csv(res: dict) -> str:
     return _csv(keys, [[r.get(k) for k in keys] for r in res["rows"]])
 
 
+# ------------------------------------------------------------------------------ aiconfigurator's database
+AIC_COLS = ("system", "GPU spec", "engine", "current", "versions", "tables (current)")
+
+
+def aic_catalogue_table(rows: list[dict], version: str) -> None:
+    tab = table(f"aiconfigurator-core {version}: systems and engines (perfmodel profile import-aic)", AIC_COLS)
+    for r in rows:
+        tab.add_row(r["system"], r["gpu_spec"] or "— (no GPU spec)", r["engine"], r["current"], ", ".join(r["versions"]),
+                    ", ".join(r["tables"]))
+    _print(tab)
+
+
+def aic_catalogue_csv(rows: list[dict]) -> str:
+    return _csv(AIC_COLS, [[r["system"], r["gpu_spec"] or "", r["engine"], r["current"], " ".join(r["versions"]),
+                            " ".join(r["tables"])] for r in rows])
+
+
+TRANSFER_STATS = ("median_abs_err", "max_abs_err", "bias", "floor_bias", "floor_n", "memory_bias", "memory_n", "compute_bias", "compute_n")
+
+
+def _pct(x) -> str:
+    return "—" if x is None else f"{x:+.0%}"
+
+
+def transfer_table(res: dict) -> None:
+    cols = ("system", "memory", "engine", "op", "class", "dtype", "rows")
+    srcs = [s for s in ("local", "aic-h200") if any(s in r for r in res["rows"])]
+    parts = ("floor", "memory", "compute")
+    stat_cols = [f"{s}: {c}" for s in srcs for c in ("median |err|", "max |err|", *(f"bias {p}" for p in parts))]
+    tab = table(f"perfmodel validate --transfer: {res['database']} rows priced on each system's GPU through the transfer rules",
+                cols + tuple(stat_cols), right=set(stat_cols) | {"rows"})
+    for r in res["rows"]:
+        cells = [r["system"], r["memory"], f"{r['engine']} {r['version']}", r["op"], r["class"], r["dtype"], str(r["n"])]
+        for s in srcs:
+            st = r.get(s)
+            cells += ["—"] * (2 + len(parts)) if st is None else [
+                f"{st['median_abs_err']:.0%}", f"{st['max_abs_err']:.0%}",
+                *(f"{_pct(st[f'{p}_bias'])} ({st[f'{p}_n']})" for p in parts)]
+        tab.add_row(*(escape(c) for c in cells))
+    out = [tab, f"local: {res['local_profile']}"]
+    out += [f"aic-h200 ({e}): {label}" for e, label in res["h200_imports"].items()]
+    out.append("bias: the median signed error (+: predicted too slow), with the rows' count, of the rows measured under 20 us "
+               "(floor), and of the others by what bounds the target's law (memory, compute); all-reduce: messages <= 64 KB "
+               "(floor) and >= 16 MB (memory)")
+    summ = table("summary: per op, dtype and memory family over the systems and engines (median over the groups)",
+                 ("op", "dtype", "memory", "systems") + tuple(f"{s}: {c}" for s in srcs for c in (
+                     "groups", "median |err|", "max |err|", "bias floor", "bias memory", "bias compute")),
+                 right={f"{s}: {c}" for s in srcs for c in ("groups", "median |err|", "max |err|", "bias floor", "bias memory",
+                                                            "bias compute")})
+    for e in res["summary"]:
+        cells = [e["op"], e["dtype"], e["memory"], str(len(e["systems"]))]
+        for s in srcs:
+            v = e.get(s)
+            cells += ["—"] * 6 if v is None else [str(v["groups"]), f"{v['median_of_medians']:.0%}", f"{v['max_abs_err']:.0%}",
+                                                   *(_pct(v[f"{p}_bias"]) for p in parts)]
+        summ.add_row(*(escape(c) for c in cells))
+    _print(*out, summ)
+
+
+def transfer_csv(res: dict) -> str:
+    keys = ("system", "gpu", "memory", "engine", "version", "op", "class", "dtype", "n")
+    srcs = ("local", "aic-h200")
+    header = list(keys) + [f"{s}_{c}" for s in srcs for c in TRANSFER_STATS]
+    return _csv(header, [[r[k] for k in keys] + [("" if r.get(s) is None or r[s][c] is None else r[s][c]) for s in srcs
+                                                 for c in TRANSFER_STATS] for r in res["rows"]])
+
+
 # ------------------------------------------------------------------------------ specs
 GPU_COLS = ("name", "aliases", "memory", "GB", "GB/s", "bf16 TF", "fp8 TF", "fp4 TF", "scale-up", "default link")
 LINK_COLS = ("name", "kind", "topology", "GB/s per dir", "AR latency us", "AR busbw GB/s", "A2A latency us",

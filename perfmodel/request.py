@@ -347,7 +347,8 @@ def resolve_specs(req: Request, profile: Profile | None = None) -> Resolved:
     except ValueError as e:  # a spec the model refuses (sanity's checks raise ProjectionError, a ValueError)
         raise ProjectionError(str(e).splitlines()[0]) from None
     path = req.profile or (DEFAULT_PROFILE if embedded_profile_path() else "spec-derived")
-    return Resolved(req, gpu, model, link, profile, source_gpu, mk, acc, observed, path, lengths=lengths)
+    return Resolved(req, gpu, model, link, profile, source_gpu, mk, acc, observed, path, lengths=lengths,
+                    fallback_gpu=profile_source_gpu(profile.fallback) if profile.fallback is not None else None)
 
 
 def _check_profile_refs(profile: Profile, path) -> None:
@@ -355,6 +356,12 @@ def _check_profile_refs(profile: Profile, path) -> None:
     end-to-end point. One line naming the file and the field."""
     where = f"profile {path}" if path else "profile"
     refs = [("provenance.gpu_spec", registry.load_gpu, profile.provenance.gpu_spec)] if profile.provenance.gpu_spec else []
+    fb = profile.fallback
+    if fb is not None:
+        if not fb.provenance.gpu_spec:
+            raise ProjectionError(f"{where}: fallback.provenance.gpu_spec is empty: cannot tell which GPU the fallback profile "
+                                  "was measured on")
+        refs.append(("fallback.provenance.gpu_spec", registry.load_gpu, fb.provenance.gpu_spec))
     refs += [(f"e2e.{i}.model", registry.load_model, p.model) for i, p in enumerate(profile.e2e)]
     for field, load, name in refs:
         try:

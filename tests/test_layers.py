@@ -36,6 +36,9 @@ RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "perfmodel.validate": (("perfmodel.api", "perfmodel.model", "perfmodel.request", "perfmodel.calibrate", "perfmodel.specs")
                            + CORE_TYPES, ("yaml",)),
     "perfmodel.render": (("perfmodel.model",) + CORE_TYPES, ("rich",)),
+    # the edge that reads aiconfigurator's database (pyarrow; CSV fixtures) and fits its rows with measure's fits
+    "perfmodel.aic": (("perfmodel.model", "perfmodel.specs", "perfmodel.measure.fits") + CORE_TYPES, ("yaml", "pyarrow")),
+    "perfmodel.transfer": (("perfmodel.aic", "perfmodel.model", "perfmodel.request", "perfmodel.specs") + CORE_TYPES, ()),
     "perfmodel.options": (("perfmodel.scenario", "perfmodel.errors"), ("typer",)),
     "perfmodel.cli_errors": ((), ("typer", "click")),
     "perfmodel.cli": (("perfmodel",), ("typer", "rich")),  # the edge: everything, lazily

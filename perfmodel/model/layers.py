@@ -414,6 +414,66 @@ def _attention_ops(m: ModelSpec, lay: Layout, groups: list[_Seqs], count: int) -
     return ops  # the residual add is fused into the MLP norm
 
 
+# ----------------------------------------------------------------------------- single ops, as a step builds them
+# (the database rows of perfmodel/aic.py are priced through these)
+def gemm_op(tokens: int, k: int, n: int, weight_dtype: str, count: int = 1, name: str = "gemm", component: str = "dense") -> Op:
+    """A dense projection of `tokens` rows through a [k, n] weight in `weight_dtype`, priced as a step's GEMMs are."""
+    return _gemm(name, component, tokens, k, n, weight_dtype, count)
+
+
+def mla_attention_op(Cg: int, q: int, L: int, h: int, kv_lora_rank: int, rope_dim: int, kvb: float, count: int = 1) -> Op:
+    """Absorbed MLA attention of Cg sequences x q new tokens over a prefix of L, h heads on this GPU,
+    the latent cache at kvb bytes per element.
+
+    Tree tokens share the prefix: the latent cache is read once per sequence. With an FP8 latent
+    cache the engines' MLA quantises q to FP8 too and runs FP8 MMAs (TRT-LLM PR #3190: per-tensor
+    FP8 Q and KV, trtllm-gen on Blackwell, FP8 FlashMLA on Hopper), so its compute roof is the
+    GPU's FP8 rate."""
+    T = Cg * q
+    S = L + q
+    lat = kv_lora_rank + rope_dim
+    return Op("attention_core", "attention", "attention_mla",
+              bytes=Cg * S * lat * kvb + 2 * T * h * kv_lora_rank * ACT + T * h * lat * ACT,
+              flops=2.0 * T * h * S * (lat + kv_lora_rank), count=count,
+              compute_dtype="fp8" if kvb == 1.0 else "bf16", variant=_attn_variant(q),
+              probe=Probe("attention", (("H", h), ("kind", "mla"), ("q", q)), "L", L, "triton", "C", Cg)
+              if kvb == 2.0 and L > 0 else None)
+
+
+def gqa_attention_op(Cg: int, q: int, span: int, hq: int, hkv: int, D: int, kvb: float, count: int = 1,
+                     name: str = "attention_core") -> Op:
+    """GQA attention of Cg sequences x q new tokens over `span` cached positions (prefix + the new
+    tokens, or the sliding window), hq query and hkv KV heads of size D on this GPU, the KV cache at
+    kvb bytes per element."""
+    T = Cg * q
+    return Op(name, "attention", "attention_gqa",
+              bytes=Cg * span * 2 * hkv * D * kvb + 2 * T * hq * D * ACT,
+              flops=4.0 * T * hq * span * D, count=count, variant=_attn_variant(q),
+              units=attention_units(Cg, q, hq, hkv),
+              probe=Probe("attention", (("D", D), ("Hkv", hkv), ("Hq", hq), ("kind", "gqa"), ("q", q)),
+                          "L", span - q, "triton", "C", Cg)
+              if kvb == 2.0 and span > q else None)
+
+
+# The provider whose samples time the routed experts of a weight format (measure/moe.py).
+MOE_PROVIDERS = {"int4_g32": "triton_w4a16", "bf16": "triton_bf16"}
+
+
+def routed_experts_op(T: int, H: int, I: int, k: int, s: int, weight_dtype: str, weight_bytes: float, count: int = 1,
+                      probe: Probe | None = None) -> Op:
+    """The routed experts of T tokens (top-k of hidden H, expert intermediate I), split s ways,
+    reading `weight_bytes` of expert weights on this GPU.
+
+    INT4 weight-only experts are priced by the measured W4A16 kernel. Other formats (int8, fp8,
+    MXFP4, NVFP4) have no kernel in the profile: they are assumed to stream their (smaller)
+    weights as efficiently as the measured bf16 grouped GEMM does."""
+    cls = "moe_w4a16" if weight_dtype.startswith("int4") else "moe_bf16"
+    return Op("routed_experts", "moe", cls,
+              bytes=weight_bytes + (T * k / s) * 2 * H * ACT,
+              flops=2.0 * T * k * 3 * H * I / s, count=count,
+              compute_dtype=compute_dtype(weight_dtype), tokens=T, probe=probe)
+
+
 def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int) -> list[Op]:
     """The attention block of C sequences × q new tokens at context L."""
     return _attention_ops(m, lay, [_Seqs("decode" if q == 1 else "verify", math.ceil(C / lay.dp_attn), q, L)], count)

@@ -27,11 +27,16 @@ One rule per kind of term, each with its stated uncertainty (relative, 1σ):
                     else the interconnect spec's calibrated latency and busbw, with the
                     spec's stated uncertainty
   tree building     CPU: host factor; GPU: scaled like a latency-bound kernel (carried)
+  imported profiles a profile imported from a database of per-op measurements (`perfmodel profile
+                    import-aic`) carries the classes the database has rows for like a measured
+                    profile; the classes it lacks are priced by its fallback profile
+                    (`Profile.fallback`, the local measured profile) carried by these rules to the
+                    target, and their rules say so
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from perfmodel import kernel_classes
 from perfmodel.collective_math import bus_factor
@@ -161,16 +166,38 @@ def missing_fits(profile: Profile) -> list[str]:
     return [c for c in kernel_classes.names() if c not in profile.fits]
 
 
-def _fits_with_fallbacks(profile: Profile, source_gpu: GpuSpec, memory_kinds: MemoryKinds) -> tuple[dict, set[str]]:
-    """The profile's fits, with each missing class's spec-derived law on the profile's GPU."""
+def _fits_with_fallbacks(profile: Profile, source_gpu: GpuSpec, memory_kinds: MemoryKinds,
+                         skip: set[str] = frozenset()) -> tuple[dict, set[str]]:
+    """The profile's fits, with each missing class's spec-derived law on the profile's GPU
+    (but the classes in `skip`, which the fallback profile prices)."""
     from perfmodel.model.derived import derived_fit
 
-    missing = missing_fits(profile)
+    missing = [c for c in missing_fits(profile) if c not in skip]
     fits = dict(profile.fits)
     for cls in missing:
         fits[cls] = derived_fit(by_name()[cls], source_gpu, memory_kinds,
                                 f"spec-derived on {source_gpu.name}: the profile has no fit for {cls}")
     return fits, set(missing)
+
+
+def _fallback_laws(gpu: GpuSpec, profile: Profile, source_gpu: GpuSpec, fallback_gpu: GpuSpec | None,
+                   memory_kinds: MemoryKinds, host_cpu_factor: float, graph: bool) -> tuple[dict[str, KernelLaw], dict[str, KernelLaw]]:
+    """For a profile with a fallback profile (an import from a database, `Profile.fallback`): the
+    laws of the classes it lacks (their variants too: `class.variant`), the fallback's laws
+    carried by these same rules to `gpu` and to the profile's own GPU, as (target laws, laws on
+    the profile's GPU). Empty without a fallback or without its GPU's spec."""
+    fb = profile.fallback
+    lacking = set(missing_fits(profile)) if fb is not None and fallback_gpu is not None else set()
+    if not lacking:
+        return {}, {}
+    why = (f"transferred from the fallback profile ({fb.label}): the imported database has no rows for this class; ")
+
+    def carried(to: GpuSpec) -> dict[str, KernelLaw]:
+        m = build_machine(to, 1, None, fb, fallback_gpu, memory_kinds, host_cpu_factor, graph)
+        return {k: replace(v, rule=why + v.rule) for k, v in m.laws.items() if of_key(k) and of_key(k).name in lacking}
+
+    laws = carried(gpu)
+    return laws, (laws if source_gpu.name == gpu.name else carried(source_gpu))
 
 
 def in_kernel_set(laws: dict, kernel_set: str) -> dict:
@@ -188,9 +215,12 @@ def in_kernel_set(laws: dict, kernel_set: str) -> dict:
 
 def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, profile: Profile,
                   source_gpu: GpuSpec, memory_kinds: MemoryKinds, host_cpu_factor: float = 1.0,
-                  graph: bool = True, kernel_set: str = "perfmodel") -> Machine:
+                  graph: bool = True, kernel_set: str = "perfmodel", fallback_gpu: GpuSpec | None = None) -> Machine:
     """The target machine's laws, carried from the profile by the transfer rules, for one
-    kernel set (the default: perfmodel's own kernels)."""
+    kernel set (the default: perfmodel's own kernels). A profile imported from a database
+    (`Profile.fallback`, measured on `fallback_gpu`) prices the classes the database lacks by
+    its fallback profile's laws, carried to the target by the same rules; without
+    `fallback_gpu` those classes are spec-derived like any class a profile lacks."""
     same = gpu.name == source_gpu.name
     bw_ratio = gpu.memory.bandwidth_GBps.value / source_gpu.memory.bandwidth_GBps.value
     kt, ks = memory_kinds.kinds[gpu.memory.kind], memory_kinds.kinds[source_gpu.memory.kind]
@@ -198,7 +228,9 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
     kind_unc = 0.0 if gpu.memory.kind == source_gpu.memory.kind else (kt.uncertainty_rel**2 + ks.uncertainty_rel**2) ** 0.5
     f_ratio = _dtype_peak(gpu) / _dtype_peak(source_gpu)
     laws: dict[str, KernelLaw] = {}
-    fits, fallback = _fits_with_fallbacks(profile, source_gpu, memory_kinds)
+    fb_laws, fb_source_laws = _fallback_laws(gpu, profile, source_gpu, fallback_gpu, memory_kinds, host_cpu_factor, graph)
+    fits, fallback = _fits_with_fallbacks(profile, source_gpu, memory_kinds, skip={of_key(k).name for k in fb_laws})
+    imported = profile.provenance.imported
     vendor_unc = CROSS_VENDOR_UNC if gpu.vendor != source_gpu.vendor else 0.0
     node_us = profile.overheads.graph_node_us if profile.overheads else 0.0
     src_roof_l2 = source_gpu.memory.bandwidth_GBps.value  # above this a fit cannot be DRAM streaming
@@ -227,7 +259,8 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
             rel_unc_bw=max(unc_bw, 0.03), rel_unc_t0=((0.1 if same else 0.3)**2 + vendor_unc**2) ** 0.5,
             launcher=f.launcher, graph_nodes=nodes, unit_GBps=f.unit_GBps, slots=int(gpu.sm_count.value), **l2,
             kernel_set=cls.partition("@")[2] or "perfmodel",
-            rule=(("spec-derived (the profile has no fit for this class): " if cls in fallback else "")
+            rule=(("spec-derived (the profile has no fit for this class): " if cls in fallback else
+                   f"imported ({f.source}): " if imported is not None else "")
                   + rule_bw + f"; F {f.tflops:.0f} TF × {f_ratio:.3f}; t0 {f.t0_us:.1f} us carried, of which "
                   f"{nodes * node_us:.2f} us graph nodes priced as dispatch"
                   + (f"; ±{vendor_unc:.0%} across vendors" if vendor_unc else "")),
@@ -235,6 +268,8 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
         src_l2 = dict(bw_l2_GBps=f.bw_GBps, l2_bytes=source_gpu.l2_MB.value * 1e6 if source_gpu.l2_MB else 0.0) if in_l2 else {}
         source_laws[cls] = KernelLaw(t0, dram_src, f.tflops, graph_nodes=nodes, unit_GBps=f.unit_GBps,
                                      slots=int(source_gpu.sm_count.value), **src_l2)
+    laws.update(fb_laws)
+    source_laws.update(fb_source_laws)
     coll: dict[str, CollectiveLaw | None] = {"all_reduce": None, "all_to_all": None}
     if n_gpus > 1:
         for op in coll:

@@ -41,6 +41,11 @@ BUDGET_CANDIDATES = (4, 8, 16, 32, 64, 128, 256, 512)
 
 def uncalibrated_description(profile: Profile, kernels: str = "perfmodel") -> str:
     p = profile.provenance
+    if p.imported is not None:
+        im = p.imported
+        lacks = f"; {', '.join(im.lacks)} from the fallback profile ({profile.fallback.label})" if im.lacks and profile.fallback else ""
+        return (f"{im.engine} {im.engine_version} kernels on {im.system} ({p.gpu_name}), imported from "
+                f"{im.database} {im.database_version}{lacks}")
     if p.kind != "measured":
         return f"spec-derived laws for {p.gpu_spec or p.gpu_name} (no kernels measured)"
     what = "perfmodel kernels" if kernels == "perfmodel" else f"the kernel set '{kernels}'"
@@ -76,7 +81,8 @@ class Projector:
             raise ProjectionError(f"--kernels {r.kernels}: the calibration was fitted on kernel set '{self.kernels}'")
         try:
             self.machine: Machine = machine or build_machine(self.gpu, r.gpus, self.link, self.profile, self.source_gpu,
-                                                             self.mk, r.host_cpu_factor, r.graphs, self.kernels)
+                                                             self.mk, r.host_cpu_factor, r.graphs, self.kernels,
+                                                             fallback_gpu=rs.fallback_gpu)
         except ValueError as e:
             raise ProjectionError(str(e)) from None
         self.check = rs.self_check

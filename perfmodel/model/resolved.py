@@ -41,3 +41,4 @@ class Resolved:
     calibration: CalibrationResult | None = None  # --calibration, or --observed fitted as a one-point calibration
     observed_summary: dict | None = None  # --observed: the point, its figure, and the model before and after the fit
     lengths: tuple[tuple[int, int], ...] | None = None  # --lengths-file: the (isl, osl) pairs requests draw from
+    fallback_gpu: GpuSpec | None = None  # the GPU of the profile's fallback profile (an imported profile's local one)

@@ -241,6 +241,17 @@ def _price_collectives(acc: _Acc, mach: Machine, colls: list[Collective], comp: 
     return total
 
 
+def price_op(mach: Machine, op: Op) -> float:
+    """GPU µs of all `op.count` calls of one op as a step prices it: work, floor and graph nodes
+    (on the profile's own GPU from its samples where they time the op)."""
+    return _price_ops(_Acc(), mach, [op])
+
+
+def price_collective(mach: Machine, c: Collective) -> float:
+    """µs of all `c.count` calls of one collective as a step prices it (the machine's law)."""
+    return _price_collectives(_Acc(), mach, [c])
+
+
 def drafter_model(m: ModelSpec) -> ModelSpec:
     """The drafter as a dense GQA model: a DFlash block drafter (no lm_head: it shares the
     target's) or an EAGLE-3 head (its own lm_head over the draft vocabulary)."""
