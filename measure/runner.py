@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from perfmodel.outputs import OutputError
 from perfmodel.profile import VALIDATION_BENCHES, BenchResult, Profile, Provenance, load_profile, save_profile, stale_temp_files
 
 from .common import BenchContext, BenchOutput, pct
@@ -172,20 +173,26 @@ def make_provenance(command: str | None = None) -> Provenance:
 
 
 class _Log:
-    """Prints to the terminal (rich) and appends the same text to `<out>.log`."""
+    """Prints to the terminal (rich) and appends the same text to `<out>.log`, which is
+    replaced whole (outputs.AtomicText: published every few seconds, after each bench and at
+    the end), so a kill leaves the log as last published, never a part of a line."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, inputs=()):
         from rich.console import Console
 
+        from perfmodel.outputs import AtomicText
+
         self.console = Console()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = open(path, "a", encoding="utf-8")
+        self._f = AtomicText(path, append=True, inputs=inputs, what="--out log")
         self.file_console = Console(file=self._f, width=140, no_color=True, force_terminal=False, soft_wrap=True)
 
     def __call__(self, msg="", **kw) -> None:
         self.console.print(msg, **kw)
         self.file_console.print(msg, **kw)
-        self._f.flush()
+        self._f.publish()
+
+    def checkpoint(self) -> None:
+        self._f.publish(force=True)
 
     def close(self) -> None:
         self._f.close()
@@ -284,8 +291,8 @@ def run_measure(
         stale.unlink(missing_ok=True)
 
     try:
-        log = _Log(log_path(out))
-    except OSError as e:
+        log = _Log(log_path(out), inputs=[out])
+    except (OSError, OutputError) as e:
         print(f"perfmodel measure: --out {out}: cannot write beside it ({e.strerror or e})", file=sys.stderr)
         return 2
     old_term = _sigterm_as_interrupt()
@@ -295,11 +302,17 @@ def run_measure(
         print(f"perfmodel measure: interrupted; {out} holds the benches finished before it (rerun with --resume)",
               file=sys.stderr)
         return 130
+    except OutputError as e:
+        print(f"perfmodel measure: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
         print(f"perfmodel measure: cannot write {out}: {e.strerror or e}", file=sys.stderr)
         return 2
     finally:
-        log.close()
+        try:
+            log.close()
+        except OutputError as e:
+            print(f"perfmodel measure: {e}", file=sys.stderr)
         _restore_sigterm(old_term)
 
 
@@ -423,6 +436,7 @@ def _run(out, names, registry, quick, resume, progress, log, command, force=Fals
             log(f"{name}: {r.status} in {r.wall_s:.1f} s, {len(r.samples)} samples{(' — ' + r.note) if r.note else ''}")
             for other, m in res.more.items():
                 log(f"  {other} (by {name}): {m.status}, {len(m.samples)} samples{(' — ' + m.note) if m.note else ''}")
+            log.checkpoint()  # the log as far as the profile just saved
             bar.advance(task, budget)
             _empty_cache()
     summary_table(profile, log)

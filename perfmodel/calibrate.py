@@ -596,38 +596,17 @@ def from_bench_file(path: str, kind: Literal["vllm", "sglang"], setup: dict) -> 
     return from_bench_files([(kind, path)], setup)
 
 
-def write_result(res: CalibrationResult, out: Path) -> None:
-    """calib.json, atomically (a temporary file beside it, then renamed), never NaN, with the
-    permissions of a file the user shares: an existing file's mode, else 0666 less the umask
-    (0644 as a rule; mkstemp's own 0600 would keep it from the colleagues it is written for)."""
-    import os
-    import stat
-    import tempfile
+def write_result(res: CalibrationResult, out: Path, *, inputs=()) -> None:
+    """calib.json through the output layer (perfmodel.outputs.write_file): atomic, locked, never
+    NaN, never onto one of `inputs` (the files the calibration read), with the permissions of a
+    file the user shares (an existing file's mode, else 0666 less the umask)."""
+    from perfmodel.outputs import OutputError, write_file
 
-    out = Path(out)
-    if out.is_dir():
-        raise CalibrationError(f"--out '{out}' is a directory")
     text = json.dumps(res.model_dump(mode="json"), indent=1, allow_nan=False) + "\n"
-    tmp = None
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            mode = stat.S_IMODE(out.stat().st_mode)
-        except FileNotFoundError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            os.fchmod(f.fileno(), mode)
-        os.replace(tmp, out)
-        tmp = None
-    except OSError as e:
-        raise CalibrationError(f"cannot write --out '{out}': {e.strerror or e}") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+        write_file(out, text, inputs=inputs)
+    except OutputError as e:
+        raise CalibrationError(str(e)) from None
 
 
 def model_error(res: CalibrationResult) -> float:

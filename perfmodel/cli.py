@@ -128,37 +128,67 @@ def project(opts: ScenarioOptions,
     _emit(res, fmt, render.projection_csv, render.projection_table)
 
 
+PLOT_HELP = ("Write a Pareto plot (tok/s per user vs tok/s per GPU). A file: its extension picks the format (png, pdf, svg, "
+             "... as matplotlib writes them; none: PNG); a folder (an existing one, or a path ending in /): FOLDER/compare.png.")
+
+
+def _plot_target(plot: str) -> tuple[Path, str]:
+    """The file `--plot` writes and its format, or one line and exit 2 (an unknown extension)."""
+    from perfmodel.compare import plot_formats
+
+    path = Path(plot)
+    if plot.endswith(("/", os.sep)) or path.is_dir():
+        path = path / "compare.png"
+    ext = path.suffix[1:].lower()
+    kinds = plot_formats()
+    if ext and ext not in kinds:
+        fail(f"--plot {plot}: unsupported format '.{ext}' (matplotlib writes {', '.join(sorted(kinds))})")
+    return path, ext or "png"
+
+
 @app.command()
 @scenario_options
 def compare(opts: ScenarioOptions,
             fmt: Fmt = typer.Option(Fmt.table, "--format", "-f"),
-            plot: Path | None = typer.Option(None, "--plot", help="Write a Pareto plot (PNG): tok/s per user vs tok/s per GPU.")):
+            plot: str | None = typer.Option(None, "--plot", help=PLOT_HELP)):
     """Project several targets × GPU counts × layouts in one table (comma lists for --target, --gpus, --parallel)."""
     from perfmodel.compare import CompareError, run_compare
     from perfmodel.errors import ProjectionError
 
     if plot is not None:
-        import importlib.util
-
-        if importlib.util.find_spec("matplotlib") is None:  # said before any work, in one line
-            fail("--plot needs matplotlib, which is not installed: pip install 'perfmodel[report]'")
+        try:  # said before any work, in one line
+            target, kind = _plot_target(plot)
+        except ImportError as e:
+            fail(f"--plot needs matplotlib ({e.name or e} is missing): pip install 'perfmodel[report]'")
     try:
-        cmp = run_compare(opts.requests())
+        reqs = opts.requests()
+        if plot is not None:
+            from perfmodel.outputs import check_target
+            from perfmodel.request import input_files
+
+            inputs = [f for r in reqs for f in input_files(r)]
+            check_target(target, inputs, what="--plot")
+        cmp = run_compare(reqs)
     except (ProjectionError, CompareError) as e:
+        fail(str(e))
+    except ValueError as e:  # the plot's target refused (OutputError)
         fail(str(e))
     from perfmodel import render
 
     _emit(cmp, fmt, render.compare_csv, render.compare_table)
     if plot is not None:
-        from perfmodel.compare import pareto_plot
+        import io
 
+        from perfmodel.compare import pareto_plot
+        from perfmodel.outputs import write_file
+
+        buf = io.BytesIO()
         try:
-            pareto_plot(cmp, plot)
+            pareto_plot(cmp, buf, kind)
         except ImportError as e:  # matplotlib present but broken (a missing part of it)
             fail(f"--plot needs matplotlib ({e.name or e} is missing): pip install 'perfmodel[report]'")
-        except OSError as e:
-            fail(f"cannot write --plot {plot}: {e.strerror or e}")
-        typer.echo(f"Pareto plot: {plot}", err=True)
+        written = _guard(write_file, target, buf.getvalue(), inputs=inputs, what="--plot")
+        typer.echo(f"Pareto plot: {written}", err=True)
 
 
 STEP_FIELDS = ("target", "gpus", "model", "parallel", "spec", "graphs", "tree_build", "profile", "link", "host_cpu_factor",
@@ -368,13 +398,20 @@ def calibrate(opts: ScenarioOptions,
             inp = base
         prof = resolve_profile(profile)
         res = fit(inp, prof, profile or prof.label)
-        write_result(res, out)
+        write_result(res, out, inputs=[observed, *(f for _, f in files), _profile_file(profile)])
     except (CalibrationError, ProjectionError) as e:
         fail(str(e))
     from perfmodel import render
 
     _emit(res, fmt, render.calibration_csv, render.calibration_table)
     typer.echo(f"calibration written to {out}", err=True)
+
+
+def _profile_file(profile: str | None) -> Path | None:
+    """The file a --profile argument reads (a path, a shipped name, none: the embedded one)."""
+    from perfmodel.request import embedded_profile_path, profile_path
+
+    return None if profile == "spec" else profile_path(profile) if profile else embedded_profile_path()
 
 
 @app.command()
@@ -453,11 +490,9 @@ def models_import(config: Path = typer.Argument(..., help="A HuggingFace config.
         with _stdout_may_close():
             typer.echo(text, nl=False)
         return
-    try:
-        out.write_text(text)
-    except OSError as e:
-        fail(f"cannot write --out {out}: {e.strerror or e}")
-    typer.echo(str(out))
+    from perfmodel.outputs import write_file
+
+    typer.echo(str(_guard(write_file, out, text, inputs=[config])))
 
 
 @profile_app.command("import-aic")
@@ -495,10 +530,7 @@ def profile_import_aic(system: str | None = typer.Option(None, "--system", help=
         fail(f"--fallback-profile {local}: a profile measured by `perfmodel measure` is needed (got {base.label})")
     command = "perfmodel profile import-aic " + " ".join(sys.argv[sys.argv.index("import-aic") + 1:] if "import-aic" in sys.argv else [])
     prof = _guard(aic.import_profile, db, system, engine, base, command=command)
-    try:
-        save_profile(prof.model_dump(mode="json", exclude_none=True), out)
-    except OSError as e:
-        fail(f"cannot write --out {out}: {e.strerror or e}")
+    _guard(save_profile, prof.model_dump(mode="json", exclude_none=True), out, inputs=[_profile_file(local)])
     im = prof.provenance.imported
     typer.echo(f"{out}: {im.engine} {im.engine_version} on {im.system} ({prof.provenance.gpu_name}, GPU spec {prof.provenance.gpu_spec}) "
                f"from {im.database} {im.database_version}")
@@ -517,8 +549,23 @@ def profile_import_aic(system: str | None = typer.Option(None, "--system", help=
 
 
 def main() -> None:
-    """Console entry point (`perfmodel`)."""
-    app()
+    """Console entry point (`perfmodel`): the one place standard output is set up and its failures
+    handled (perfmodel/outputs.py): a closed or full stdout is one line on stderr and exit 1, a
+    reader that stops early (`| head`) ends the command quietly with 0, and a stdout that cannot
+    encode the tables' characters gets them in ASCII."""
+    from perfmodel.outputs import StdoutError, prepare_stdio, quiet_stdout, stdout_failed
+
+    prepare_stdio()
+    try:
+        try:
+            app()
+        finally:
+            sys.stdout.flush()  # the output reaches its file here, where its failure is handled
+    except BrokenPipeError:
+        quiet_stdout()
+        sys.exit(0)
+    except StdoutError as e:
+        sys.exit(stdout_failed(e))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -117,9 +117,18 @@ def pareto_frontier(points: list[tuple[float, float]]) -> list[tuple[float, floa
     return front[::-1]
 
 
-def pareto_plot(cmp: Comparison, path) -> None:
+def plot_formats() -> dict[str, str]:
+    """The file formats matplotlib writes: {extension: description}."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return FigureCanvasBase.get_supported_filetypes()
+
+
+def pareto_plot(cmp: Comparison, path, fmt: str | None = None) -> None:
     """tok/s per user (x) against tok/s per GPU (y), one curve per configuration, frontier marked;
-    with --isl/--osl, those of whole requests served (1000 / mean TPOT, output tok/s per GPU)."""
+    with --isl/--osl, those of whole requests served (1000 / mean TPOT, output tok/s per GPU).
+    `path`: a file name or a binary file object (the CLI draws into memory and writes the bytes
+    with perfmodel.outputs.write_file); `fmt`: the format (default: from the name, else PNG)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -154,5 +163,5 @@ def pareto_plot(cmp: Comparison, path) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format=fmt)
     plt.close(fig)

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
-import tempfile
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -24,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perfmodel.inputs import InputError, read_text
 from perfmodel.kernel_classes import CLASSES
+from perfmodel.outputs import TMP_TAG, fsync_path, stale_temp_files, write_file  # noqa: F401  (re-exported)
 
 SCHEMA_VERSION = 1
 
@@ -312,69 +311,9 @@ def _json_kind(x) -> str:
     return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(x), "a number")
 
 
-def save_profile(profile: Profile | dict, path: str | os.PathLike) -> None:
-    """Write atomically: a temp file in the same folder (named after the target and this
-    process), fsync, then rename over the target, keeping an existing file's mode. A reader
-    sees the old profile or the new one, never a part; no NaN or Infinity is written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+def save_profile(profile: Profile | dict, path: str | os.PathLike, *, inputs=()) -> None:
+    """Write through the output layer (perfmodel.outputs.write_file): atomically (a reader sees
+    the old profile or the new one, never a part), locked, an existing file's mode kept, never
+    onto one of `inputs`; no NaN or Infinity is written. OutputError (one line) if it cannot."""
     data = profile.model_dump(mode="json") if isinstance(profile, Profile) else profile
-    text = json.dumps(data, indent=1, allow_nan=False)
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{TMP_TAG}{os.getpid()}-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_path(path.parent)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-TMP_TAG = "perfmodel-partial-"
-
-
-def stale_temp_files(path: str | os.PathLike) -> list[Path]:
-    """Temp files `save_profile` left beside `path` when its process was killed (SIGKILL):
-    those whose writer process no longer runs."""
-    path = Path(path)
-    out = []
-    for p in path.parent.glob(f".{path.name}.{TMP_TAG}*.tmp"):
-        pid = p.name[len(f".{path.name}.{TMP_TAG}"):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            out.append(p)
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def fsync_path(d: Path) -> None:
-    """fsync a file or a folder (a folder: so that a rename in it is durable); best effort."""
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    write_file(path, json.dumps(data, indent=1, allow_nan=False), inputs=inputs)

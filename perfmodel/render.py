@@ -35,10 +35,39 @@ def console() -> Console:
 
 
 def _print(*items) -> None:
-    """Tables, and lines of plain text (never read as rich markup: '[h200-sxm.json]' stays)."""
+    """Tables, and lines of plain text (never read as rich markup: '[h200-sxm.json]' stays).
+    On a stdout that cannot encode the tables' characters (`PYTHONIOENCODING=ascii`), their
+    ASCII transliteration (perfmodel/outputs.py), laid out in it so that columns stay aligned."""
+    from perfmodel.outputs import ascii_only
+
     c = console()
+    plain = ascii_only(c.file)
     for x in items:
+        if plain:
+            x = _ascii(x)
         c.print(x, markup=not isinstance(x, str))
+
+
+def _ascii(x):
+    """A line or table with its text in ASCII (a table's cells, headers and title)."""
+    from rich.text import Text
+
+    from perfmodel.outputs import to_ascii
+
+    def conv(v):
+        if isinstance(v, str):
+            return to_ascii(v)
+        if isinstance(v, Text):
+            return Text(to_ascii(v.plain), style=v.style, justify=v.justify)
+        return v
+
+    if isinstance(x, Table):
+        x.title, x.caption = conv(x.title), conv(x.caption)
+        for col in x.columns:
+            col.header, col.footer = conv(col.header), conv(col.footer)
+            col._cells[:] = [conv(v) for v in col._cells]
+        return x
+    return conv(x)
 
 
 def table(title: str | None, cols, right=()) -> Table:

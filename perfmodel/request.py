@@ -383,3 +383,13 @@ def production_floors() -> dict:
     import yaml
 
     return yaml.safe_load(resources.files("perfmodel").joinpath("data", "production_floors.yaml").read_text())
+
+
+def input_files(req: Request) -> list[Path]:
+    """The files `req` reads (its profile, shipped or not, --hw-file, --model-file, --calibration,
+    --lengths-file, an --acceptance file): what an output of the command must never overwrite."""
+    files = [profile_path(req.profile) if req.profile and req.profile != "spec" else
+             embedded_profile_path() if req.profile is None else None,
+             req.hw_file, req.model_file, req.calibration, req.lengths_file,
+             req.acceptance[len("file:"):] if req.acceptance.startswith("file:") else None]
+    return [Path(f) for f in files if f]

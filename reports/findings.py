@@ -23,10 +23,11 @@ from perfmodel.api import projector as Projector
 from perfmodel.errors import ProjectionError
 from perfmodel.explore import DELTA, best_at_sla, evaluate, gain_range, sensitivity
 from perfmodel.model import whatif
+from perfmodel.outputs import OutputError
 from perfmodel.reports import figures, sections
 from perfmodel.reports.sections import fmt  # noqa: F401  (re-exported: tests parse numbers with it)
 from perfmodel.reports.writer import check_out, dump_json, staged_report
-from perfmodel.request import production_floors
+from perfmodel.request import input_files, production_floors
 from perfmodel.scenario import Request, fields
 
 FORM_FACTOR_SUFFIXES = ("-sxm", "-server")
@@ -392,11 +393,13 @@ def write_report(req: Request, out: Path, source: str = "rtx-pro-6000", sla: flo
     name = report_name(doc["target"]["projection"]["target"])
     stem = name[: -len("_NOTES")]
     try:
-        with staged_report(out) as stage:  # all files or none, only our own (reports/writer.py)
+        with staged_report(out, stem, inputs=input_files(req)) as stage:  # only our own files (reports/writer.py)
             figs = figures.write_all(doc, stage, stem)
             doc["figures"] = figs
             (stage / f"{name}.json").write_text(dump_json(doc))
             (stage / f"{name}.md").write_text(sections.markdown(doc, figs | {"json": f"{name}.json"}))
+    except OutputError as e:
+        raise ReportError(str(e)) from None
     except OSError as e:
         raise ReportError(f"cannot write the report to {out}: {e.strerror or e}") from None
     return out / f"{name}.md"

@@ -1,43 +1,57 @@
 """Write a report folder so that nothing is lost: all or nothing, and only our own files.
+A thin user of the output layer (perfmodel/outputs.py), which writes each file.
 
-    with staged_report(out) as stage:     # a fresh folder beside `out`
-        write every file into stage
-    # here each file has been renamed into `out`
+    with staged_report(out, "B300_HBM3E_NVLINK5", inputs=...) as stage:   # a fresh folder beside `out`
+        write every file into stage (each named `<report>_...`)
+    # here each file has been written into `out` (outputs.write_file)
 
-- Everything is written into a temporary folder beside `out` (same file system), and only
-  once all of it is written is each file renamed into place (os.replace: a reader sees the
-  old file or the new one, never a part). If writing fails, `out` is left exactly as it was,
-  and is not created.
-- A manifest in `out` (`.perfmodel-report.json`) lists the files the report wrote. Files of
-  an earlier report that this one no longer writes (a figure it now skips) are removed;
-  no other file in `out` is ever touched.
-- An exclusive lock (fcntl.flock on `.<out>.perfmodel-lock` beside `out`) serialises
-  concurrent reports to one folder, so their files cannot interleave; the lock file is removed
-  when the report is done (none is left beside `out`).
+- Everything is drawn into a temporary folder beside `out`; only once all of it is there is
+  each file written into `out` by `outputs.write_file` (atomic, locked, through a symlink, the
+  mode kept). Every target is checked first, so a report whose files would overwrite one of the
+  command's inputs writes nothing. If drawing fails, `out` is left as it was, and not created.
+- Each report has its own manifest in `out`, `.<report>.perfmodel-report.json`: the files it
+  wrote and their SHA-256. A second report into the same folder (another target) has another
+  name and another manifest, and leaves the first one's files alone. Of the files a report's
+  previous manifest lists, those it no longer writes (a figure it now skips) are removed, and
+  only if the name is a plain name in `out` starting with `<report>_` and the file is still the
+  bytes the report wrote (a hand-edited manifest, or a user's file saved over one of ours, never
+  causes a deletion). No other file in `out` is ever touched.
+- An exclusive lock (outputs.locked: `.<out>.perfmodel-lock` beside `out`, removed when done)
+  serialises concurrent reports to one folder, so their files cannot interleave.
 - Staging folders left by a killed run are removed by the next run (under the lock).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from perfmodel.profile import fsync_path
+from perfmodel.outputs import check_target, fsync_path, locked, write_file
 
-MANIFEST = ".perfmodel-report.json"
+MANIFEST_SUFFIX = ".perfmodel-report.json"
 STAGE_TAG = ".perfmodel-staging-"
-LOCK_SUFFIX = ".perfmodel-lock"
+REPORT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 class WriteError(OSError):
     """The report folder cannot be written; the message is one line naming it."""
+
+
+def manifest_name(report: str) -> str:
+    return f".{report}{MANIFEST_SUFFIX}"
+
+
+def is_manifest(name: str) -> bool:
+    """Whether a file name in a report folder is a report's manifest."""
+    return name.startswith(".") and name.endswith(MANIFEST_SUFFIX)
 
 
 def check_out(out: str | os.PathLike) -> None:
@@ -67,44 +81,26 @@ def dump_json(doc) -> str:
     return json.dumps(clean(doc), indent=1, allow_nan=False) + "\n"
 
 
-def _manifest(out: Path) -> list[str]:
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _own(name: str, report: str) -> bool:
+    """A name a report may have written: a plain file name in the folder, `<report>_...`."""
+    return (name.startswith(f"{report}_") and "/" not in name and os.sep not in name and "\x00" not in name
+            and not is_manifest(name))
+
+
+def previous_files(out: Path, report: str) -> dict[str, str]:
+    """{file name: SHA-256} from the report's manifest in `out`, only the entries it may own."""
     try:
-        data = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
-        files = data.get("files", []) if isinstance(data, dict) else []
-        return [f for f in files if isinstance(f, str) and f and "/" not in f and f not in (".", "..", MANIFEST)]
+        data = json.loads((out / manifest_name(report)).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return []
-
-
-def _lock_path(out: Path) -> Path:
-    return out.parent / f".{out.name}{LOCK_SUFFIX}"
-
-
-@contextlib.contextmanager
-def _locked(out: Path) -> Iterator[None]:
-    """Hold the lock file beside `out`, and remove it before letting go, so that no lock file is
-    left beside `--out`. A waiter that wakes on a lock file its holder removed (its inode no longer
-    at the path) opens the path again, so two runs never hold two files at once."""
-    path = _lock_path(out)
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            held, now = os.fstat(fd), os.stat(path)
-            if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
-                break
-        except FileNotFoundError:
-            pass  # removed by the run before us: lock the next one
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            path.unlink()  # still holding it: a waiter on this inode retries
-        os.close(fd)  # closing releases the lock
+        return {}
+    files = data.get("files") if isinstance(data, dict) and data.get("report") == report else None
+    if not isinstance(files, dict):
+        return {}
+    return {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str) and _own(k, report)}
 
 
 def _existing_parent(out: Path) -> Path:
@@ -116,9 +112,14 @@ def _existing_parent(out: Path) -> Path:
 
 
 @contextlib.contextmanager
-def staged_report(out: str | os.PathLike) -> Iterator[Path]:
-    """Yield an empty staging folder; on normal exit move its files into `out` (see module doc)."""
+def staged_report(out: str | os.PathLike, report: str, inputs: Iterable = ()) -> Iterator[Path]:
+    """Yield an empty staging folder; on normal exit write its files into `out` (see module
+    doc). `report`: the report's name, the prefix of every file it writes; `inputs`: the files
+    the command read, which none of its files may overwrite."""
     out = Path(out)
+    if not REPORT_NAME.fullmatch(report):
+        raise ValueError(f"report name {report!r}: letters, digits, '_', '.', '-'")
+    inputs = tuple(inputs)
     check_out(out)
     made = []  # parents of `out` created here, removed again if the report fails
     p = out.parent
@@ -128,18 +129,16 @@ def staged_report(out: str | os.PathLike) -> Iterator[Path]:
     stage = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(out):
+        with locked(out):
             for old in out.parent.glob(f".{out.name}{STAGE_TAG}*"):  # left by a killed run
                 shutil.rmtree(old, ignore_errors=True)
             stage = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGE_TAG}", dir=out.parent))
             yield stage
-            _commit(stage, out)
+            _commit(stage, out, report, inputs)
     except BaseException:
         if stage is not None:
             shutil.rmtree(stage, ignore_errors=True)
-        if not out.exists() and made:  # remove the folders made for it (and the lock file in them)
-            with contextlib.suppress(OSError):
-                _lock_path(out).unlink()
+        if not out.exists() and made:  # remove the folders made for it
             for d in made:  # innermost first
                 with contextlib.suppress(OSError):
                     d.rmdir()
@@ -149,21 +148,31 @@ def staged_report(out: str | os.PathLike) -> Iterator[Path]:
             shutil.rmtree(stage, ignore_errors=True)
 
 
-def _commit(stage: Path, out: Path) -> None:
-    names = sorted(p.name for p in stage.iterdir() if p.is_file() and p.name != MANIFEST)
-    for name in names:
-        fsync_path(stage / name)
-    old = _manifest(out) if out.is_dir() else []
-    (stage / MANIFEST).write_text(json.dumps({"files": names}, indent=1) + "\n", encoding="utf-8")
-    fsync_path(stage / MANIFEST)
+def _commit(stage: Path, out: Path, report: str, inputs: tuple) -> None:
+    names = sorted(p.name for p in stage.iterdir() if p.is_file())
+    stray = [n for n in names if not _own(n, report)]
+    if stray:
+        raise ValueError(f"report {report}: files not named {report}_...: {', '.join(stray)}")
+    for name in names + [manifest_name(report)]:  # refuse before writing anything
+        check_target(out / name, inputs, what="--out")
+    old = previous_files(out, report) if out.is_dir() else {}
     out.mkdir(exist_ok=True)
+    digests = {}
     for name in names:
-        os.replace(stage / name, out / name)
-    os.replace(stage / MANIFEST, out / MANIFEST)
-    for name in set(old) - set(names):  # our own files from an earlier report, no longer written
-        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
-            (out / name).unlink()
+        data = (stage / name).read_bytes()
+        digests[name] = _sha256(data)
+        write_file(out / name, data, inputs=inputs, what="--out")
+    write_file(out / manifest_name(report), json.dumps({"report": report, "files": digests}, indent=1) + "\n",
+               inputs=inputs, what="--out")
+    for name, digest in old.items():  # our own files from an earlier report, no longer written
+        p = out / name
+        if name in digests or p.is_symlink() or not p.is_file():
+            continue
+        with contextlib.suppress(OSError):
+            if _sha256(p.read_bytes()) == digest:  # still the bytes the report wrote
+                p.unlink()
     fsync_path(out)
 
 
-__all__ = ["MANIFEST", "WriteError", "check_out", "dump_json", "staged_report"]
+__all__ = ["MANIFEST_SUFFIX", "WriteError", "check_out", "dump_json", "is_manifest", "manifest_name", "previous_files",
+           "staged_report"]

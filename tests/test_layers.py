@@ -16,18 +16,21 @@ STDLIB_OK = None  # any standard-library module
 # layer prefix -> (perfmodel modules it may import, third-party roots it may import). A module
 # takes the rule of its longest matching prefix.
 CORE_TYPES = ("perfmodel.errors", "perfmodel.specs.schema", "perfmodel.profile", "perfmodel.kernel_classes",
-              "perfmodel.collective_math", "perfmodel.scenario", "perfmodel.calibration_schema", "perfmodel.inputs")
+              "perfmodel.collective_math", "perfmodel.scenario", "perfmodel.calibration_schema", "perfmodel.inputs",
+              "perfmodel.outputs")
 RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "perfmodel.errors": ((), ()),
     "perfmodel.collective_math": ((), ()),
     "perfmodel.kernel_classes": ((), ()),
     "perfmodel.inputs": (("perfmodel.errors",), ()),
+    "perfmodel.outputs": (("perfmodel.inputs", "perfmodel.errors"), ()),  # every file written, and stdout
     "perfmodel.specs": (("perfmodel.specs", "perfmodel.inputs", "perfmodel.errors"), ("pydantic", "yaml")),
-    "perfmodel.profile": (("perfmodel.inputs", "perfmodel.kernel_classes", "perfmodel.errors"), ("pydantic",)),
+    "perfmodel.profile": (("perfmodel.inputs", "perfmodel.outputs", "perfmodel.kernel_classes", "perfmodel.errors"),
+                          ("pydantic",)),
     "perfmodel.scenario": (("perfmodel.errors", "perfmodel.profile", "perfmodel.specs.schema"), ("pydantic",)),
     "perfmodel.calibration_schema": (("perfmodel.scenario", "perfmodel.profile"), ("pydantic",)),
     # the core: arithmetic over typed inputs; no file readers, no registry, nothing above it
-    "perfmodel.model": (("perfmodel.model",) + tuple(m for m in CORE_TYPES if m != "perfmodel.inputs"), ("numpy", "pydantic")),
+    "perfmodel.model": (("perfmodel.model",) + tuple(m for m in CORE_TYPES if m not in ("perfmodel.inputs", "perfmodel.outputs")), ("numpy", "pydantic")),
     "perfmodel.request": (("perfmodel.model", "perfmodel.specs") + CORE_TYPES, ("pydantic", "yaml")),
     "perfmodel.calibrate": (("perfmodel.model", "perfmodel.request") + CORE_TYPES, ("numpy", "scipy", "pydantic", "yaml")),
     "perfmodel.api": (("perfmodel.model", "perfmodel.request", "perfmodel.calibrate", "perfmodel.specs") + CORE_TYPES, ()),
@@ -49,7 +52,8 @@ RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "perfmodel.kernels": (("perfmodel.kernels",), ("torch", "triton", "numpy")),
     # measurement talks to the model only through profile files
     "perfmodel.measure": (("perfmodel.measure", "perfmodel.kernels", "perfmodel.profile", "perfmodel.specs",
-                           "perfmodel.collective_math", "perfmodel.kernel_classes", "perfmodel.inputs", "perfmodel.errors"),
+                           "perfmodel.collective_math", "perfmodel.kernel_classes", "perfmodel.inputs", "perfmodel.outputs",
+                           "perfmodel.errors"),
                           ("torch", "triton", "numpy", "scipy", "pydantic", "yaml", "rich", "pynvml")),
     "perfmodel": (("perfmodel.api", "perfmodel.model", "perfmodel.scenario", "perfmodel.errors"), ()),  # __init__'s lazy names
 }
