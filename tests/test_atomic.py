@@ -27,7 +27,7 @@ from perfmodel.profile import (
     save_profile,
     stale_temp_files,
 )
-from perfmodel.reports.writer import MANIFEST, WriteError, staged_report
+from perfmodel.reports.writer import WriteError, is_manifest, manifest_name, staged_report
 
 PY = sys.executable
 
@@ -54,13 +54,14 @@ def test_staged_report_keeps_user_files_and_removes_only_own_stale(tmp_path):
     out.mkdir()
     (out / "mine.txt").write_text("user data")
     (out / ".perfmodel-write-probe").write_text("a user file with the old probe's name")
-    with staged_report(out) as st:
-        (st / "A.md").write_text("a")
+    with staged_report(out, "A") as st:
+        (st / "A_notes.md").write_text("a")
         (st / "A_fig.png").write_bytes(b"png1")
-    assert json.loads((out / MANIFEST).read_text())["files"] == ["A.md", "A_fig.png"]
-    with staged_report(out) as st:  # the second report no longer draws the figure
-        (st / "A.md").write_text("b")
-    assert sorted(p.name for p in out.iterdir()) == [".perfmodel-report.json", ".perfmodel-write-probe", "A.md", "mine.txt"]
+    assert sorted(json.loads((out / manifest_name("A")).read_text())["files"]) == ["A_fig.png", "A_notes.md"]
+    with staged_report(out, "A") as st:  # the second report no longer draws the figure
+        (st / "A_notes.md").write_text("b")
+    assert sorted(p.name for p in out.iterdir()) == [".A.perfmodel-report.json", ".perfmodel-write-probe", "A_notes.md",
+                                                     "mine.txt"]
     assert (out / "mine.txt").read_text() == "user data"
     assert (out / ".perfmodel-write-probe").read_text() == "a user file with the old probe's name"
     assert not list(tmp_path.glob(".out.perfmodel-staging-*"))
@@ -69,13 +70,13 @@ def test_staged_report_keeps_user_files_and_removes_only_own_stale(tmp_path):
 def test_failed_report_leaves_out_as_it_was(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    (out / "A.md").write_text("old")
-    with pytest.raises(RuntimeError), staged_report(out) as st:
-        (st / "A.md").write_text("new, half written")
+    (out / "A_notes.md").write_text("old")
+    with pytest.raises(RuntimeError), staged_report(out, "A") as st:
+        (st / "A_notes.md").write_text("new, half written")
         raise RuntimeError("figure failed")
-    assert (out / "A.md").read_text() == "old" and sorted(p.name for p in out.iterdir()) == ["A.md"]
+    assert (out / "A_notes.md").read_text() == "old" and sorted(p.name for p in out.iterdir()) == ["A_notes.md"]
     new = tmp_path / "a" / "b" / "fresh"
-    with pytest.raises(RuntimeError), staged_report(new):
+    with pytest.raises(RuntimeError), staged_report(new, "A"):
         raise RuntimeError("boom")
     assert not (tmp_path / "a").exists()  # nothing created, not even the parents
 
@@ -83,7 +84,7 @@ def test_failed_report_leaves_out_as_it_was(tmp_path):
 def test_out_that_is_a_file_is_refused_untouched(tmp_path):
     f = tmp_path / "notes.md"
     f.write_text("user")
-    with pytest.raises(WriteError, match="not a directory"), staged_report(f):
+    with pytest.raises(WriteError, match="not a directory"), staged_report(f, "A"):
         pass
     assert f.read_text() == "user"
 
@@ -95,9 +96,9 @@ def test_concurrent_writers_do_not_interleave(tmp_path):
     def writer(tag: bytes):
         try:
             for _ in range(5):
-                with staged_report(out) as st:
+                with staged_report(out, "R") as st:
                     for i in range(3):
-                        (st / f"f{i}.bin").write_bytes(tag * 20000)
+                        (st / f"R_f{i}.bin").write_bytes(tag * 20000)
                         time.sleep(0.002)
         except Exception as e:  # noqa: BLE001  # pragma: no cover
             errors.append(e)
@@ -108,8 +109,8 @@ def test_concurrent_writers_do_not_interleave(tmp_path):
     for t in ts:
         t.join()
     assert not errors
-    tags = {(out / f"f{i}.bin").read_bytes()[:1] for i in range(3)}
-    assert all(len(set((out / f"f{i}.bin").read_bytes())) == 1 for i in range(3))  # no file is half one, half other
+    tags = {(out / f"R_f{i}.bin").read_bytes()[:1] for i in range(3)}
+    assert all(len(set((out / f"R_f{i}.bin").read_bytes())) == 1 for i in range(3))  # no file is half one, half other
     assert len(tags) == 1  # the last writer's set, whole
 
 
@@ -122,7 +123,9 @@ def test_report_cli_keeps_user_files(tmp_path):
                         "--concurrency", "1", "--out", str(out)], capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr
     assert (out / "keep.csv").read_text() == "1,2,3\n" and (out / ".perfmodel-write-probe").read_text() == "mine"
-    listed = json.loads((out / MANIFEST).read_text())["files"]
+    manifests = [p for p in out.iterdir() if is_manifest(p.name)]
+    assert len(manifests) == 1
+    listed = json.loads(manifests[0].read_text())["files"]
     assert any(f.endswith("_NOTES.md") for f in listed) and all((out / f).exists() for f in listed)
     _complete(out)
     bad = subprocess.run([PY, "-m", "perfmodel", "report", "--target", "h200", "--gpus", "3", "--out", str(tmp_path / "new")],

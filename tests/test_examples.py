@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from perfmodel.reports.examples import EXAMPLES, write_examples
-from perfmodel.reports.writer import MANIFEST  # the report's list of its own files
+from perfmodel.reports.writer import is_manifest  # a report's list of its own files
 
 ROOT = Path(__file__).resolve().parents[1] / "reports" / "examples"
 
@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1] / "reports" / "examples"
 def test_committed_examples_match_the_command(tmp_path):
     write_examples(tmp_path)
     for name in EXAMPLES:
-        fresh = sorted(p.name for p in (tmp_path / name).iterdir() if p.name != MANIFEST)
-        assert fresh == sorted(p.name for p in (ROOT / name).iterdir() if p.name != MANIFEST), name
+        fresh = sorted(p.name for p in (tmp_path / name).iterdir() if not is_manifest(p.name))
+        assert fresh == sorted(p.name for p in (ROOT / name).iterdir() if not is_manifest(p.name)), name
         for f in fresh:
             assert (tmp_path / name / f).read_bytes() == (ROOT / name / f).read_bytes(), \
                 f"reports/examples/{name}/{f} is stale: run `python -m perfmodel.reports.examples`"

@@ -30,7 +30,8 @@ RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "perfmodel.scenario": (("perfmodel.errors", "perfmodel.profile", "perfmodel.specs.schema"), ("pydantic",)),
     "perfmodel.calibration_schema": (("perfmodel.scenario", "perfmodel.profile"), ("pydantic",)),
     # the core: arithmetic over typed inputs; no file readers, no registry, nothing above it
-    "perfmodel.model": (("perfmodel.model",) + tuple(m for m in CORE_TYPES if m not in ("perfmodel.inputs", "perfmodel.outputs")), ("numpy", "pydantic")),
+    "perfmodel.model": (("perfmodel.model",) + tuple(m for m in CORE_TYPES if m not in ("perfmodel.inputs", "perfmodel.outputs")),
+                        ("numpy", "pydantic")),
     "perfmodel.request": (("perfmodel.model", "perfmodel.specs") + CORE_TYPES, ("pydantic", "yaml")),
     "perfmodel.calibrate": (("perfmodel.model", "perfmodel.request") + CORE_TYPES, ("numpy", "scipy", "pydantic", "yaml")),
     "perfmodel.api": (("perfmodel.model", "perfmodel.request", "perfmodel.calibrate", "perfmodel.specs") + CORE_TYPES, ()),
