@@ -177,6 +177,7 @@ def projection_table(res) -> None:
     out.append(f"largest concurrency that fits in memory: {res.max_concurrency_that_fits}")
     out += res.layout_notes or []
     out += [f"C={p.concurrency}: {p.budget_note}" for p in res.points if p.budget_note]
+    out += [f"C={p.concurrency}: {n}" for p in res.points for n in (p.notes or [])]
     if res.sensitivity:
         st = table("sensitivity: tok/s change for ±20% in each input (C = first concurrency)",
                    ("input", "−20%", "+20%"), right={"−20%", "+20%"})

@@ -367,7 +367,8 @@ def _attention_ops(m: ModelSpec, lay: Layout, groups: list[_Seqs], count: int) -
                               bytes=Cg * S * lat * kvb + 2 * Tg * h * a.kv_lora_rank * ACT + Tg * h * lat * ACT,
                               flops=2.0 * Tg * h * S * (lat + a.kv_lora_rank), count=count,
                               compute_dtype="fp8" if m.dtypes.kv_cache == "fp8" else "bf16", variant=_attn_variant(q),
-                              probe=Probe("attention", (("H", h), ("kind", "mla"), ("q", q)), "L", L, "triton", "C", Cg)
+                              probe=Probe("attention", (("H", h), ("kind", "mla"), ("q", q)), "L", L, "triton", "C", Cg,
+                                          x_bytes=Cg * lat * kvb)
                               if kvb == 2.0 and L > 0 else None))
             ops += [
                 Op("w_uv", "dense", "gemm_bf16",
@@ -408,7 +409,7 @@ def _attention_ops(m: ModelSpec, lay: Layout, groups: list[_Seqs], count: int) -
                                   flops=4.0 * Tg * hq * span * D, count=n, variant=_attn_variant(q),
                                   units=attention_units(Cg, q, hq, hkv),
                                   probe=Probe("attention", (("D", D), ("Hkv", hkv), ("Hq", hq), ("kind", "gqa"), ("q", q)),
-                                              "L", span - q, "triton", "C", Cg)
+                                              "L", span - q, "triton", "C", Cg, x_bytes=Cg * 2 * hkv * D * kvb)
                                   if kvb == 2.0 and span > q else None))
         ops.append(_gemm("o_proj", "dense", T, hq * D, H, wd, count))
     return ops  # the residual add is fused into the MLP norm
@@ -436,7 +437,8 @@ def mla_attention_op(Cg: int, q: int, L: int, h: int, kv_lora_rank: int, rope_di
               bytes=Cg * S * lat * kvb + 2 * T * h * kv_lora_rank * ACT + T * h * lat * ACT,
               flops=2.0 * T * h * S * (lat + kv_lora_rank), count=count,
               compute_dtype="fp8" if kvb == 1.0 else "bf16", variant=_attn_variant(q),
-              probe=Probe("attention", (("H", h), ("kind", "mla"), ("q", q)), "L", L, "triton", "C", Cg)
+              probe=Probe("attention", (("H", h), ("kind", "mla"), ("q", q)), "L", L, "triton", "C", Cg,
+                          x_bytes=Cg * lat * kvb)
               if kvb == 2.0 and L > 0 else None)
 
 
@@ -451,7 +453,7 @@ def gqa_attention_op(Cg: int, q: int, span: int, hq: int, hkv: int, D: int, kvb:
               flops=4.0 * T * hq * span * D, count=count, variant=_attn_variant(q),
               units=attention_units(Cg, q, hq, hkv),
               probe=Probe("attention", (("D", D), ("Hkv", hkv), ("Hq", hq), ("kind", "gqa"), ("q", q)),
-                          "L", span - q, "triton", "C", Cg)
+                          "L", span - q, "triton", "C", Cg, x_bytes=Cg * 2 * hkv * D * kvb)
               if kvb == 2.0 and span > q else None)
 
 
@@ -625,12 +627,38 @@ def decode_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, *, n_layers: i
 
 
 def at_probe_x(op: Op, x: float) -> Op:
-    """The same call at another value of its probe's swept field (the tokens of a GEMM or an
-    elementwise op): a GEMM's weights stay and its activations and flops scale; an elementwise
-    op's bytes and flops scale whole."""
-    r = x / op.probe.x
-    if op.probe.bench == "gemm":
-        shape = dict(op.probe.match)
-        act = (op.probe.x - x) * (shape["K"] + shape["N"]) * ACT
-        return replace(op, bytes=op.bytes - act, flops=op.flops * r)
-    return replace(op, bytes=op.bytes * r, flops=op.flops * r)
+    """The same call at another value of its probe's swept field, as the builders above count it:
+    a GEMM's weights stay and its activations and flops scale with the tokens; a norm's weight
+    vector stays and the rest of an elementwise op scales; attention's cache read grows with the
+    context (`Probe.x_bytes` per position) and its flops with the positions attended (context +
+    q); the routed experts read the weights of the experts T tokens touch (`expected_distinct`)
+    and their activations and flops scale with T."""
+    p = op.probe
+    r = x / p.x
+    shape = dict(p.match)
+    if p.bench == "gemm":
+        act = (p.x - x) * (shape["K"] + shape["N"]) * ACT
+        return replace(op, bytes=op.bytes - act, flops=op.flops * r, probe=replace(p, x=x))
+    if p.bench == "attention" and p.x_bytes:
+        q = shape["q"]
+        return replace(op, bytes=op.bytes + (x - p.x) * p.x_bytes, flops=op.flops * (x + q) / (p.x + q),
+                       probe=replace(p, x=x))
+    if p.bench == "moe":
+        wd = {v: k for k, v in MOE_PROVIDERS.items()}[p.provider]
+        per_expert = 3.0 * shape["H"] * shape["I"] * WEIGHT_BYTES[wd]
+        w0, w1 = (expected_distinct(shape["E"], shape["k"], t) * per_expert for t in (p.x, x))
+        return replace(op, bytes=w1 + (op.bytes - w0) * r, flops=op.flops * r, probe=replace(p, x=x))
+    fixed = shape["H"] * ACT if p.bench == "elementwise" and shape.get("op") in ("rmsnorm", "add_rmsnorm") else 0.0
+    return replace(op, bytes=fixed + (op.bytes - fixed) * r, flops=op.flops * r, probe=replace(p, x=x))
+
+
+def at_probe(op: Op, x: float, y: float | None = None) -> Op:
+    """The same call at other values of its probe's swept fields: `at_probe_x` along the first; along
+    the second (the sequences C of an attention call) its bytes, flops and work units are
+    proportional to C, as is its cache read per position."""
+    p = op.probe
+    if y is not None and p.y_name is not None and y != p.y:
+        r = y / p.y
+        op = replace(op, bytes=op.bytes * r, flops=op.flops * r, units=max(1, round(op.units * r)) if op.units else 0,
+                     probe=replace(p, y=y, x_bytes=p.x_bytes * r))
+    return op if x == op.probe.x else at_probe_x(op, x)

@@ -7,8 +7,12 @@ log-log along one or two swept dimensions, like aiconfigurator's collected table
 done on the profile's own GPU only: another GPU is priced by the transferred laws
 (`machine.py`), because a sample carried by the law ratio moves with the op's boundness on
 each GPU and would make a larger step cheaper than a smaller one. Outside the measured range
-the law alone is used; past the largest sampled concurrency, that sample grows as the law does
-(and never drops below it), so the price is continuous at the edge.
+(below the smallest or above the largest sampled value of either swept field) the nearest
+sampled point (`SampleTable.anchor`) is carried by the law's ratio, sample x law(op) /
+law(op at that point), never below the sample for a larger op nor above it for a smaller one,
+so the price is continuous and monotone at the edge (`step._from_anchor`); a switch to the law
+alone there jumped by the law's error (a decode step at 1024 tokens of context cheaper than at
+900 on the H200).
 Along the swept dimension a curve is made non-decreasing (each point is the running
 maximum of the samples up to it): a kernel given more work never takes less time, so a
 noisy dip between two samples does not make a larger step cheaper than a smaller one.
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from perfmodel.profile import Profile
 
@@ -41,6 +45,10 @@ class Probe:
     # curve's time is a lower bound (more sequences never take less time: `edge`).
     y_name: str | None = None
     y: float = 0.0
+    # bytes per call per unit of the swept field (attention: the cache read per context position),
+    # for pricing the same call at another value of it (`layers.at_probe_x`); 0 where the op's
+    # own builder rule does
+    x_bytes: float = 0.0
 
 
 def _loglog(x: float, x0: float, x1: float, t0: float, t1: float) -> float:
@@ -80,7 +88,7 @@ class SampleTable:
             timed = self._families[family] = any(
                 bench == probe.bench and provider == alt and all(dict(shape).get(k) == v for k, v in want.items())
                 for (bench, provider, shape) in self._samples)
-        return Probe(probe.bench, probe.match, probe.x_name, probe.x, alt, probe.y_name, probe.y) if timed else probe
+        return replace(probe, provider=alt) if timed else probe
 
     def lookup(self, probe: Probe | None) -> float | None:
         """Measured µs per call, or None when the samples do not bracket the op."""
@@ -139,6 +147,38 @@ class SampleTable:
     @staticmethod
     def _at_y(probe: Probe, y: float) -> Probe:
         return Probe(probe.bench, probe.match + ((probe.y_name, y),), probe.x_name, probe.x, probe.provider)
+
+    def anchor(self, probe: Probe | None) -> tuple[float, float | None, float] | None:
+        """For a probe outside the sampled range (its swept field below the smallest or above the
+        largest sampled value, or its second field so): the nearest point the samples do cover,
+        as (x, y, time there), each field clamped into its sampled range (y None for a probe of
+        one field); None where the probe is covered (`lookup`) or no samples of its shape exist.
+        The step prices such an op by that sample carried by its law's ratio (`step._from_anchor`),
+        so the price is continuous where the samples end."""
+        if probe is None:
+            return None
+        probe = self._in_set(probe)
+        y = None
+        if probe.y_name is not None:
+            ys = self._ys(probe)
+            if not ys:
+                return None
+            y = min(max(probe.y, ys[0]), ys[-1])
+            i = bisect.bisect_left(ys, y)
+            rows = [ys[i]] if ys[i] == y else [ys[i - 1], ys[i]]
+            curves = [self._points(self._at_y(probe, v)) for v in rows]
+        else:
+            curves = [self._points(probe)]
+        if not all(curves):
+            return None
+        lo, hi = max(c[0][0] for c in curves), min(c[-1][0] for c in curves)
+        if lo > hi:
+            return None
+        x = min(max(probe.x, lo), hi)
+        if x == probe.x and (y is None or y == probe.y):
+            return None
+        t = self.lookup(replace(probe, x=x, y=probe.y if y is None else y))
+        return None if t is None else (x, y, t)
 
     def _ys(self, probe: Probe) -> list[float]:
         key = (probe.bench, probe.provider, probe.match, probe.x_name, probe.y_name)

@@ -208,7 +208,21 @@ class Projector:
                               tau=iv["tau"] if budget else None, tau_share=iv["tau_share"] if budget else None,
                               level=0.9),
             spec_split=spec_split, fits_in_memory=mem.fits(C), memory_GB=_memory(mem, C),
-            tokens_per_s_per_gpu=tps * C / self.req.gpus, tpot_ms=step_ms / tau, itl_ms=step_ms, **extra)
+            tokens_per_s_per_gpu=tps * C / self.req.gpus, tpot_ms=step_ms / tau, itl_ms=step_ms,
+            notes=self._round_notes(C), **extra)
+
+    def _round_notes(self, C: int) -> list[str] | None:
+        """Why this point can serve fewer tokens per second in all than a smaller concurrency: with
+        attention data-parallel over d GPUs, C not a multiple of d puts ceil(C/d) sequences on the
+        busiest GPU and fewer on the others, and the step waits for the busiest GPU's attention
+        (and its share of the experts' tokens), so C = k*d + 1 costs a step of (k+1)*d sequences."""
+        d = self.layout.dp_attn
+        if d <= 1 or C <= d or C % d == 0:
+            return None
+        busiest = -(-C // d)
+        return [f"attention is data-parallel over {d} GPUs: {C} sequences put {busiest} on the busiest GPU and "
+                f"{C // d} on others; the step waits for the busiest GPU's attention, as at {busiest * d} sequences "
+                f"(a multiple of {d} balances them)"]
 
     def point(self, C: int, budget: int | None = None) -> Point:
         """The point at concurrency C: the request's budget (or the best of the candidates for
@@ -243,8 +257,10 @@ class Projector:
         spec_fits = any(c[0].budget > 0 for c in ok)
         note = None
         if auto:
+            unfit = [c[0].budget for c in curve if not c[0].fits_in_memory]
             if best.budget > 0:
-                note = f"best budget {best.budget} of {[c[0].budget for c in ok]}"
+                note = f"best budget {best.budget} of {[c[0].budget for c in ok]}" + (
+                    f"; budget(s) {unfit} do not fit in memory at this concurrency" if unfit else "")
             elif spec_fits:
                 note = "no speculation is fastest at this concurrency"
             else:

@@ -130,7 +130,7 @@ class Point(_Out):
     """One concurrency. Throughput and step fields are None where the point does not fit."""
 
     _omit_none = frozenset({"budget_curve", "budget_note", "note", "speculation_fits", "tau_sigma", "tau_measured", "serving",
-                            "unpinned_factors"})
+                            "unpinned_factors", "notes"})
     _UNFIT = ("concurrency", "fits_in_memory", "budget", "memory_GB", "note")
 
     concurrency: int
@@ -152,6 +152,9 @@ class Point(_Out):
     budget_note: str | None = None
     speculation_fits: bool | None = None  # False: the drafter and the smallest tree do not fit here
     note: str | None = None  # why it does not fit
+    # engine effects that make this point slower per sequence than its neighbours (an uneven
+    # data-parallel attention round), one line each; printed under the table
+    notes: list[str] | None = None
     tokens_per_s_per_gpu: float | None = None
     tpot_ms: float | None = None  # step_ms / τ (see the module docstring)
     itl_ms: float | None = None  # step_ms: gap between deliveries to one stream

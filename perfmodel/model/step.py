@@ -24,7 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
 from perfmodel.collective_math import bus_factor
-from perfmodel.model.layers import PREFILL, Batch, Collective, Decode, Layout, Verify, at_probe_x, batch_ops, decode_ops
+from perfmodel.model.layers import PREFILL, Batch, Collective, Decode, Layout, Verify, at_probe, batch_ops, decode_ops
 from perfmodel.model.machine import Machine
 from perfmodel.model.ops import KernelLaw, Op, OpEstimate, estimate
 from perfmodel.specs.schema import GQASpec, ModelDtypes, ModelSpec
@@ -122,9 +122,10 @@ def _op_terms(mach: Machine, op: Op, past_x_edge: bool = False) -> _Terms:
     node cost is added per kernel here, at the machine's node cost. Where the profile timed the
     very op, its sample (less the nodes it held) sets the op's time, carried by the law ratio;
     the floor stays the law's t0 and the rest of the sample is work, so the floor does not
-    move with how close a sample lies to its law. `past_x_edge`: an op past its largest sampled
-    size (tokens) is priced by that sample grown as its law grows (a prefill step's GEMMs), so
-    the price does not jump where the samples end."""
+    move with how close a sample lies to its law. An op outside its samples' range is priced by
+    the nearest sample carried by its law's ratio (`_from_anchor`), so the price does not jump
+    where the samples end. `past_x_edge` (a batch with prefill groups): an op past its largest
+    sampled size (tokens) says so in the step's assumptions."""
     node_us, node_unc = mach.overheads.graph_node_us, mach.overheads.rel_unc_node
     src_node_us = mach.overheads.source_graph_node_us
     o = mach.overheads
@@ -143,14 +144,11 @@ def _op_terms(mach: Machine, op: Op, past_x_edge: bool = False) -> _Terms:
     # memory-bound source and compute-bound target), and the step would stop growing with C.
     table = mach.table if mach.same_gpu_as_profile else None
     measured = table.lookup(op.probe) if table is not None else None
-    edge = table.edge(op.probe) if table is not None and measured is None else None
-    if edge is not None:
-        measured = _past_edge(op, mach, *edge)
-    elif past_x_edge and table is not None and measured is None:
-        xe = table.x_edge(op.probe)
-        if xe is not None:
-            measured = _past_x_edge(op, mach, *xe)
-            notes.append(f"{op.kernel_class} past its largest sampled {op.probe.x_name} ({xe[0]:g}): that sample "
+    anchor = table.anchor(op.probe) if table is not None and measured is None else None
+    if anchor is not None:
+        measured = _from_anchor(op, mach, *anchor)
+        if past_x_edge and anchor[1] is None and anchor[0] < op.probe.x:
+            notes.append(f"{op.kernel_class} past its largest sampled {op.probe.x_name} ({anchor[0]:g}): that sample "
                          "grown as its law")
     if measured is not None:
         # The profile timed this very op: use the sample, carried by the law ratio.
@@ -198,30 +196,33 @@ def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | Non
     return gpu
 
 
+def _from_anchor(op: Op, mach: Machine, x: float, y: float | None, t: float) -> float:
+    """An op outside the sampled range of its probe, whose nearest sampled point (`SampleTable.anchor`:
+    swept field x, second field y) takes t us per call: that sample grown (or shrunk) as the source
+    law grows from there to the op (`layers.at_probe`; its graph nodes held apart), never below the
+    sample for an op that does at least the sampled work, never above it for one that does at most
+    that, and never below streaming the op's bytes at the faster of its law's rate and the GPU's
+    DRAM roof (plus its nodes). Continuous where the samples end, where a switch to the law alone
+    would jump by the law's error there (a larger step priced below a smaller one)."""
+    src_law = mach.source_law(op)
+    scale = mach.source_flops_scale(op.compute_dtype)
+    grow = estimate(op, src_law, scale).total_us / estimate(at_probe(op, x, y), src_law, scale).total_us
+    nodes = src_law.graph_nodes * mach.overheads.source_graph_node_us
+    price = nodes + (t - nodes) * grow
+    more = op.probe.x >= x and (y is None or op.probe.y >= y)
+    less = op.probe.x <= x and (y is None or op.probe.y <= y)
+    if more:
+        price = max(t, price)
+    elif less:
+        price = min(t, price)
+    stream = op.bytes / (max(src_law.bandwidth(op.bytes), mach.roof_GBps or 0.0) * 1e3)
+    return max(price, nodes + stream)
+
+
 def _past_edge(op: Op, mach: Machine, y_edge: float, t_edge: float) -> float:
     """An op past the largest sampled value of its probe's second field (the concurrency C of
-    attention), timed t_edge us per call there: that sample grown as the source law grows from
-    there to the op (its nodes held apart), and never below it (more sequences never take less
-    time). Continuous at the edge, where a switch to the law alone would jump by the law's error
-    there. Attention's bytes, flops and work units are proportional to C."""
-    src_law = mach.source_law(op)
-    scale = mach.source_flops_scale(op.compute_dtype)
-    r = y_edge / op.probe.y
-    at_edge = replace(op, bytes=op.bytes * r, flops=op.flops * r, units=max(1, round(op.units * r)) if op.units else 0)
-    grow = estimate(op, src_law, scale).total_us / estimate(at_edge, src_law, scale).total_us
-    nodes = src_law.graph_nodes * mach.overheads.source_graph_node_us
-    return max(t_edge, nodes + (t_edge - nodes) * grow)
-
-
-def _past_x_edge(op: Op, mach: Machine, x_edge: float, t_edge: float) -> float:
-    """An op past the largest sampled value of its probe's (only) swept field, timed t_edge us per
-    call there: that sample grown as the source law grows from there to the op (its nodes held
-    apart), never below it; as `_past_edge` along the second field."""
-    src_law = mach.source_law(op)
-    scale = mach.source_flops_scale(op.compute_dtype)
-    grow = estimate(op, src_law, scale).total_us / estimate(at_probe_x(op, x_edge), src_law, scale).total_us
-    nodes = src_law.graph_nodes * mach.overheads.source_graph_node_us
-    return max(t_edge, nodes + (t_edge - nodes) * grow)
+    attention), timed t_edge us per call there: `_from_anchor` at (the op's own x, y_edge)."""
+    return _from_anchor(op, mach, op.probe.x, y_edge, t_edge)
 
 
 def _price_collectives(acc: _Acc, mach: Machine, colls: list[Collective], comp: str = "collectives") -> float:
@@ -475,7 +476,7 @@ def batch_estimate(m: ModelSpec, mach: Machine, lay: Layout, batch: Batch, *, gr
     """One forward pass of any batch (`layers.Batch`: decode, verify and prefill groups, mixed),
     as `step_estimate` prices a decode step. `draft` runs the drafter (and, with `tree_budget`,
     tree building) for the verify groups' sequences. Prefill-size calls are priced by
-    `prefill_law` and, past the profile's largest samples, by `_past_x_edge`; each such
+    `prefill_law` and, past the profile's largest samples, by `_from_anchor`; each such
     assumption is listed in the result's `assumptions`. `memo`: a dict the caller keeps for one
     machine, reused across calls (the serving simulation prices thousands of steps).
 
