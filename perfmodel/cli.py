@@ -134,8 +134,12 @@ PLOT_HELP = ("Write a Pareto plot (tok/s per user vs tok/s per GPU). A file: its
 
 def _plot_target(plot: str) -> tuple[Path, str]:
     """The file `--plot` writes and its format, or one line and exit 2 (an unknown extension)."""
+    import importlib.util
+
     from perfmodel.compare import plot_formats
 
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ImportError("matplotlib", name="matplotlib")
     path = Path(plot)
     if plot.endswith(("/", os.sep)) or path.is_dir():
         path = path / "compare.png"

@@ -141,7 +141,7 @@ def test_report_files_0644_and_no_lock_file_beside_out(tmp_path, umask_022):
 
     out = tmp_path / "notes"
     for _ in range(2):
-        with staged_report(out) as st:
-            (st / "A.md").write_text("x")
+        with staged_report(out, "A") as st:
+            (st / "A_notes.md").write_text("x")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes"]
-    assert stat.S_IMODE((out / "A.md").stat().st_mode) == 0o644
+    assert stat.S_IMODE((out / "A_notes.md").stat().st_mode) == 0o644

@@ -384,13 +384,14 @@ def test_measured_samples_price_their_ops_on_the_profile_gpu():
     ops1 = {o.name: o for o in step_estimate(m, mach, Layout("tp", 1, comm=False), 1, 1, 1024, host=False).ops}
     assert ops1["routed_experts"].total_us == pytest.approx(
         60 * (sample("moe", "triton_w4a16", E=384, H=7168, I=2048, k=8, T=1) - 4 * node))
-    # outside the measured range (L = 10^6) the law alone prices it: t0 + bytes / bw per layer
+    # outside the measured range (L = 10^6) the nearest sample carried by the law's ratio prices it,
+    # never below streaming its bytes at the law's rate
     lay = Layout("tp", 1, tp_shape=8, comm=False)
     far = {o.name: o for o in step_estimate(m, mach, lay, 1, 1, 10**6, host=False).ops}["attention_core"]
     op = next(o for o in decode_ops(m, lay, 1, 1, 10**6)[0] if o.name == "attention_core")
     f = prof.fits["attention_mla"]
-    assert far.total_us == pytest.approx(61 * (f.t0_us - 2 * node + max(op.bytes / (f.bw_GBps * 1e3),
-                                                                          op.flops / (f.tflops * 1e6))))
+    assert far.total_us >= 61 * op.bytes / (f.bw_GBps * 1e3) * (1 - 1e-9)
+    assert far.total_us > 10 * ops["attention_core"].total_us  # 10^6 positions against 1024
 
 
 def test_mla_ops_by_hand():
