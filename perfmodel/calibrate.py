@@ -259,13 +259,13 @@ def _fit(preps: list[Prepared], keys: list[str], prior: dict[str, float], x0=Non
     from scipy.optimize import least_squares
 
     pred = pred or _Predictions(keys)
-    obs = np.array([math.log(p.point.figure[1]) for p in preps])
-    sig = np.array([p.point.rel_sigma for p in preps])
+    obs = [math.log(p.point.figure[1]) for p in preps]
+    sig = [p.point.rel_sigma for p in preps]
     psig = np.array([prior[k] for k in keys])
 
     def resid(x):
-        r = (np.log(np.maximum([pred(p, x) for p in preps], 1e-12)) - obs) / sig
-        return np.concatenate([r, x / psig])
+        r = [(math.log(max(pred(p, x), 1e-12)) - o) / s for p, o, s in zip(preps, obs, sig)]
+        return np.concatenate([np.array(r), x / psig])
 
     lo = np.array([0.0 if k == HOST else -math.log(50) for k in keys])
     hi = np.array([1e6 if k == HOST else math.log(50) for k in keys])
