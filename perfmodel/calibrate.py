@@ -79,16 +79,23 @@ class Prepared:
     prior: dict[str, float]  # prior σ (log) of each of its factors
     memory_note: str | None = None  # measured, though the memory model says it does not fit
 
-    def estimate(self, f: Factors, mach: Machine | None = None):
+    @property
+    def scenario(self) -> str:
+        """What the prediction depends on: the point's setup and the unit of its figure (not its
+        value, label or noise): points written twice share it."""
+        p = self.point
+        return p.model_dump_json(exclude={"label", "rel_sigma", *FIGURES}) + p.figure[0]
+
+    def estimate(self, f: Factors, mach: Machine | None = None, memo: dict | None = None):
         p = self.point
         return step_estimate(self.model, mach or calibrated(self.machine, f), self.layout, p.concurrency, self.q,
                              p.context, graph=p.graphs, lm_head=p.lm_head, n_layers=p.n_layers, draft=self.draft,
-                             tree_budget=self.tree_budget, tree_impl=p.tree_build, host=p.host)
+                             tree_budget=self.tree_budget, tree_impl=p.tree_build, host=p.host, memo=memo)
 
     def predict(self, f: Factors) -> float:
         """The point's figure, in its own unit."""
-        mach = _calibrated_shared(self.machine, f)
-        step = self.estimate(f, mach).step_us
+        mach, memo = _calibrated_shared(self.machine, f)
+        step = self.estimate(f, mach, memo).step_us
         tau = scaled_tau(self.tau, f, self.tau_cap) if self.draft else 1.0
         p = self.point
         name, _ = p.figure
@@ -100,19 +107,40 @@ class Prepared:
                 "tokens_per_s": tau / step * 1e6 * p.concurrency}[name]
 
 
-_SHARED: dict[tuple, tuple[Machine, Machine]] = {}  # (machine, factor values) -> the calibrated machine, within a fit
+_SHARED: dict[tuple, tuple[Machine, Machine, dict]] = {}  # (machine, factor values) -> the calibrated machine, within a fit
 
 
-def _calibrated_shared(mach: Machine, f: Factors) -> Machine:
+def _calibrated_shared(mach: Machine, f: Factors) -> tuple[Machine, dict]:
     """`calibrated(mach, f)`, computed once for all the points of a fit that run on the same
-    machine (`prepare` hands them one Machine object) at the same factor values."""
+    machine (`prepare` hands them one Machine object) at the same factor values, with the memo
+    of its priced ops (`step.batch_estimate`'s memo: the points' calls of one shape priced once)."""
     key = (id(mach), tuple(f.values.items()))
     hit = _SHARED.get(key)
     if hit is None or hit[0] is not mach:
         if len(_SHARED) > 256:
             _SHARED.clear()
-        hit = _SHARED[key] = (mach, calibrated(mach, f))
-    return hit[1]
+        hit = _SHARED[key] = (mach, calibrated(mach, f), {})
+    return hit[1], hit[2]
+
+
+class _Predictions:
+    """The points' predictions within one `fit`, by scenario (`Prepared.scenario`) and by the values
+    of the factors that scenario depends on (`Prepared.keys`): a point written twice is priced
+    once, and a finite-difference step in a factor re-prices only the points that depend on it.
+    The factors outside a point's keys do not move its prediction (`_keys` lists every group of
+    its machine's laws, its link family, launch, τ where fitted and the host term)."""
+
+    def __init__(self, keys: list[str]):
+        self.col = {k: j for j, k in enumerate(keys)}
+        self.keys = keys
+        self.memo: dict[tuple, float] = {}
+
+    def __call__(self, prep: Prepared, x) -> float:
+        key = (prep.scenario, tuple(float(x[self.col[k]]) for k in prep.keys))
+        v = self.memo.get(key)
+        if v is None:
+            v = self.memo[key] = prep.predict(_to_factors(prep.keys, key[1]))
+        return v
 
 
 def _where(i: int, p: ObservedPoint) -> str:
@@ -226,17 +254,17 @@ def _to_factors(keys: list[str], x, sigma: dict[str, float] | None = None, gpus=
     return Factors(values=vals, sigma=sigma or {}, gpus=tuple(gpus))
 
 
-def _fit(preps: list[Prepared], keys: list[str], prior: dict[str, float], x0=None):
+def _fit(preps: list[Prepared], keys: list[str], prior: dict[str, float], x0=None, pred: _Predictions | None = None):
     import numpy as np
     from scipy.optimize import least_squares
 
+    pred = pred or _Predictions(keys)
     obs = [math.log(p.point.figure[1]) for p in preps]
     sig = [p.point.rel_sigma for p in preps]
     psig = np.array([prior[k] for k in keys])
 
     def resid(x):
-        f = _to_factors(keys, x)
-        r = [(math.log(max(p.predict(f), 1e-12)) - o) / s for p, o, s in zip(preps, obs, sig)]
+        r = [(math.log(max(pred(p, x), 1e-12)) - o) / s for p, o, s in zip(preps, obs, sig)]
         return np.concatenate([np.array(r), x / psig])
 
     lo = np.array([0.0 if k == HOST else -math.log(50) for k in keys])
@@ -252,20 +280,22 @@ STEP_IN_PRIOR = 0.25  # finite-difference step of the sensitivities, in prior σ
 COLLINEAR = 0.95  # |cos| of two factors' effects on the points above which the points fix only their combination
 
 
-def sensitivities(preps: list[Prepared], keys: list[str], prior: dict[str, float], x):
+def sensitivities(preps: list[Prepared], keys: list[str], prior: dict[str, float], x, pred: _Predictions | None = None):
     """S[i, k]: how far a move of one prior σ in factor k moves point i (log of its figure), by
-    central differences about x (forward from a bound: the host term at 0 µs)."""
+    central differences about x (forward from a bound: the host term at 0 µs). A factor outside a
+    point's keys does not move it (`_Predictions`): 0 without pricing it."""
     import numpy as np
 
+    pred = pred or _Predictions(keys)
     S = np.zeros((len(preps), len(keys)))
     for k, key in enumerate(keys):
         h = STEP_IN_PRIOR * prior[key]
         up, dn = np.array(x, dtype=float), np.array(x, dtype=float)
         up[k] += h
         dn[k] = max(dn[k] - h, 0.0) if key == HOST else dn[k] - h
-        fu, fd = _to_factors(keys, up), _to_factors(keys, dn)
         for i, p in enumerate(preps):
-            S[i, k] = (math.log(p.predict(fu)) - math.log(p.predict(fd))) / (up[k] - dn[k]) * prior[key]
+            if key in p.keys:
+                S[i, k] = (math.log(pred(p, up)) - math.log(pred(p, dn))) / (up[k] - dn[k]) * prior[key]
     return S
 
 
@@ -362,11 +392,12 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
         for k, s in p.prior.items():
             prior[k] = max(prior.get(k, 0.0), s)
     keys = sorted(prior)
-    sol = _fit(preps, keys, prior)
+    pred = _Predictions(keys)  # every fit below prices each (scenario, factor values) once
+    sol = _fit(preps, keys, prior, pred=pred)
     # The posterior from central differences about the optimum (`sensitivities`), not the
     # solver's forward-difference Jacobian: a factor at a kink (a bandwidth factor capped at the
     # GPU's roof, the host term at 0 µs) would read as one the points do not move at all.
-    S = sensitivities(preps, keys, prior, sol.x)
+    S = sensitivities(preps, keys, prior, sol.x, pred)
     psig = np.array([prior[k] for k in keys])
     J = S / psig[None, :] / np.array([p.point.rel_sigma for p in preps])[:, None]
     try:
@@ -379,10 +410,14 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
     f1 = Factors()
     loo: list[float | None] = [None] * len(preps)
     if len(preps) > 1:
+        fits: dict[tuple, object] = {}  # leaving out either of two identical points leaves the same fit
+        ident = [(p.scenario, p.point.figure[1], p.point.rel_sigma) for p in preps]
         for i in range(len(preps)):
             rest = preps[:i] + preps[i + 1:]
-            s_i = _fit(rest, keys, prior, x0=sol.x)
-            loo[i] = preps[i].predict(_to_factors(keys, s_i.x)) / preps[i].point.figure[1] - 1
+            same = tuple(sorted(ident[:i] + ident[i + 1:]))
+            if same not in fits:
+                fits[same] = _fit(rest, keys, prior, x0=sol.x, pred=pred).x
+            loo[i] = pred(preps[i], fits[same]) / preps[i].point.figure[1] - 1
     undetermined, why = identifiability(preps, keys, prior, S)
     unsure = {k for g in undetermined for k in g.factors}
     factors = []

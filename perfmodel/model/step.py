@@ -459,15 +459,16 @@ def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: i
                   lm_head: bool = True, n_layers: int | None = None, n_dense: int | None = None,
                   draft: bool = False, tree_budget: int = 0, tree_impl: str = "gpu",
                   host: bool = True, draft_steps: int | None = None, draft_topk: int = 1,
-                  draft_forward_host_us: float = 0.0, draft_forward_host_sigma_us: float = 0.0) -> StepEstimate:
+                  draft_forward_host_us: float = 0.0, draft_forward_host_sigma_us: float = 0.0,
+                  memo: dict | None = None) -> StepEstimate:
     """One decode (q = 1) or verification (q > 1) step: C sequences × q tokens at context L, with
     the drafter's forward(s) when `draft` (`_estimate`). The same as `batch_estimate` of one
-    Decode / Verify group."""
+    Decode / Verify group. `memo`: as `batch_estimate`'s (one machine's priced ops)."""
     ops, colls = decode_ops(m, lay, C, q, L, n_layers=n_layers, n_dense=n_dense, lm_head=lm_head)
     return _estimate(m, mach, lay, ops, colls, graph=graph, draft_groups=[(C, L, q)] if draft else [], tree_seqs=C,
                      tree_budget=tree_budget, tree_impl=tree_impl, host=host, draft_steps=draft_steps,
                      draft_topk=draft_topk, draft_forward_host_us=draft_forward_host_us,
-                     draft_forward_host_sigma_us=draft_forward_host_sigma_us)
+                     draft_forward_host_sigma_us=draft_forward_host_sigma_us, memo=memo)
 
 
 def batch_estimate(m: ModelSpec, mach: Machine, lay: Layout, batch: Batch, *, graph: bool = True, host: bool = True,
