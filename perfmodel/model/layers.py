@@ -355,21 +355,7 @@ def _attention_ops(m: ModelSpec, lay: Layout, groups: list[_Seqs], count: int) -
                           bytes=h * a.qk_nope_head_dim * a.kv_lora_rank * WEIGHT_BYTES[wd]
                           + Td * h * (a.qk_nope_head_dim + a.kv_lora_rank) * ACT,
                           flops=2.0 * Td * h * a.qk_nope_head_dim * a.kv_lora_rank, count=count))
-            for g in decode:
-                Cg, q, L = g.seqs, g.q, g.ctx
-                Tg = Cg * q
-                S = L + q
-                # Tree tokens share the prefix: the latent cache is read once per sequence. With an
-                # FP8 latent cache the engines' MLA quantises q to FP8 too and runs FP8 MMAs
-                # (TRT-LLM PR #3190: per-tensor FP8 Q and KV, trtllm-gen on Blackwell, FP8 FlashMLA
-                # on Hopper), so its compute roof is the GPU's FP8 rate.
-                ops.append(Op("attention_core", "attention", "attention_mla",
-                              bytes=Cg * S * lat * kvb + 2 * Tg * h * a.kv_lora_rank * ACT + Tg * h * lat * ACT,
-                              flops=2.0 * Tg * h * S * (lat + a.kv_lora_rank), count=count,
-                              compute_dtype="fp8" if m.dtypes.kv_cache == "fp8" else "bf16", variant=_attn_variant(q),
-                              probe=Probe("attention", (("H", h), ("kind", "mla"), ("q", q)), "L", L, "triton", "C", Cg,
-                                          x_bytes=Cg * lat * kvb)
-                              if kvb == 2.0 and L > 0 else None))
+            ops += [mla_attention_op(g.seqs, g.q, g.ctx, h, a.kv_lora_rank, a.qk_rope_head_dim, kvb, count) for g in decode]
             ops += [
                 Op("w_uv", "dense", "gemm_bf16",
                    bytes=h * a.v_head_dim * a.kv_lora_rank * WEIGHT_BYTES[wd]
@@ -397,26 +383,18 @@ def _attention_ops(m: ModelSpec, lay: Layout, groups: list[_Seqs], count: int) -
             if g.kind == "prefill":
                 ops += _prefill_attention_ops(m, lay, g, count, kvb)
                 continue
-            Cg, q, L = g.seqs, g.q, g.ctx
-            Tg = Cg * q
-            S = L + q
+            S = g.ctx + g.q
             for frac, span, tag in ((1 - a.sliding_layer_fraction, S, "full"),
-                                    (a.sliding_layer_fraction, min(S, (a.sliding_window or S) + q), "window")):
+                                    (a.sliding_layer_fraction, min(S, (a.sliding_window or S) + g.q), "window")):
                 n = round(count * frac)
                 if n:
-                    ops.append(Op(f"attention_core_{tag}", "attention", "attention_gqa",
-                                  bytes=Cg * span * 2 * hkv * D * kvb + 2 * Tg * hq * D * ACT,
-                                  flops=4.0 * Tg * hq * span * D, count=n, variant=_attn_variant(q),
-                                  units=attention_units(Cg, q, hq, hkv),
-                                  probe=Probe("attention", (("D", D), ("Hkv", hkv), ("Hq", hq), ("kind", "gqa"), ("q", q)),
-                                              "L", span - q, "triton", "C", Cg, x_bytes=Cg * 2 * hkv * D * kvb)
-                                  if kvb == 2.0 and span > q else None))
+                    ops.append(gqa_attention_op(g.seqs, g.q, span, hq, hkv, D, kvb, n, name=f"attention_core_{tag}"))
         ops.append(_gemm("o_proj", "dense", T, hq * D, H, wd, count))
     return ops  # the residual add is fused into the MLP norm
 
 
 # ----------------------------------------------------------------------------- single ops, as a step builds them
-# (the database rows of perfmodel/aic.py are priced through these)
+# (the step builds its ops through these, and the database rows of perfmodel/aic.py are priced through them)
 def gemm_op(tokens: int, k: int, n: int, weight_dtype: str, count: int = 1, name: str = "gemm", component: str = "dense") -> Op:
     """A dense projection of `tokens` rows through a [k, n] weight in `weight_dtype`, priced as a step's GEMMs are."""
     return _gemm(name, component, tokens, k, n, weight_dtype, count)
@@ -462,7 +440,7 @@ MOE_PROVIDERS = {"int4_g32": "triton_w4a16", "bf16": "triton_bf16"}
 
 
 def routed_experts_op(T: int, H: int, I: int, k: int, s: int, weight_dtype: str, weight_bytes: float, count: int = 1,
-                      probe: Probe | None = None) -> Op:
+                      probe: Probe | None = None, variant: str = "", at_least: Op | None = None) -> Op:
     """The routed experts of T tokens (top-k of hidden H, expert intermediate I), split s ways,
     reading `weight_bytes` of expert weights on this GPU.
 
@@ -473,7 +451,7 @@ def routed_experts_op(T: int, H: int, I: int, k: int, s: int, weight_dtype: str,
     return Op("routed_experts", "moe", cls,
               bytes=weight_bytes + (T * k / s) * 2 * H * ACT,
               flops=2.0 * T * k * 3 * H * I / s, count=count,
-              compute_dtype=compute_dtype(weight_dtype), tokens=T, probe=probe)
+              compute_dtype=compute_dtype(weight_dtype), tokens=T, probe=probe, variant=variant, at_least=at_least)
 
 
 def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int) -> list[Op]:
@@ -526,22 +504,13 @@ def _routed_experts(m: ModelSpec, lay: Layout, T: int, count: int, prefill: bool
     else:
         touched = expected_distinct(E, k, T)
         bytes_w = touched * expert_bytes / s
-    # INT4 weight-only experts are priced by the measured W4A16 kernel. Other formats
-    # (int8, fp8, MXFP4, NVFP4) have no kernel in the profile: they are assumed to stream
-    # their (smaller) weights as efficiently as the measured bf16 grouped GEMM does.
-    cls = "moe_w4a16" if wd.startswith("int4") else "moe_bf16"
     if prefill:
         # The profile's MoE samples are decode-size kernels: a prefill-size call is priced by the law.
-        return Op("routed_experts", "moe", cls, bytes=bytes_w + (T * k / s) * 2 * H * ACT, flops=2.0 * T * k * 3 * H * I / s,
-                  count=count, compute_dtype=compute_dtype(wd), tokens=T, variant=PREFILL,
-                  at_least=_routed_experts(m, lay, T_decode, count) if T_decode else None)
-    return Op("routed_experts", "moe", cls,
-              bytes=bytes_w + (T * k / s) * 2 * H * ACT,
-              flops=2.0 * T * k * 3 * H * I / s, count=count,
-              compute_dtype=compute_dtype(wd), tokens=T,
-              probe=Probe("moe", (("E", E), ("H", H), ("I", I // s), ("k", k)), "T", T,
-                          {"int4_g32": "triton_w4a16", "bf16": "triton_bf16"}[wd])
-              if not lay.experts_ep and wd in ("int4_g32", "bf16") and I % s == 0 else None)
+        return routed_experts_op(T, H, I, k, s, wd, bytes_w, count, variant=PREFILL,
+                                 at_least=_routed_experts(m, lay, T_decode, count) if T_decode else None)
+    probe = (Probe("moe", (("E", E), ("H", H), ("I", I // s), ("k", k)), "T", T, MOE_PROVIDERS[wd])
+             if not lay.experts_ep and wd in MOE_PROVIDERS and I % s == 0 else None)
+    return routed_experts_op(T, H, I, k, s, wd, bytes_w, count, probe=probe)
 
 
 def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_dense: int) -> list[Op]:
