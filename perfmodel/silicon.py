@@ -174,6 +174,7 @@ class Expressed:
     concurrency: int
     engine: str
     dtypes: dict[str, str] = field(default_factory=dict)
+    max_batched_tokens: int | None = None  # the step's token budget where the engine's default cannot serve the row
 
     @property
     def measured_ttft_ms(self) -> float:
@@ -188,14 +189,15 @@ class Expressed:
         scenario fields (profile, calibration, ...)."""
         return Request(target=self.target, gpus=self.gpus, model=self.model, parallel=self.parallel,
                        concurrency=[self.concurrency], isl=self.row.isl, osl=self.row.osl, engine=self.engine,
-                       dtypes=dict(self.dtypes) or None, **kw)
+                       dtypes=dict(self.dtypes) or None, max_batched_tokens=self.max_batched_tokens, **kw)
 
     def describe(self) -> str:
         from perfmodel.scenario import layout_of
 
         dt = ",".join(f"{k}={v}" for k, v in sorted(self.dtypes.items()))
-        return (f"{self.model} on {self.gpus}x {self.target} {layout_of(self.parallel).name}, {self.engine}, "
-                f"C={self.concurrency}, {self.row.isl}/{self.row.osl}" + (f", {dt}" if dt else ""))
+        return (f"{self.model} on {self.gpus}x {self.target} {layout_of(self.parallel).name}, {self.engine}"
+                + (f" (budget {self.max_batched_tokens})" if self.max_batched_tokens else "")
+                + f", C={self.concurrency}, {self.row.isl}/{self.row.osl}" + (f", {dt}" if dt else ""))
 
 
 class NotExpressible(ValueError):
@@ -270,7 +272,26 @@ def express(row: Row) -> Expressed:
     if ck.kv_cache != "bf16":
         dtypes["kv_cache"] = ck.kv_cache
     return Expressed(row=row, target=gpu, gpus=n, model=ck.preset, parallel=parallel, concurrency=row.concurrency,
-                     engine=row.backend, dtypes=dtypes)
+                     engine=row.backend, dtypes=dtypes, max_batched_tokens=_budget(row, gpu, n if parallel == "ep" else 1))
+
+
+def _budget(row: Row, gpu_name: str, dp_ranks: int) -> int | None:
+    """The step budget (per attention-DP rank, as the engines take it) the row's server must have
+    run with, where its engine's default could not have served the row.
+
+    An engine without chunked prefill (TRT-LLM's `trtllm-serve` default) admits a prompt only
+    whole, in a step whose token budget also carries the rank's running decodes (perfmodel/model/
+    serving.py). With its default budget (8192) a prompt of isl tokens beside a rank's C/ranks
+    decodes fits only when isl + C/ranks <= 8192: above that, each prompt would wait for every
+    running request to finish, the decode batch would stay near 1, and the TPOT would not grow
+    with C as the rows measured do. The rows do not record the budget; they are priced with the
+    smallest one that serves them, isl + C/ranks."""
+    from perfmodel.model.serving import engine_defaults
+    from perfmodel.specs import registry
+
+    eng = engine_defaults(row.backend, registry.load_gpu(gpu_name))
+    need = row.isl + -(-row.concurrency // dp_ranks)
+    return need if not eng.chunked and need > eng.max_batched_tokens else None
 
 
 def express_all(rows: Iterable[Row]) -> tuple[list[Expressed], list[tuple[Row, str]]]:
