@@ -268,3 +268,28 @@ def test_cli_silicon_table_on_the_fixture_with_the_estimators_results(cli_db, tm
     assert r.exit_code == 0 and "beside aiconfigurator" in r.stdout and "TPOT med |err|" in r.stdout, r.output
     r = CliRunner().invoke(app, args + ["--format", "csv"])
     assert r.exit_code == 0 and r.stdout.count(rid) == 3
+
+
+def test_accuracy_rows_of_a_silicon_run():
+    """The README's serving rows from a `validate --silicon` result: the expressed share against
+    95%, and the local way's TPOT against 15% / +-8% and 1.5x the estimator's on the same rows."""
+    from perfmodel.reports.anchors import silicon_rows
+
+    def st(med, signed, n=10):
+        return {"n": n, "median_abs": med, "p90_abs": 2 * med, "signed_median": signed}
+
+    res = {"database": "aiconfigurator-core 0.12.0", "aiconfigurator": "0.12.0", "ways": ["local"],
+           "counts": {"expressed_share_of_those": 0.9, "rows_of_models_and_systems_with_specs": 100},
+           "seconds_per_row": {"local": 0.3},
+           "summary": [{"source": "local", "by": "overall", "group": "all", "ttft": st(0.3, 0.1), "tpot": st(0.12, -0.05)}],
+           "beside_aiconfigurator": [
+               {"way": "local", "source": "local", "by": "overall", "group": "all", "ttft": st(0.3, 0.1, 4), "tpot": st(0.2, 0, 4)},
+               {"way": "local", "source": "aiconfigurator", "by": "overall", "group": "all", "ttft": st(0.5, 0, 4),
+                "tpot": st(0.1, 0, 4)}]}
+    (k0, _, v0, want0, met0), (k1, _, v1, want1, met1) = silicon_rows(res)
+    assert (k0, v0, met0) == ("silicon-expressed", "90.0% of 100 rows", False)
+    assert k1 == "silicon-local" and "TPOT median 12.0%, signed -5.0%" in v1 and "over 10 rows, 0.30 s a row" in v1
+    assert "on the 4 rows aiconfigurator 0.12.0's estimator also priced: TPOT 20.0% (aiconfigurator 10.0%)" in v1
+    assert met1 is False  # 20% > 1.5 x 10%, though 12% <= 15% and -5% within 8%
+    res["beside_aiconfigurator"][1]["tpot"] = st(0.15, 0, 4)
+    assert silicon_rows(res)[1][4] is True
