@@ -287,7 +287,8 @@ def validate(profile: list[str] | None = typer.Option(None, "--profile", help="P
                                                                    "the published figures use the embedded profile)."),
              calibration: str | None = typer.Option(None, "--calibration", help="Calibration JSON (`perfmodel calibrate`): the "
                                                      "published figures are projected through it (e2e steps of perfmodel's own "
-                                                     "stack are not)."),
+                                                     "stack are not); with --silicon, the calibrated way's (or "
+                                                     "engine=FILE,... per engine)."),
              transfer: bool = typer.Option(False, "--transfer", help="Instead: test the transfer rules on aiconfigurator's per-op "
                                            "database (`pip install 'perfmodel[aic]'`): every row priced on its system's GPU from "
                                            "the local profile (--profile, default the embedded one) and from the database's H200 "
