@@ -75,6 +75,12 @@ def test_dense_row_without_quant_modes_keeps_the_preset(rows):
     assert d.dtypes == {"attention": "fp8", "dense_mlp": "fp8"}  # no experts: the MoE mode is ignored
 
 
+def test_a_moe_row_with_an_fp8_checkpoint(rows):
+    e = silicon.express(_row(rows, "minimaxm2_5_b300_vllm_fp8_agg_8192x1024_c128_cfg733"))
+    assert (e.model, e.parallel, e.gpus, e.concurrency, e.target) == ("minimax-m2.5", "tp", 4, 128, "b300-sxm")
+    assert e.dtypes["routed_experts"] == "fp8" and e.dtypes["kv_cache"] == "fp8"
+
+
 def test_int4_and_mxfp4_checkpoints(rows):
     k = silicon.express(_row(rows, "2026_03_25_kimi_k2_5_b200_sxm_vllm_int4"))
     assert k.model == "kimi-k2.6" and k.dtypes == {"routed_experts": "int4_g32"}  # the INT4 GEMM mode: experts only
@@ -83,7 +89,7 @@ def test_int4_and_mxfp4_checkpoints(rows):
 
 
 @pytest.mark.parametrize("prefix, reason", [
-    ("minimaxm2_5_b300_vllm_fp8_agg_8192x1024_c128_cfg733", "model MiniMaxAI/MiniMax-M2.5: no preset"),
+    ("qwen3_5_b300_sglang_fp4_agg_8192x1024_c32_cfg736", "model Qwen/Qwen3.5-397B-A17B: no preset"),
     ("kimik2_5_gb200_trtllm_fp4_disagg", "mode disagg"),
     ("kimik2_5_b200_vllm_fp4_agg_1024x1024_c32_cfg635", "perfmodel has tp, tp+ep and dp-attn+ep"),
     ("qwen_qwen3_235b_a22b_fp8_qwen_qwen3_235b_a22b_fp8_h200_sxm_vllm_agg_1000x100_c8_tp1_epnone_2", "experts split over 2 GPUs"),
@@ -110,7 +116,7 @@ def test_refused_rows_of_other_kinds():
 
 def test_express_all_and_reason_kinds(rows):
     ok, refused = silicon.express_all(rows.values())
-    assert len(ok) + len(refused) == len(rows) and len(ok) == 8
+    assert len(ok) + len(refused) == len(rows) and len(ok) == 9
     kinds = {silicon.reason_kind(r) for _, r in refused}
     assert "layout: experts split over N GPUs, attention over N" in kinds
 
@@ -119,9 +125,10 @@ def test_stratified_sample_spans_each_group(rows):
     ok, _ = silicon.express_all(rows.values())
     one = silicon.stratified(ok, 1, silicon.group_key)
     assert len(one) == len({silicon.group_key(e) for e in ok})
-    assert silicon.stratified(ok, 5, lambda e: 0) == sorted(
-        [silicon.stratified(ok, 99, lambda e: 0)[round(i * 7 / 4)] for i in range(5)], key=lambda e: (
-            e.row.concurrency, e.row.isl, e.row.osl, e.row.id))
+    every = silicon.stratified(ok, 99, lambda e: 0)  # one group: all of them, sorted by concurrency
+    assert [e.row.concurrency for e in every] == sorted(e.row.concurrency for e in ok)
+    last = len(every) - 1
+    assert silicon.stratified(ok, 5, lambda e: 0) == [every[round(i * last / 4)] for i in range(5)]  # both ends kept
 
 
 def test_malformed_sample_is_one_line():
