@@ -1,9 +1,11 @@
 """Where the time of the torch stack's mixed steps goes: each shape timed as measure_batches does,
 its parts alone, and a profiler table of the mixed step's kernels."""
-import sys, torch
-from perfmodel.measure.foreign import TorchStack, Group
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from perfmodel.measure.foreign import Group, TorchStack
 from perfmodel.measure.timing import time_fn
-from torch.profiler import profile, ProfilerActivity
+
 
 def t(stack, groups):
     st = stack.batch_state(groups)
