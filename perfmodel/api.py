@@ -68,6 +68,21 @@ def _calibration(rs: Resolved):
         raise ProjectionError(f"--observed '{r.observed}': {str(e).splitlines()[0]}") from None
 
 
+def check_inputs(req: Request) -> None:
+    """Read and check every file `req` names, its calibration too; one-line ProjectionError naming
+    the file. `compare` calls it before its sweep: a bad file is an error of the whole sweep."""
+    from perfmodel.request import check_files
+
+    check_files(req)
+    if req.calibration:
+        from perfmodel.calibrate import CalibrationError, load_result
+
+        try:
+            load_result(req.calibration)
+        except CalibrationError as e:
+            raise ProjectionError(str(e)) from None
+
+
 def resolve(req: Request | Resolved) -> Resolved:
     """Load and check everything `req` names, its calibration and the profile's self-check;
     every failure is one-line `ProjectionError`."""

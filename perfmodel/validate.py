@@ -14,10 +14,9 @@ import statistics
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from perfmodel.api import cached_self_check, projector
 from perfmodel.errors import ProjectionError
+from perfmodel.inputs import parse_yaml
 from perfmodel.model.calibration import factors_of
 from perfmodel.model.e2e import predict_e2e
 from perfmodel.model.layers import Batch, Decode, Layout, Prefill
@@ -40,7 +39,7 @@ from perfmodel.specs import registry
 
 def published_rows() -> list[dict]:
     text = resources.files("perfmodel").joinpath("data", "published.yaml").read_text()
-    return yaml.safe_load(text)
+    return parse_yaml(text, "perfmodel/data/published.yaml")
 
 
 def _e2e_rows(prof: Profile, base: Profile, path: str) -> list[dict]:
