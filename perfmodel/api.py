@@ -68,6 +68,16 @@ def _calibration(rs: Resolved):
         raise ProjectionError(f"--observed '{r.observed}': {str(e).splitlines()[0]}") from None
 
 
+def _mtime(path: str | None) -> int | None:
+    """A file's modification time: a calibration rewritten in place is read again."""
+    import os
+
+    try:
+        return os.stat(path).st_mtime_ns if path else None
+    except OSError:
+        return None
+
+
 def check_inputs(req: Request) -> None:
     """Read and check every file `req` names, its calibration too; one-line ProjectionError naming
     the file. `compare` calls it before its sweep: a bad file is an error of the whole sweep."""
@@ -96,8 +106,8 @@ def resolve(req: Request | Resolved) -> Resolved:
     except ValueError as e:  # a profile the machine cannot be built from (missing fits or overheads)
         raise ProjectionError(str(e).splitlines()[0]) from None
     if req.calibration or req.observed:
-        key = (req.calibration, req.observed, req.model, req.model_file, req.context, req.graphs, req.acceptance,
-               req.kernels, id(rs.profile))
+        key = (req.calibration, _mtime(req.calibration), req.observed, req.model, req.model_file, req.context, req.graphs,
+               req.acceptance, req.kernels, id(rs.profile))
         if key not in _CALIBRATIONS:
             _CALIBRATIONS[key] = _calibration(rs)
         extra["calibration"], extra["observed_summary"] = _CALIBRATIONS[key]

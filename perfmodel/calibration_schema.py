@@ -188,6 +188,8 @@ class CalibrationResult(_Strict):
     engine: str
     kernels: str = Field("perfmodel", description="the kernel set the factors apply to")
     profile: str = Field(description="the profile the factors were fitted against")
+
+    _kernel_set = field_validator("kernels")(lambda v: check_kernel_set(v))
     machines: list[str]
     gpus: list[str]
     describes: str

@@ -35,8 +35,10 @@ class Fmt(str, Enum):
 
 
 def fail(msg: str) -> None:
-    """One clear line on stderr, exit code 2."""
-    typer.echo(f"perfmodel: {msg}", err=True)
+    """One clear line on stderr, exit code 2 (a line break in a name the user gave is shown escaped)."""
+    from perfmodel.inputs import escaped
+
+    typer.echo(f"perfmodel: {escaped(msg)}", err=True)
     raise typer.Exit(2)
 
 

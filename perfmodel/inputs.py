@@ -33,8 +33,17 @@ MAX_INPUT_BYTES = 10 * 1000 * 1000  # 10 MB: the largest measured profile is ~0.
 MAX_DEPTH = 64  # nesting of mappings and lists: the shipped files and HF configs nest at most 8 deep
 
 
+def escaped(text: Any) -> str:
+    """`text` with its line breaks shown as \\n and \\r (a file name may hold them)."""
+    return str(text).replace("\r", "\\r").replace("\n", "\\n")
+
+
 class InputError(ValueError):
-    """A bad input file or value; the message is one line naming it."""
+    """A bad input file or value; the message is one line naming it (a line break in a file's name
+    is shown escaped)."""
+
+    def __init__(self, msg: str):
+        super().__init__(escaped(msg))
 
 
 def one_line(text: Any) -> str:
@@ -131,7 +140,7 @@ def _check_tree(data: Any, label: str, finite: bool = True) -> None:
     while stack:
         keys, node = stack.pop()
         if isinstance(node, _Dup):
-            raise InputError(one_line(f"{label}: {_path(keys + (node.dup,))}: duplicate key {node.dup!r} (each key once)"))
+            raise InputError(f"{label}: {one_line(_path(keys + (node.dup,)))}: duplicate key {node.dup!r} (each key once)")
         if isinstance(node, dict):
             stack.extend((keys + (k,), v) for k, v in node.items())
         elif isinstance(node, list):
@@ -167,6 +176,8 @@ def parse_json(text: str, label: str, finite: bool = True) -> Any:
         raise InputError(f"{label}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
     except RecursionError:  # not reached: the depth is checked first
         raise InputError(f"{label}: nested too deeply") from None
+    except ValueError as e:  # an integer of more digits than Python converts
+        raise InputError(f"{label}: not valid JSON ({one_line(e)})") from None
     if hooks.suspect:  # walked only then: a profile holds tens of thousands of numbers
         _check_tree(data, label, finite)
     return data
@@ -201,20 +212,20 @@ def _yaml_loader():
     return yaml, StrictLoader
 
 
-def _yaml_events_ok(yaml, loader, text: str, label: str) -> None:
+def _yaml_events_ok(yaml, loader, text: str) -> None:
     """One pass over the YAML events (the parser does not recurse): no anchor, alias or merge key,
     nesting at most MAX_DEPTH."""
     depth = 0
     for ev in yaml.parse(text, Loader=loader):
         where = f"line {ev.start_mark.line + 1}" if ev.start_mark else ""
         if isinstance(ev, yaml.AliasEvent) or getattr(ev, "anchor", None):
-            raise InputError(f"{label}: {where}: YAML anchors and aliases are not accepted (write the value out)")
+            raise InputError(f"{where}: YAML anchors and aliases are not accepted (write the value out)")
         if isinstance(ev, yaml.ScalarEvent) and ev.value == "<<" and ev.implicit[0]:
-            raise InputError(f"{label}: {where}: YAML merge keys (<<) are not accepted (write the keys out)")
+            raise InputError(f"{where}: YAML merge keys (<<) are not accepted (write the keys out)")
         if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             depth += 1
             if depth > MAX_DEPTH:
-                raise InputError(f"{label}: {where}: nested more than {MAX_DEPTH} levels deep")
+                raise InputError(f"{where}: nested more than {MAX_DEPTH} levels deep")
         elif isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             depth -= 1
 
@@ -223,18 +234,20 @@ def parse_yaml(text: str, label: str) -> Any:
     """YAML text checked as `load_yaml` checks a file; `label` names it in errors."""
     yaml, loader = _yaml_loader()
     try:
-        _yaml_events_ok(yaml, loader, text, label)
+        _yaml_events_ok(yaml, loader, text)
         data = yaml.load(text, Loader=loader)
     except InputError as e:
         msg = str(e)
-        raise InputError(one_line(msg if msg.startswith(label) else f"{label}: {msg}")) from None
+        raise InputError(f"{label}: {one_line(msg)}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or type(e).__name__
-        raise InputError(one_line(f"{label}: malformed YAML{where}: {problem}")) from None
+        raise InputError(f"{label}: malformed YAML{where}: {one_line(problem)}") from None
     except RecursionError:  # not reached: the depth is checked first
         raise InputError(f"{label}: nested too deeply") from None
+    except ValueError as e:  # an integer of more digits than Python converts
+        raise InputError(f"{label}: malformed YAML ({one_line(e)})") from None
     _check_tree(data, label)
     return data
 
@@ -264,7 +277,7 @@ def validation_line(label: str, err: Any) -> str:
     elif "got" not in msg and "input" in first and not isinstance(first["input"], (dict, list, tuple)):
         msg = f"{msg}, got {first['input']!r}"
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-    return one_line(f"{label}: {loc}: {msg}{more}")
+    return f"{escaped(label)}: {one_line(loc)}: {one_line(msg)}{more}"
 
 
 def validated(schema: Any, data: Any, label: str, **kw) -> Any:

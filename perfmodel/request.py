@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from perfmodel.errors import ProjectionError
-from perfmodel.inputs import InputError, load_json, parse_json, parse_yaml, read_text
+from perfmodel.inputs import InputError, escaped, load_json, parse_json, parse_yaml, read_text
 from perfmodel.model import sanity
 from perfmodel.model.resolved import Observed, Resolved
 from perfmodel.profile import Profile, load_profile
@@ -275,7 +275,7 @@ def _acceptance(req: Request, model: ModelSpec):
         acc = acceptance_from_cli(req.acceptance, depth, structure=structure, drafter=kind, figures=figures,
                                   read_file=lambda path: _checked_json_text(path, "calibration file"))
     except ValueError as e:
-        raise ProjectionError(f"--acceptance '{req.acceptance}': {str(e).splitlines()[0]}") from None
+        raise ProjectionError(f"--acceptance '{escaped(req.acceptance)}': {str(e).splitlines()[0]}") from None
     sanity.check_acceptance(req.acceptance, depth)
     return acc
 
@@ -322,10 +322,11 @@ def _lengths(req: Request) -> tuple[Request, tuple[tuple[int, int], ...] | None]
     except InputError as e:
         raise ProjectionError(str(e)) from None
     ok = isinstance(data, list) and data and all(
-        isinstance(x, list | tuple) and len(x) == 2 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in x)
-        for x in data)
+        isinstance(x, list | tuple) and len(x) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= sanity.MAX_CONTEXT for v in x) for x in data)
     if not ok:
-        raise ProjectionError(f"{where}: expected a non-empty JSON list of [isl, osl] pairs of positive integers")
+        raise ProjectionError(f"{where}: expected a non-empty JSON list of [isl, osl] pairs of integers from 1 to "
+                              f"{sanity.MAX_CONTEXT}")
     pairs = tuple((int(i), int(o)) for i, o in data)
     ctx = round(sum(i for i, _ in pairs) / len(pairs) + sum(o for _, o in pairs) / len(pairs) / 2)
     return dataclasses.replace(req, context=max(1, ctx)), pairs

@@ -51,15 +51,20 @@ KINDS = {
         ("validate", "--profile", "{f}"),
         ("validate", "--base", "{f}"),
         ("calibrate", str(ROOT / "reports/examples/reference_observed.yaml"), "--profile", "{f}", "--out", "{d}/c.json"),
+        ("step", "--decode", "8@4096", "--profile", "{f}"),
+        ("profile", "import-aic", "--system", "b300_sxm", "--engine", "sglang@0.5.14", "--out", "{d}/c.json",
+         "--fallback-profile", "{f}"),
     ]),
-    "hw": ("yaml", H100, [("project", "--hw-file", "{f}"), ("report", "--hw-file", "{f}", "--out", "{d}/r")]),
-    "model": ("yaml", LLAMA, [("project", "--model-file", "{f}")]),
+    "hw": ("yaml", H100, [("project", "--hw-file", "{f}"), ("report", "--hw-file", "{f}", "--out", "{d}/r"),
+                          ("step", "--decode", "8@4096", "--hw-file", "{f}")]),
+    "model": ("yaml", LLAMA, [("project", "--model-file", "{f}"), ("step", "--decode", "8@4096", "--model-file", "{f}")]),
     "hf": ("json", HF, [("models", "import", "{f}"), ("project", "--model-file", "{f}")]),
     "calib": ("json", CALIB, [
         ("project", "--calibration", "{f}"),
         ("report", "--target", "b300", "--gpus", "8", "--calibration", "{f}", "--out", "{d}/r"),
         ("compare", "--target", "h200,b300", "--gpus", "8", "--calibration", "{f}"),
         ("validate", "--calibration", "{f}"),
+        ("step", "--decode", "8@4096", "--calibration", "{f}"),
     ]),
     "obs": ("yaml", OBS, [("calibrate", "{f}", "--out", "{d}/c.json")]),
     "vllm": ("json", VLLM, [("calibrate", "--from-vllm", "{f}", *BENCH_SETUP, "--out", "{d}/c.json")]),
@@ -106,10 +111,12 @@ GENERIC = {
     "nan": (("json",),  lambda fmt, doc: b'{"x": NaN}' if isinstance(doc, dict) else b"[[NaN, 1]]", ["not a finite number"]),
     "huge_number": (("json",), lambda fmt, doc: b'{"x": 1e400}' if isinstance(doc, dict) else b"[[1e400, 1]]",
                     ["not a finite number"]),
+    "digits": (("json", "yaml", "jsonl"), lambda fmt, doc: b'{"x": 1' + b"9" * 5000 + b"}", ["digits"]),
     "utf8": (("json", "yaml", "jsonl"), lambda fmt, doc: b'{"a": "caf\xe9"}', ["not UTF-8"]),
     "nul": (("json", "yaml", "jsonl"), lambda fmt, doc: b"\x00\x01", ["binary file"]),
     "big": (("json", "yaml", "jsonl"), lambda fmt, doc: b" " * 10_000_001, ["MB limit"]),
     "empty": (("json",), lambda fmt, doc: b"", ["not valid JSON"]),
+    "line_break_in_name": (("json", "yaml", "jsonl"), "line break", []),
     "fifo": (("json", "yaml", "jsonl"), "fifo", ["not a regular file"]),
     "device": (("json", "yaml", "jsonl"), "/dev/zero", ["not a regular file"]),
     "dir": (("json", "yaml", "jsonl"), "dir", ["directory"]),
@@ -230,6 +237,14 @@ SPECIFIC = [
     ("hw_dup_nested", "hw", yaml.safe_dump(H100).replace("memory:\n", "memory:\n  kind: HBM3\n", 1).encode(),
      ["duplicate key", "kind"]),
     ("model_layers_huge", "model", _y(LLAMA, "n_layers", 10**30), ["n_layers"]),
+    ("model_vocab_huge", "model", _y(LLAMA, "vocab_size", 10**40), ["vocab_size", "above 10,000,000"]),
+    ("hf_layers_huge", "hf", _j(HF, "num_hidden_layers", 10**30), ["layers", "above 10,000,000"]),
+    ("lengths_huge", "lengths", json.dumps([[10**400, 5]]).encode(), ["--lengths-file", "10000000"]),
+    ("calib_kernels", "calib", _j(CALIB, "kernels", "cutlass"), ["kernels", "cutlass"]),
+    ("calib_gpus_num", "calib", _j(CALIB, "gpus", [1]), ["gpus.0", "1"]),
+    ("obs_python_tag", "obs", b"engine: !!python/object/apply:os.system [ls]\npoints: []\n", ["python/object"]),
+    ("obs_date", "obs", b"engine: 2026-01-01\npoints: []\n", ["engine", "date"]),
+    ("obs_binary", "obs", _obs_point(step_ms=1.0).replace(b"step_ms: 1.0", b"step_ms: !!binary aGVsbG8="), ["step_ms"]),
 ]
 
 
@@ -258,6 +273,10 @@ def _file(tmp_path: Path, kind: str, make) -> tuple[str, str | None]:
         p = tmp_path / f"{kind}-fifo{suffix}"
         os.mkfifo(p)
         return str(p), p.name
+    if make == "line break":  # a file name with a line break: shown escaped, the message stays one line
+        p = tmp_path / f"{kind}-bad\nname{suffix}"
+        p.write_bytes(b"[")
+        return str(p), p.name.replace("\n", "\\n")
     if make == "/dev/zero":
         return "/dev/zero", "/dev/zero"
     if make == "dir":
@@ -284,8 +303,17 @@ def _unblock(path: str, after_s: float) -> threading.Thread:
     return t
 
 
+@pytest.fixture
+def aic_fixture(monkeypatch):
+    """`profile import-aic` reads aiconfigurator's database from the rows in tests/fixtures/aic/."""
+    from perfmodel import aic
+
+    db = aic.Database(FIX / "aic" / "systems", (FIX / "aic" / "VERSION").read_text().strip())
+    monkeypatch.setattr(aic.Database, "installed", classmethod(lambda cls: db))
+
+
 @pytest.mark.parametrize("cid,kind,cmd,make,words", CASES, ids=[c[0] for c in CASES])
-def test_bad_input_file(tmp_path, cid, kind, cmd, make, words):
+def test_bad_input_file(tmp_path, aic_fixture, cid, kind, cmd, make, words):
     path, name = _file(tmp_path, kind, make)
     argv = [a.format(f=path, d=tmp_path) for a in cmd]
     if make == "fifo":
@@ -308,4 +336,26 @@ def test_bad_input_file(tmp_path, cid, kind, cmd, make, words):
 
 def test_every_command_that_reads_a_file_is_covered():
     commands = {c[0] for _, _, cmds in KINDS.values() for c in cmds}
-    assert {"project", "report", "compare", "calibrate", "validate", "models"} <= commands
+    assert {"project", "report", "compare", "step", "calibrate", "validate", "models", "profile"} <= commands
+
+
+def test_spec_objects_built_in_code_are_validated():
+    """The Python API: a GpuSpec or ModelSpec built around its validators (model_copy(update=...),
+    model_construct) is refused by the schema when it enters a Request, never a division by zero later."""
+    from pydantic import ValidationError
+
+    from perfmodel import api
+    from perfmodel.scenario import Request
+    from perfmodel.specs import registry
+    from perfmodel.specs.schema import Sourced
+
+    h100, llama = registry.load_gpu("h100"), registry.load_model("llama-3.1-8b")
+    for bw in (0.0, -900.0):
+        bad = h100.model_copy(update={"memory": h100.memory.model_copy(
+            update={"bandwidth_GBps": Sourced.model_construct(value=bw, source="typed in", note="")})})
+        with pytest.raises(ValidationError, match="bandwidth_GBps"):
+            api.project(Request(target=bad, gpus=1, model="llama-3.1-8b", concurrency=[1]))
+    with pytest.raises(ValidationError, match="n_layers"):
+        Request(model=llama.model_copy(update={"n_layers": 0}), target="h100", gpus=1)
+    ok = api.project(Request(target=h100, gpus=1, model=llama, concurrency=[1]))
+    assert ok.points[0].tokens_per_s > 0
