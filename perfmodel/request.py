@@ -15,8 +15,10 @@ import re
 from importlib import resources
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from perfmodel.errors import ProjectionError
-from perfmodel.inputs import InputError, escaped, load_json, parse_json, parse_yaml, read_text
+from perfmodel.inputs import InputError, escaped, load_json, parse_json, parse_yaml, read_text, validated
 from perfmodel.model import sanity
 from perfmodel.model.resolved import Observed, Resolved
 from perfmodel.profile import Profile, load_profile
@@ -280,11 +282,24 @@ def _acceptance(req: Request, model: ModelSpec):
     return acc
 
 
+class AcceptanceFile(BaseModel):
+    """An acceptance calibration file (`--acceptance file:PATH`): the fields
+    `perfmodel.model.acceptance.from_calibration_json` reads, typed (no string or bool for a
+    probability); other keys are kept."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+    q: list[list[float]] = Field(min_length=1, description="acceptance probability per depth and rank")
+    p: list[list[float]] = Field(min_length=1, description="draft probability per depth and rank")
+    description: str = ""
+    tau_sigma_rel: float | None = Field(None, ge=0, description="1σ of τ as a fraction of (τ - 1)")
+
+
 def _checked_json_text(path: str, what: str) -> str:
-    """The text of a JSON file the model parses itself, checked first by the input layer (size,
-    nesting, duplicate keys, NaN), so that its parse cannot recurse without bound."""
+    """The text of an acceptance file, which the model parses itself: checked first by the input
+    layer (size, nesting, duplicate keys, NaN) and `AcceptanceFile`."""
     text = read_text(path, what)
-    parse_json(text, f"{what} {path}")
+    validated(AcceptanceFile, parse_json(text, f"{what} {path}"), f"{what} {path}")
     return text
 
 

@@ -233,6 +233,10 @@ SPECIFIC = [
     ("lengths_bool", "lengths", json.dumps([[True, 5]]).encode(), ["--lengths-file"]),
     ("lengths_obj", "lengths", b'{"isl": 5}', ["--lengths-file"]),
     ("accept_str", "accept", json.dumps({"q": "x", "p": "y"}).encode(), ["calibration file"]),
+    ("accept_bool", "accept", _j(ACCEPT, "q.0.0", True), ["q.0.0", "True"]),
+    ("accept_num_str", "accept", _j(ACCEPT, "p.1.0", "0.6"), ["p.1.0", "'0.6'"]),
+    ("accept_sigma_neg", "accept", _j(ACCEPT, "tau_sigma_rel", -1), ["tau_sigma_rel", "-1"]),
+    ("accept_sigma_bool", "accept", _j(ACCEPT, "tau_sigma_rel", True), ["tau_sigma_rel", "True"]),
     # spec files
     ("hw_dup_nested", "hw", yaml.safe_dump(H100).replace("memory:\n", "memory:\n  kind: HBM3\n", 1).encode(),
      ["duplicate key", "kind"]),
