@@ -44,7 +44,7 @@ from perfmodel.calibration_schema import (  # noqa: F401 (the file schemas, re-e
     Undetermined,
 )
 from perfmodel.errors import ProjectionError
-from perfmodel.inputs import InputError, load_json, load_yaml, parse_json, read_text, validated, validation_line
+from perfmodel.inputs import InputError, NotJSON, load_json, load_yaml, parse_json, read_text, validated, validation_line
 from perfmodel.model.calibration import FAMILIES, GROUPS, HOST, OUTSIDE, VERIFY, Factors, calibrated, factors_of, group_of, link_family, scaled_tau
 from perfmodel.model.layers import Layout
 from perfmodel.model.machine import Machine, build_machine
@@ -511,9 +511,7 @@ def _records(path: str, kind: str) -> list[tuple[str, dict]]:
         if text.lstrip().startswith(("{", "[")):
             try:
                 whole = parse_json(text, f"{what} {path}", finite=False)  # SGLang writes "request_rate": Infinity
-            except InputError as e:
-                if "not valid JSON" not in str(e):
-                    raise
+            except NotJSON:
                 whole = None  # JSON lines
             if isinstance(whole, dict):
                 return [(name, whole)]

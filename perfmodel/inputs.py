@@ -16,11 +16,13 @@ file:...`) goes through this module:
 Every failure is an `InputError` (a ValueError) whose message is one line naming the file and,
 where there is one, the key path. `finite_json` is the one JSON writer of the CLI: it refuses NaN
 and Infinity (`allow_nan=False`), so that a NaN reaching an output is an error here, not invalid
-JSON there. Standard library, plus yaml for YAML files (imported when one is read).
+JSON there. Standard library, plus yaml for YAML files and pydantic for `validated`, each imported
+when first needed.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 MAX_INPUT_BYTES = 10 * 1000 * 1000  # 10 MB: the largest measured profile is ~0.9 MB
-MAX_DEPTH = 64  # nesting of mappings and lists: the shipped files and HF configs nest at most 8 deep
+MAX_DEPTH = 64  # nesting of mappings and lists: the shipped files and HF configs nest a few levels deep
 
 
 def escaped(text: Any) -> str:
@@ -44,6 +46,10 @@ class InputError(ValueError):
 
     def __init__(self, msg: str):
         super().__init__(escaped(msg))
+
+
+class NotJSON(InputError):
+    """Text that does not parse as JSON (JSON lines do not: each line is parsed on its own)."""
 
 
 def one_line(text: Any) -> str:
@@ -80,13 +86,13 @@ def read_text(path: str | os.PathLike, what: str) -> str:
     fd = _open_regular(p, label)
     try:
         with os.fdopen(fd, "rb") as f:
-            raw = f.read(MAX_INPUT_BYTES + 1)
+            size = os.fstat(f.fileno()).st_size
+            raw = f.read(MAX_INPUT_BYTES + 1) if size <= MAX_INPUT_BYTES else b""
     except OSError as e:
         raise InputError(f"{label}: cannot read ({e.strerror or e})") from None
-    if len(raw) > MAX_INPUT_BYTES:
-        size = max(len(raw), p.stat().st_size)
-        raise InputError(f"{label}: {size / 1e6:.1f} MB is larger than the {MAX_INPUT_BYTES / 1e6:.0f} MB limit for "
-                         "input files")
+    if max(size, len(raw)) > MAX_INPUT_BYTES:  # a file growing as it is read: the bytes read count
+        raise InputError(f"{label}: {max(size, len(raw)) / 1e6:.1f} MB is larger than the {MAX_INPUT_BYTES / 1e6:.0f} MB "
+                         "limit for input files")
     if b"\x00" in raw:
         raise InputError(f"{label}: binary file (contains NUL bytes), expected UTF-8 text")
     try:
@@ -173,7 +179,7 @@ def parse_json(text: str, label: str, finite: bool = True) -> Any:
     try:
         data = json.loads(text, object_pairs_hook=hooks.pairs, parse_constant=hooks.constant, parse_float=hooks.number)
     except json.JSONDecodeError as e:
-        raise InputError(f"{label}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+        raise NotJSON(f"{label}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
     except RecursionError:  # not reached: the depth is checked first
         raise InputError(f"{label}: nested too deeply") from None
     except ValueError as e:  # an integer of more digits than Python converts
@@ -188,6 +194,7 @@ def load_json(path: str | os.PathLike, what: str) -> Any:
     return parse_json(read_text(path, what), f"{what} {Path(path)}")
 
 
+@functools.cache
 def _yaml_loader():
     import yaml
 

@@ -224,6 +224,10 @@ def run_validation(profiles: list[str] | None = None, published: bool = True, ba
     profile lacks kernel fits (a partial run); the published figures are predicted from
     `base` (default: the embedded profile)."""
     base_prof = resolve_profile(base)
+    if calibration is not None:  # read and checked before any row is priced: a bad file fails fast
+        from perfmodel.api import check_inputs
+
+        check_inputs(Request(calibration=calibration))
     paths = [str(profile_path(p)) for p in profiles] if profiles else [str(p) for p in shipped_profiles()]
     rows: list[dict] = []
     for path in paths:
