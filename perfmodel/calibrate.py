@@ -591,6 +591,8 @@ def from_bench_files(files: list[tuple[Literal["vllm", "sglang"], str]], setup: 
     """Every record of every bench file, after the points of an OBSERVED.yaml (`base`) when one
     is given: one calibration input. The engine is `setup['engine']`, else the YAML's, else the
     files' backends."""
+    from pydantic import ValidationError
+
     if setup.get("target") is None and setup.get("hw_file") is None:
         kinds = ", ".join(sorted({f"--from-{k}" for k, _ in files}))
         raise CalibrationError(f"{kinds} needs --target (a bench file does not say which machine it ran on)")
@@ -601,7 +603,10 @@ def from_bench_files(files: list[tuple[Literal["vllm", "sglang"], str]], setup: 
         points += got
         backends.append(f"{kind} ({Path(path).name})")
     engine = setup.get("engine") or (base.engine if base else "; ".join(backends))
-    return CalibrationInput(engine=engine, points=points, kernels=base.kernels if base else "perfmodel")
+    try:
+        return CalibrationInput(engine=engine, points=points, kernels=base.kernels if base else "perfmodel")
+    except ValidationError as e:
+        raise _invalid(", ".join(f"--from-{k} {p}" for k, p in files), e) from None
 
 
 def from_bench_file(path: str, kind: Literal["vllm", "sglang"], setup: dict) -> CalibrationInput:

@@ -19,6 +19,7 @@ from perfmodel.scenario import PosInt, Request, fields
 
 FIGURES = ("tokens_per_s_per_stream", "tokens_per_s", "step_ms", "tpot_ms")
 REL_SIGMA = 0.03
+MAX_POINTS = 256  # a calibration's points: each distinct one is priced at every step of the fit
 # The range a figure may take: a step between 1 µs and 1000 s, a stream between 0.001 and 10
 # million tokens per second; anything beyond is a unit slip, not a measurement.
 FIGURE_RANGE = {"tokens_per_s_per_stream": (1e-3, 1e7), "tokens_per_s": (1e-3, 1e10), "step_ms": (1e-3, 1e6),
@@ -133,7 +134,7 @@ class CalibrationInput(_Strict):
     kernels: str = Field("perfmodel", description="the kernel set the factors start from: perfmodel (its own "
                                                   "kernels) or torch (PyTorch's native ops: SDPA, torch._grouped_mm, "
                                                   "unfused norms); the closest to the engine's kernels")
-    points: list[ObservedPoint] = Field(min_length=1)
+    points: list[ObservedPoint] = Field(min_length=1, max_length=MAX_POINTS)
 
     _kernel_set = field_validator("kernels")(lambda v: check_kernel_set(v))
 

@@ -192,6 +192,9 @@ SPECIFIC = [
     ("obs_points_map", "obs", yaml.safe_dump({"engine": "e", "points": {"a": 1}}).encode(), ["points"]),
     ("obs_list", "obs", b"- 1\n- 2\n", ["expected a mapping"]),
     ("obs_inf", "obs", _obs_point(step_ms=float("inf")), ["step_ms", "inf"]),
+    ("obs_too_many", "obs", yaml.safe_dump({"engine": "e", "points": [OBS["points"][0] | {"concurrency": c}
+                                                                     for c in range(1, 300)]}).encode(),
+     ["points", "at most 256"]),
     # bench results: the fields read, typed and in range
     ("vllm_completed0", "vllm", _j(VLLM, "completed", 0), ["completed", "0"]),
     ("vllm_completed_neg", "vllm", _j(VLLM, "completed", -64), ["completed", "-64"]),
@@ -208,6 +211,8 @@ SPECIFIC = [
     ("vllm_model_num", "vllm", _j(VLLM, "model_id", 5), ["model_id", "5"]),
     ("vllm_tpot_nan", "vllm", json.dumps(_set(VLLM, "median_tpot_ms", float("nan"))).encode(), ["median_tpot_ms", "nan"]),
     ("vllm_array_of_numbers", "vllm", b"[1, 2]", ["JSON object"]),
+    ("vllm_too_many", "vllm", json.dumps([VLLM | {"max_concurrency": c} for c in range(1, 300)]).encode(),
+     ["points", "at most 256"]),
     ("sglang_in_len_str", "sglang", _sglang("random_input_len", "4096"), ["random_input_len", "'4096'"]),
     ("sglang_out_len_neg", "sglang", _sglang("random_output_len", -1), ["random_output_len", "-1"]),
     ("sglang_completed0", "sglang", _sglang("completed", 0), ["completed", "0"]),
