@@ -3,9 +3,12 @@ names the file (and the field or the value), exit code 2, no traceback, nothing 
 
 Written as data. `KINDS` holds each kind of file a user gives (a valid document to break and the
 commands that read it, `{f}` standing for the file); `GENERIC` the breakages every file of a kind
-gets (nesting depth, duplicate keys, aliases, NaN, bad UTF-8, a FIFO, a device, a directory);
+gets (nesting depth, duplicate keys, YAML aliases and merge keys, NaN, numbers past a float or
+past Python's digit limit, bad UTF-8, NUL bytes, an oversized file, a line break in its name, a
+FIFO, a device, a directory);
 `SPECIFIC` one broken field of one kind, with the words the message must hold. A new command that
-reads a kind of file is one line in `KINDS`; a new breakage one line in `GENERIC` or `SPECIFIC`.
+reads a kind of file is one line in `KINDS` (a test walks the CLI and asks for one per file
+option); a new breakage one line in `GENERIC` or `SPECIFIC`.
 """
 
 from __future__ import annotations
