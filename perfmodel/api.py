@@ -68,6 +68,31 @@ def _calibration(rs: Resolved):
         raise ProjectionError(f"--observed '{r.observed}': {str(e).splitlines()[0]}") from None
 
 
+def _mtime(path: str | None) -> int | None:
+    """A file's modification time: a calibration rewritten in place is read again."""
+    import os
+
+    try:
+        return os.stat(path).st_mtime_ns if path else None
+    except OSError:
+        return None
+
+
+def check_inputs(req: Request) -> None:
+    """Read and check every file `req` names, its calibration too; one-line ProjectionError naming
+    the file. `compare` calls it before its sweep: a bad file is an error of the whole sweep."""
+    from perfmodel.request import check_files
+
+    check_files(req)
+    if req.calibration:
+        from perfmodel.calibrate import CalibrationError, load_result
+
+        try:
+            load_result(req.calibration)
+        except CalibrationError as e:
+            raise ProjectionError(str(e)) from None
+
+
 def resolve(req: Request | Resolved) -> Resolved:
     """Load and check everything `req` names, its calibration and the profile's self-check;
     every failure is one-line `ProjectionError`."""
@@ -81,8 +106,8 @@ def resolve(req: Request | Resolved) -> Resolved:
     except ValueError as e:  # a profile the machine cannot be built from (missing fits or overheads)
         raise ProjectionError(str(e).splitlines()[0]) from None
     if req.calibration or req.observed:
-        key = (req.calibration, req.observed, req.model, req.model_file, req.context, req.graphs, req.acceptance,
-               req.kernels, id(rs.profile))
+        key = (req.calibration, _mtime(req.calibration), req.observed, req.model, req.model_file, req.context, req.graphs,
+               req.acceptance, req.kernels, id(rs.profile))
         if key not in _CALIBRATIONS:
             _CALIBRATIONS[key] = _calibration(rs)
         extra["calibration"], extra["observed_summary"] = _CALIBRATIONS[key]

@@ -31,8 +31,11 @@ from pathlib import Path
 from typing import Literal
 
 from perfmodel.calibration_schema import (  # noqa: F401 (the file schemas, re-exported)
+    FACTOR_MAX,
     FIGURES,
+    HOST_MAX_US,
     REL_SIGMA,
+    BenchRecord,
     CalibrationInput,
     CalibrationResult,
     FactorResult,
@@ -41,6 +44,7 @@ from perfmodel.calibration_schema import (  # noqa: F401 (the file schemas, re-e
     Undetermined,
 )
 from perfmodel.errors import ProjectionError
+from perfmodel.inputs import InputError, NotJSON, load_json, load_yaml, parse_json, read_text, validated, validation_line
 from perfmodel.model.calibration import FAMILIES, GROUPS, HOST, OUTSIDE, VERIFY, Factors, calibrated, factors_of, group_of, link_family, scaled_tau
 from perfmodel.model.layers import Layout
 from perfmodel.model.machine import Machine, build_machine
@@ -53,7 +57,6 @@ from perfmodel.scenario import layout_memory_hint
 HOST_PRIOR_US = 1000.0
 DETERMINED = 0.7  # posterior σ below this fraction of the prior σ: the data pinned the factor
 TAU_PRIOR = 0.15  # acceptance models' spread against published τ (model/acceptance.py)
-MAX_INPUT_BYTES = 10 * 2**20
 
 
 class CalibrationError(ValueError):
@@ -267,8 +270,8 @@ def _fit(preps: list[Prepared], keys: list[str], prior: dict[str, float], x0=Non
         r = [(math.log(max(pred(p, x), 1e-12)) - o) / s for p, o, s in zip(preps, obs, sig)]
         return np.concatenate([np.array(r), x / psig])
 
-    lo = np.array([0.0 if k == HOST else -math.log(50) for k in keys])
-    hi = np.array([1e6 if k == HOST else math.log(50) for k in keys])
+    lo = np.array([0.0 if k == HOST else -math.log(FACTOR_MAX) for k in keys])
+    hi = np.array([HOST_MAX_US if k == HOST else math.log(FACTOR_MAX) for k in keys])
     x0 = np.zeros(len(keys)) if x0 is None else np.clip(x0, lo, hi)
     sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=np.maximum(psig, 1e-3), diff_step=1e-4,
                         xtol=1e-8, ftol=1e-8, max_nfev=400)
@@ -471,54 +474,27 @@ def _duplicates(points: list[ObservedPoint]) -> list[str]:
 
 
 # ---------------------------------------------------------------- files
-def _read_text(path: str, what: str) -> str:
-    p = Path(path)
-    if not p.is_file():
-        raise CalibrationError(f"{what} '{path}': no such file")
-    if p.stat().st_size > MAX_INPUT_BYTES:
-        raise CalibrationError(f"{what} '{path}': larger than {MAX_INPUT_BYTES // 2**20} MB")
-    try:
-        return p.read_text(encoding="utf-8")
-    except (UnicodeDecodeError, OSError) as e:
-        raise CalibrationError(f"{what} '{path}': cannot read it as text ({type(e).__name__})") from None
-
-
 def _invalid(path: str, e) -> CalibrationError:
-    err = e.errors()[0]
-    loc = ".".join(str(x) for x in err["loc"])
-    return CalibrationError(f"{path}: {loc or 'top level'}: {err['msg']}")
+    return CalibrationError(validation_line(path, e))
 
 
-def _load(path: str, what: str, parse, kind: str, model):
-    """Read `path` (size-capped text), parse it (`parse` raises ValueError on bad syntax) and
-    validate it against `model`; every failure is one CalibrationError naming the file."""
-    from pydantic import ValidationError
-
+def _load(path: str, what: str, kind: str, model):
+    """Read `path` through the input layer (perfmodel.inputs: size-capped regular file, UTF-8, no
+    duplicate keys, bounded nesting, no NaN) and validate it against `model`; every failure is one
+    CalibrationError naming the file."""
     try:
-        data = parse(_read_text(path, what))
-    except ValueError as e:
-        raise CalibrationError(f"{what} '{path}': not valid {kind} ({str(e).splitlines()[0]})") from None
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        raise _invalid(path, e) from None
-
-
-def _yaml(text: str):
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ValueError(str(e)) from None
+        data = (load_yaml if kind == "YAML" else load_json)(path, what)
+        return validated(model, data, f"{what} {path}")
+    except InputError as e:
+        raise CalibrationError(str(e)) from None
 
 
 def load_input(path: str) -> CalibrationInput:
-    return _load(path, "calibration input", _yaml, "YAML", CalibrationInput)
+    return _load(path, "calibration input", "YAML", CalibrationInput)
 
 
 def load_result(path: str) -> CalibrationResult:
-    return _load(path, "--calibration", json.loads, "JSON", CalibrationResult)
+    return _load(path, "--calibration", "JSON", CalibrationResult)
 
 
 MODEL_KEYS = ("model_id", "model", "model_path", "served_model_name")  # where bench files name the model
@@ -528,29 +504,33 @@ def _records(path: str, kind: str) -> list[tuple[str, dict]]:
     """Every record of a bench file, each with where it is: one JSON object (`--save-result`), a
     JSON array of them, or JSON lines (`vllm bench serve --append-result`, SGLang's
     `bench_serving --output-file`, which append one object per run of a sweep)."""
-    text = _read_text(path, f"--from-{kind}")
-    name = Path(path).name
+    what = f"--from-{kind}"
     try:
-        whole = json.loads(text)
-    except json.JSONDecodeError:
-        whole = None
-    if isinstance(whole, dict):
-        return [(name, whole)]
-    if isinstance(whole, list) and whole and all(isinstance(r, dict) for r in whole):
-        return [(f"{name} record {i + 1}", r) for i, r in enumerate(whole)]
-    out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise CalibrationError(f"--from-{kind} '{path}': line {n} is not JSON ({e.msg})") from None
-        if not isinstance(rec, dict):
-            raise CalibrationError(f"--from-{kind} '{path}': line {n} is not a JSON object")
-        out.append((f"{name} line {n}", rec))
+        text = read_text(path, what)
+        name = Path(path).name
+        if text.lstrip().startswith(("{", "[")):
+            try:
+                whole = parse_json(text, f"{what} {path}", finite=False)  # SGLang writes "request_rate": Infinity
+            except NotJSON:
+                whole = None  # JSON lines
+            if isinstance(whole, dict):
+                return [(name, whole)]
+            if isinstance(whole, list):
+                if whole and all(isinstance(r, dict) for r in whole):
+                    return [(f"{name} record {i + 1}", r) for i, r in enumerate(whole)]
+                raise CalibrationError(f"{what} '{path}': expected a JSON object, an array of them or JSON lines of them")
+        out = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            rec = parse_json(line, f"{what} '{path}': line {n}", finite=False)
+            if not isinstance(rec, dict):
+                raise CalibrationError(f"{what} '{path}': line {n} is not a JSON object")
+            out.append((f"{name} line {n}", rec))
+    except InputError as e:
+        raise CalibrationError(str(e)) from None
     if not out:
-        raise CalibrationError(f"--from-{kind} '{path}': expected a JSON object (or JSON lines of them)")
+        raise CalibrationError(f"{what} '{path}': expected a JSON object (or JSON lines of them)")
     return out
 
 
@@ -579,23 +559,21 @@ def bench_points(path: str, kind: Literal["vllm", "sglang"], setup: dict) -> lis
 
     out = []
     for where, rec in _records(path, kind):
-        tpot = rec.get("median_tpot_ms")
-        if isinstance(tpot, bool) or not isinstance(tpot, (int, float)) or not tpot > 0 or not math.isfinite(tpot):
-            raise CalibrationError(f"--from-{kind} {where}: median_tpot_ms missing or not a positive number")
-        pt: dict = {"tpot_ms": float(tpot)}
-        conc = rec.get("max_concurrency")
-        if isinstance(conc, int) and not isinstance(conc, bool) and conc >= 1:
-            pt["concurrency"] = conc
+        try:
+            r = validated(BenchRecord, rec, f"--from-{kind} {where}")
+        except InputError as e:
+            raise CalibrationError(str(e)) from None
+        pt: dict = {"tpot_ms": float(r.median_tpot_ms)}
+        if r.max_concurrency is not None:
+            pt["concurrency"] = r.max_concurrency
         elif setup.get("concurrency") is not None:
             pt["concurrency"] = setup["concurrency"]
         else:
             raise CalibrationError(f"--from-{kind} {where}: the record has no max_concurrency; give --concurrency")
-        done = rec.get("completed")
-        tin, tout = rec.get("total_input_tokens"), rec.get("total_output_tokens")
-        if isinstance(done, int) and done > 0 and isinstance(tin, int) and isinstance(tout, int):
-            pt["context"] = max(1, round((tin + tout / 2) / done))  # mean decode context
-        elif isinstance(rec.get("random_input_len"), int) and isinstance(rec.get("random_output_len"), int):
-            pt["context"] = rec["random_input_len"] + rec["random_output_len"] // 2
+        if r.completed is not None and r.total_input_tokens is not None and r.total_output_tokens is not None:
+            pt["context"] = max(1, round((r.total_input_tokens + r.total_output_tokens / 2) / r.completed))  # mean decode context
+        elif r.random_input_len is not None and r.random_output_len is not None:
+            pt["context"] = r.random_input_len + r.random_output_len // 2
         pt.update({k: v for k, v in setup.items() if v is not None and k not in ("engine", "concurrency")})
         if pt.get("model") is None and pt.get("model_file") is None:
             pt |= _record_model(rec, where, kind)
@@ -613,6 +591,8 @@ def from_bench_files(files: list[tuple[Literal["vllm", "sglang"], str]], setup: 
     """Every record of every bench file, after the points of an OBSERVED.yaml (`base`) when one
     is given: one calibration input. The engine is `setup['engine']`, else the YAML's, else the
     files' backends."""
+    from pydantic import ValidationError
+
     if setup.get("target") is None and setup.get("hw_file") is None:
         kinds = ", ".join(sorted({f"--from-{k}" for k, _ in files}))
         raise CalibrationError(f"{kinds} needs --target (a bench file does not say which machine it ran on)")
@@ -623,7 +603,10 @@ def from_bench_files(files: list[tuple[Literal["vllm", "sglang"], str]], setup: 
         points += got
         backends.append(f"{kind} ({Path(path).name})")
     engine = setup.get("engine") or (base.engine if base else "; ".join(backends))
-    return CalibrationInput(engine=engine, points=points, kernels=base.kernels if base else "perfmodel")
+    try:
+        return CalibrationInput(engine=engine, points=points, kernels=base.kernels if base else "perfmodel")
+    except ValidationError as e:
+        raise _invalid(", ".join(f"--from-{k} {p}" for k, p in files), e) from None
 
 
 def from_bench_file(path: str, kind: Literal["vllm", "sglang"], setup: dict) -> CalibrationInput:

@@ -10,7 +10,7 @@ point into the `Request` it was observed under, so a point is checked as `projec
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
@@ -19,10 +19,31 @@ from perfmodel.scenario import PosInt, Request, fields
 
 FIGURES = ("tokens_per_s_per_stream", "tokens_per_s", "step_ms", "tpot_ms")
 REL_SIGMA = 0.03
+MAX_POINTS = 256  # a calibration's points: each distinct one is priced at every step of the fit
+# The range a figure may take: a step between 1 µs and 1000 s, a stream between 0.001 and 10
+# million tokens per second; anything beyond is a unit slip, not a measurement.
+FIGURE_RANGE = {"tokens_per_s_per_stream": (1e-3, 1e7), "tokens_per_s": (1e-3, 1e10), "step_ms": (1e-3, 1e6),
+                "tpot_ms": (1e-3, 1e6)}
+
+# The calibration factors (`perfmodel.model.calibration` applies them; `perfmodel.calibrate` fits
+# them): one multiplicative factor per kind and group or link family, plus the additive engine host
+# term (µs per step).
+GROUPS = ("attention", "attention_verify", "moe", "gemm", "elementwise")
+FAMILIES = ("pcie", "nvlink", "xgmi")
+HOST = "engine_host_us"
+FACTOR_MAX = 50.0  # the fit's bounds on a multiplicative factor: [1 / FACTOR_MAX, FACTOR_MAX]
+HOST_MAX_US = 1e6  # ... and on the engine host term
+
+
+def factor_names() -> tuple[str, ...]:
+    """Every factor a calibration may hold."""
+    return (*(f"{k}.{g}" for k in ("floor", "bw") for g in GROUPS),
+            *(f"{k}.{fam}" for k in ("coll_lat", "coll_bw") for fam in FAMILIES), "launch", "tau", HOST)
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+    # strict: no bool or string where a number belongs (`step_ms: true` is an error, not 1)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True, strict=True)
 
 
 # The scenario fields a point carries, and where a point's type or default differs from the
@@ -83,6 +104,14 @@ class ObservedPoint(_PointScenario):
             raise ValueError("isl and osl go together, with a tokens_per_s figure over whole requests")
         return self
 
+    @field_validator(*FIGURES)
+    @classmethod
+    def _physical(cls, v: float | None, info) -> float | None:
+        lo, hi = FIGURE_RANGE[info.field_name]
+        if v is not None and not lo <= v <= hi:
+            raise ValueError(f"{v!r} is outside [{lo:g}, {hi:g}], the range of a measured figure (check its unit)")
+        return v
+
     @property
     def figure(self) -> tuple[str, float]:
         f = next(f for f in FIGURES if getattr(self, f) is not None)
@@ -105,7 +134,7 @@ class CalibrationInput(_Strict):
     kernels: str = Field("perfmodel", description="the kernel set the factors start from: perfmodel (its own "
                                                   "kernels) or torch (PyTorch's native ops: SDPA, torch._grouped_mm, "
                                                   "unfused norms); the closest to the engine's kernels")
-    points: list[ObservedPoint] = Field(min_length=1)
+    points: list[ObservedPoint] = Field(min_length=1, max_length=MAX_POINTS)
 
     _kernel_set = field_validator("kernels")(lambda v: check_kernel_set(v))
 
@@ -113,22 +142,39 @@ class CalibrationInput(_Strict):
 class FactorResult(_Strict):
     name: str
     value: float
-    sigma_post: float = Field(description="posterior 1σ: relative (log) for factors, µs for engine_host_us")
-    sigma_prior: float
+    sigma_post: float = Field(ge=0, description="posterior 1σ: relative (log) for factors, µs for engine_host_us")
+    sigma_prior: float = Field(ge=0)
     determined: bool = Field(description="pinned by the data on its own: posterior σ < 0.7 × prior σ, and in no "
                                          "group of `undetermined`")
     outside_range: bool = Field(False, description="outside [0.33, 3]: the model misses a mechanism here")
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in factor_names():
+            raise ValueError(f"unknown factor '{v}' (known: {', '.join(factor_names())})")
+        return v
+
+    @field_validator("value")
+    @classmethod
+    def _in_range(cls, v: float, info) -> float:
+        name = info.data.get("name")
+        lo, hi = (0.0, HOST_MAX_US) if name == HOST else (1 / FACTOR_MAX, FACTOR_MAX)
+        if not lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9):
+            unit = " µs" if name == HOST else ""
+            raise ValueError(f"{name} = {v!r}{unit} is outside [{lo:g}, {hi:g}{unit}], the range the fit can reach")
+        return v
 
 
 class PointResult(_Strict):
     index: int
     label: str
     figure: str
-    observed: float
-    uncalibrated: float
-    predicted: float
-    err: float = Field(description="fitted: predicted / observed - 1")
-    loo_err: float | None = Field(None, description="leave-one-out: fit on the others, predict this one")
+    observed: float = Field(gt=0)
+    uncalibrated: float = Field(gt=0)
+    predicted: float = Field(gt=0)
+    err: float = Field(gt=-1, description="fitted: predicted / observed - 1")
+    loo_err: float | None = Field(None, gt=-1, description="leave-one-out: fit on the others, predict this one")
 
 
 class Undetermined(_Strict):
@@ -139,22 +185,74 @@ class Undetermined(_Strict):
 
 
 class CalibrationResult(_Strict):
-    schema_version: int = 1
+    schema_version: Literal[1] = 1
     engine: str
     kernels: str = Field("perfmodel", description="the kernel set the factors apply to")
     profile: str = Field(description="the profile the factors were fitted against")
+
+    _kernel_set = field_validator("kernels")(lambda v: check_kernel_set(v))
     machines: list[str]
     gpus: list[str]
     describes: str
     factors: list[FactorResult]
     points: list[PointResult]
-    median_abs_err: float
-    loo_median_abs_err: float | None
+    median_abs_err: float = Field(ge=0)
+    loo_median_abs_err: float | None = Field(ge=0)
     warnings: list[str] = []
     undetermined: list[Undetermined] = Field([], description="the factors the points cannot separate, and why")
+
+    @field_validator("schema_version", mode="before")
+    @classmethod
+    def _version(cls, v: Any) -> Any:
+        if type(v) is not int or v != 1:
+            raise ValueError(f"unknown schema version {v!r}: this perfmodel reads version 1 (rerun perfmodel calibrate)")
+        return v
+
+    @field_validator("factors")
+    @classmethod
+    def _once(cls, v: list[FactorResult]) -> list[FactorResult]:
+        names = [f.name for f in v]
+        again = next((n for i, n in enumerate(names) if n in names[:i]), None)
+        if again is not None:
+            raise ValueError(f"factor '{again}' is given more than once")
+        return v
 
     @property
     def model_error(self) -> float:
         """How far to trust predictions from this calibration: its leave-one-out median |error|
         (the in-sample median with one point)."""
         return self.loo_median_abs_err if self.loo_median_abs_err is not None else self.median_abs_err
+
+
+# ---------------------------------------------------------------- bench results
+_Count = Field(None, ge=0, strict=True)
+
+
+class BenchRecord(BaseModel):
+    """The fields `perfmodel calibrate --from-vllm/--from-sglang` reads from one record of a
+    `vllm bench serve` or SGLang `bench_serving` result, each typed and in range; the many other
+    fields are kept as they are (SGLang writes `"request_rate": Infinity`)."""
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+
+    median_tpot_ms: float = Field(gt=0, allow_inf_nan=False, description="median time per output token after the "
+                                                                        "first, per request")
+    max_concurrency: int | None = Field(None, ge=1)
+    completed: int | None = Field(None, ge=1, description="requests completed (a run that completed none measured "
+                                                         "nothing)")
+    total_input_tokens: int | None = _Count
+    total_output_tokens: int | None = _Count
+    random_input_len: int | None = Field(None, ge=1)
+    random_output_len: int | None = Field(None, ge=1)
+    model_id: str | None = None
+    model: str | None = None
+    model_path: str | None = None
+    served_model_name: str | None = None
+
+    @field_validator("median_tpot_ms")
+    @classmethod
+    def _physical(cls, v: float) -> float:
+        lo, hi = FIGURE_RANGE["tpot_ms"]
+        if not lo <= v <= hi:
+            raise ValueError(f"{v!r} is outside [{lo:g}, {hi:g}], the range of a measured figure (check its unit)")
+        return v

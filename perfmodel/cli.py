@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 from enum import Enum
 from pathlib import Path
@@ -34,8 +35,10 @@ class Fmt(str, Enum):
 
 
 def fail(msg: str) -> None:
-    """One clear line on stderr, exit code 2."""
-    typer.echo(f"perfmodel: {msg}", err=True)
+    """One clear line on stderr, exit code 2 (a line break in a name the user gave is shown escaped)."""
+    from perfmodel.inputs import escaped
+
+    typer.echo(f"perfmodel: {escaped(msg)}", err=True)
     raise typer.Exit(2)
 
 
@@ -470,7 +473,12 @@ def calibrate(opts: ScenarioOptions,
         else:
             inp = base
         prof = resolve_profile(profile)
-        res = fit(inp, prof, profile or prof.label)
+        try:
+            res = fit(inp, prof, profile or prof.label)
+        except CalibrationError as e:  # a point of OBSERVED.yaml (they come first): name the file
+            i = re.match(r"point (\d+) ", str(e))
+            raise CalibrationError(f"calibration input {observed}: {e}" if i and base and int(i[1]) < len(base.points)
+                                   else str(e)) from None
         write_result(res, out, inputs=[observed, *(f for _, f in files), _profile_file(profile)])
     except (CalibrationError, ProjectionError) as e:
         fail(str(e))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from perfmodel.api import projector
+from perfmodel.api import check_inputs, projector
 from perfmodel.errors import ProjectionError
 from perfmodel.model.result import Projection
 from perfmodel.scenario import Request
@@ -80,11 +80,13 @@ def _rows(label: str, req: Request, proj: Projection) -> list[CompareRow]:
 
 def run_compare(reqs: list[Request]) -> Comparison:
     """Project every request; a configuration that cannot run is listed with its reason."""
-    for req in reqs:  # a misspelt name is a user error for the whole sweep, not a row
+    for req in reqs:  # a misspelt name or a bad file is a user error for the whole sweep, not a row
         try:
             registry.load_gpu(req.target) if isinstance(req.target, str) and not req.hw_file else None
         except registry.SpecError as e:
             raise CompareError(str(e)) from None
+    if reqs:
+        check_inputs(reqs[0])  # the files are the same in every configuration of the grid
     rows: list[CompareRow] = []
     projections: dict[str, Projection] = {}
     labels = []

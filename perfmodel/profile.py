@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from perfmodel.inputs import InputError, read_text
+from perfmodel.inputs import InputError, kind_of, parse_json, read_text, validation_line
 from perfmodel.kernel_classes import CLASSES
 from perfmodel.outputs import TMP_TAG, fsync_path, stale_temp_files, write_file  # noqa: F401  (re-exported)
 
@@ -276,28 +276,21 @@ class ProfileError(ValueError):
 
 def _first_error(path, e: ValidationError) -> ProfileError:
     """One line: the file, the field path and what is wrong, with the bad value."""
-    err = e.errors(include_url=False)[0]
-    loc = ".".join(str(x) for x in err["loc"]) or "<root>"
-    got = err.get("input")
-    shown = "" if isinstance(got, (dict, list)) or got is None else f", got {got!r}"
-    more = f" (+{e.error_count() - 1} more)" if e.error_count() > 1 else ""
-    return ProfileError(f"profile {path}: {loc}: {err['msg']}{shown}{more}")
+    return ProfileError(validation_line(f"profile {path}", e))
 
 
 def load_profile(path: str | os.PathLike) -> Profile:
-    """Read and validate a profile: a JSON object, every number finite and in range, strict
-    types (no bool or string where a number belongs). Errors are one line naming the file."""
+    """Read and validate a profile: a JSON object (read and parsed by perfmodel.inputs: size, depth,
+    no duplicate keys, no NaN), every number finite and in range, strict types (no bool or string
+    where a number belongs). Errors are one line naming the file."""
     path = Path(path)
     try:
         text = read_text(path, "profile")
+        data = parse_json(text, f"profile {path}")
     except InputError as e:
         raise ProfileError(str(e)) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ProfileError(f"profile {path}: not valid JSON ({e.msg} at line {e.lineno})") from None
     if not isinstance(data, dict):
-        raise ProfileError(f"profile {path}: expected a JSON object, got {_json_kind(data)}")
+        raise ProfileError(f"profile {path}: expected a JSON object, got {kind_of(data)}")
     if data.get("schema_version") != SCHEMA_VERSION:
         raise ProfileError(f"profile {path}: schema_version {data.get('schema_version')!r}, expected {SCHEMA_VERSION}")
     try:
@@ -305,10 +298,6 @@ def load_profile(path: str | os.PathLike) -> Profile:
         return Profile.model_validate_json(text, strict=True)
     except ValidationError as e:
         raise _first_error(path, e) from None
-
-
-def _json_kind(x) -> str:
-    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(x), "a number")
 
 
 def save_profile(profile: Profile | dict, path: str | os.PathLike, *, inputs=()) -> None:

@@ -15,8 +15,10 @@ import re
 from importlib import resources
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from perfmodel.errors import ProjectionError
-from perfmodel.inputs import read_text
+from perfmodel.inputs import InputError, escaped, load_json, parse_json, parse_yaml, read_text, validated
 from perfmodel.model import sanity
 from perfmodel.model.resolved import Observed, Resolved
 from perfmodel.profile import Profile, load_profile
@@ -172,10 +174,7 @@ def _specs(req: Request) -> tuple[GpuSpec, ModelSpec, InterconnectSpec | None]:
     if isinstance(req.model, ModelSpec):
         model = req.model
     elif req.model_file:
-        from perfmodel.specs import hf
-
-        model = hf.import_hf_config(req.model_file) if hf.is_hf_config(req.model_file) else \
-            registry.load_model_file(req.model_file)
+        model = _model_file(req.model_file)
     else:
         model = registry.load_model(req.model)
     link = _link(req, gpu) if req.gpus > 1 else None
@@ -191,6 +190,13 @@ def _specs(req: Request) -> tuple[GpuSpec, ModelSpec, InterconnectSpec | None]:
                 if err["type"] == "extra_forbidden" else err["msg"]
             raise ProjectionError(f"--dtype {name}={err['input']}: {what}") from None
     return gpu, model, link
+
+
+def _model_file(path: str) -> ModelSpec:
+    """--model-file: a model YAML, or a HuggingFace config.json."""
+    from perfmodel.specs import hf
+
+    return hf.import_hf_config(path) if hf.is_hf_config(path) else registry.load_model_file(path)
 
 
 def _link(req: Request, gpu: GpuSpec):
@@ -269,11 +275,32 @@ def _acceptance(req: Request, model: ModelSpec):
             raise ProjectionError(f"--workload {req.workload or '(all)'}: {str(e).splitlines()[0]}") from None
     try:
         acc = acceptance_from_cli(req.acceptance, depth, structure=structure, drafter=kind, figures=figures,
-                                  read_file=lambda path: read_text(path, "calibration file"))
+                                  read_file=lambda path: _checked_json_text(path, "calibration file"))
     except ValueError as e:
-        raise ProjectionError(f"--acceptance '{req.acceptance}': {str(e).splitlines()[0]}") from None
+        raise ProjectionError(f"--acceptance '{escaped(req.acceptance)}': {str(e).splitlines()[0]}") from None
     sanity.check_acceptance(req.acceptance, depth)
     return acc
+
+
+class AcceptanceFile(BaseModel):
+    """An acceptance calibration file (`--acceptance file:PATH`): the fields
+    `perfmodel.model.acceptance.from_calibration_json` reads, typed (no string or bool for a
+    probability); other keys are kept."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+    q: list[list[float]] = Field(min_length=1, description="acceptance probability per depth and rank")
+    p: list[list[float]] = Field(min_length=1, description="draft probability per depth and rank")
+    description: str = ""
+    tau_sigma_rel: float | None = Field(None, ge=0, description="1σ of τ as a fraction of (τ - 1)")
+
+
+def _checked_json_text(path: str, what: str) -> str:
+    """The text of an acceptance file, which the model parses itself: checked first by the input
+    layer (size, nesting, duplicate keys, NaN) and `AcceptanceFile`."""
+    text = read_text(path, what)
+    validated(AcceptanceFile, parse_json(text, f"{what} {path}"), f"{what} {path}")
+    return text
 
 
 def _observed(req: Request, source_gpu: GpuSpec, model: ModelSpec) -> Observed | None:
@@ -304,20 +331,17 @@ def _lengths(req: Request) -> tuple[Request, tuple[tuple[int, int], ...] | None]
         return dataclasses.replace(req, context=req.isl + req.osl // 2), None
     if not req.lengths_file:
         return req, None
-    import json
-
     where = f"--lengths-file {req.lengths_file}"
     try:
-        data = json.loads(read_text(req.lengths_file, "--lengths-file"))
-    except json.JSONDecodeError as e:
-        raise ProjectionError(f"{where}: not valid JSON ({str(e).splitlines()[0]})") from None
-    except ValueError as e:
-        raise ProjectionError(f"{where}: {str(e).splitlines()[0]}") from None
+        data = load_json(req.lengths_file, "--lengths-file")
+    except InputError as e:
+        raise ProjectionError(str(e)) from None
     ok = isinstance(data, list) and data and all(
-        isinstance(x, list | tuple) and len(x) == 2 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in x)
-        for x in data)
+        isinstance(x, list | tuple) and len(x) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= sanity.MAX_CONTEXT for v in x) for x in data)
     if not ok:
-        raise ProjectionError(f"{where}: expected a non-empty JSON list of [isl, osl] pairs of positive integers")
+        raise ProjectionError(f"{where}: expected a non-empty JSON list of [isl, osl] pairs of integers from 1 to "
+                              f"{sanity.MAX_CONTEXT}")
     pairs = tuple((int(i), int(o)) for i, o in data)
     ctx = round(sum(i for i, _ in pairs) / len(pairs) + sum(o for _, o in pairs) / len(pairs) / 2)
     return dataclasses.replace(req, context=max(1, ctx)), pairs
@@ -380,9 +404,26 @@ def e2e_inputs(profile: Profile, src: GpuSpec) -> tuple[dict[str, ModelSpec], In
 
 def production_floors() -> dict:
     """perfmodel/data/production_floors.yaml: published production-kernel floors (the what-if)."""
-    import yaml
+    text = resources.files("perfmodel").joinpath("data", "production_floors.yaml").read_text()
+    return parse_yaml(text, "perfmodel/data/production_floors.yaml")
 
-    return yaml.safe_load(resources.files("perfmodel").joinpath("data", "production_floors.yaml").read_text())
+
+def check_files(req: Request) -> None:
+    """Read and check every file `req` names but its calibration (its profile, --hw-file,
+    --model-file, --lengths-file, an --acceptance file), as resolving it would; ProjectionError
+    naming the file. For a sweep: a bad file is the user's error for all of it, not one row's."""
+    try:
+        if req.profile != "spec":
+            resolve_profile(req.profile)
+        if req.hw_file:
+            registry.load_gpu_file(req.hw_file)
+        if req.model_file and not isinstance(req.model, ModelSpec):
+            _model_file(req.model_file)
+        if req.acceptance.startswith("file:") and req.acceptance[len("file:"):]:
+            _checked_json_text(req.acceptance[len("file:"):], "calibration file")
+        _lengths(req)
+    except (registry.SpecError, InputError) as e:
+        raise ProjectionError(str(e)) from None
 
 
 def input_files(req: Request) -> list[Path]:

@@ -241,6 +241,13 @@ class Request:
 
     _kernel_set = field_validator("kernels")(lambda v: check_kernel_set(v))
 
+    @field_validator("target", "model")
+    @classmethod
+    def _spec_checked(cls, v: Any) -> Any:
+        # a spec built in code (model_construct, model_copy(update=...)) skips its validators:
+        # checked here as a spec file is, so a zero bandwidth is a ValidationError, not a division by zero
+        return type(v).model_validate(v.model_dump()) if isinstance(v, GpuSpec | ModelSpec) else v
+
     @field_validator("concurrency", mode="before")
     @classmethod
     def _one_concurrency(cls, v: Any) -> Any:

@@ -14,10 +14,9 @@ import statistics
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from perfmodel.api import cached_self_check, projector
 from perfmodel.errors import ProjectionError
+from perfmodel.inputs import parse_yaml
 from perfmodel.model.calibration import factors_of
 from perfmodel.model.e2e import predict_e2e
 from perfmodel.model.layers import Batch, Decode, Layout, Prefill
@@ -40,7 +39,7 @@ from perfmodel.specs import registry
 
 def published_rows() -> list[dict]:
     text = resources.files("perfmodel").joinpath("data", "published.yaml").read_text()
-    return yaml.safe_load(text)
+    return parse_yaml(text, "perfmodel/data/published.yaml")
 
 
 def _e2e_rows(prof: Profile, base: Profile, path: str) -> list[dict]:
@@ -225,6 +224,10 @@ def run_validation(profiles: list[str] | None = None, published: bool = True, ba
     profile lacks kernel fits (a partial run); the published figures are predicted from
     `base` (default: the embedded profile)."""
     base_prof = resolve_profile(base)
+    if calibration is not None:  # read and checked before any row is priced: a bad file fails fast
+        from perfmodel.api import check_inputs
+
+        check_inputs(Request(calibration=calibration))
     paths = [str(profile_path(p)) for p in profiles] if profiles else [str(p) for p in shipped_profiles()]
     rows: list[dict] = []
     for path in paths:

@@ -34,6 +34,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from perfmodel.inputs import InputError, load_json
 from perfmodel.outputs import check_target, fsync_path, locked, write_file
 
 MANIFEST_SUFFIX = ".perfmodel-report.json"
@@ -93,9 +94,9 @@ def _own(name: str, report: str) -> bool:
 
 def previous_files(out: Path, report: str) -> dict[str, str]:
     """{file name: SHA-256} from the report's manifest in `out`, only the entries it may own."""
-    try:
-        data = json.loads((out / manifest_name(report)).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:  # through the input layer: a FIFO, a device or a runaway file in its place is no manifest
+        data = load_json(out / manifest_name(report), "manifest")
+    except InputError:
         return {}
     files = data.get("files") if isinstance(data, dict) and data.get("report") == report else None
     if not isinstance(files, dict):

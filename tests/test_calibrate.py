@@ -183,7 +183,7 @@ def _cli(tmp_path, doc) -> tuple[int, str]:
     ({"points": [{"target": "h200", "model": "kimi-k2.6", "concurrency": 1, "step_ms": 1}]}, "engine"),
     ({"engine": "e", "points": [{"target": "h200", "model": "kimi-k2.6", "gpus": 8, "concurrency": 1,
                                  "tokens_per_s_per_stream": 1e7}]}, "faster than physics"),
-    ("engine: [unclosed", "not valid YAML"),
+    ("engine: [unclosed", "malformed YAML"),
 ])
 def test_cli_bad_input_one_line_exit_2(tmp_path, doc, needle):
     code, out = _cli(tmp_path, doc)

@@ -22,7 +22,7 @@ RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "perfmodel.errors": ((), ()),
     "perfmodel.collective_math": ((), ()),
     "perfmodel.kernel_classes": ((), ()),
-    "perfmodel.inputs": (("perfmodel.errors",), ()),
+    "perfmodel.inputs": (("perfmodel.errors",), ("yaml", "pydantic")),  # the one reader of user files
     "perfmodel.outputs": (("perfmodel.inputs", "perfmodel.errors"), ()),  # every file written, and stdout
     "perfmodel.specs": (("perfmodel.specs", "perfmodel.inputs", "perfmodel.errors"), ("pydantic", "yaml")),
     "perfmodel.profile": (("perfmodel.inputs", "perfmodel.outputs", "perfmodel.kernel_classes", "perfmodel.errors"),
@@ -162,3 +162,51 @@ def test_no_import_cycles():
 def test_the_wheel_ships_no_tool():
     text = (ROOT / "pyproject.toml").read_text()
     assert "tuning" not in text and "tools" not in text.split("[tool.setuptools]")[1].split("[tool.setuptools.package-data]")[0]
+
+
+# Parser and reader calls outside perfmodel.inputs, each with why it reads no user file.
+# (module, call) -> reason
+OWN_READERS = {
+    ("perfmodel.model.acceptance", "json.loads"): "an acceptance file's text, checked by the edge's parse_json first",
+    ("perfmodel.specs.registry", "read_text"): "the shipped specs (package data)",
+    ("perfmodel.validate", "read_text"): "the shipped published.yaml (package data)",
+    ("perfmodel.request", "read_text"): "the shipped production_floors.yaml (package data)",
+    ("perfmodel.aic", "open"): "aiconfigurator's installed database (package data of that package)",
+    ("perfmodel.aic", "yaml.safe_load"): "aiconfigurator's installed database (package data of that package)",
+    ("perfmodel.aic", "read_text"): "aiconfigurator's installed database (package data of that package)",
+    ("perfmodel.reports.anchors", "read_text"): "README.md and docs/kernels.md of the repository (a development tool)",
+    ("perfmodel.measure.collectives", "json.loads"): "the result file of its own child process",
+    ("perfmodel.measure.collectives", "read_text"): "the result file of its own child process",
+    ("perfmodel.measure.foreign", "json.loads"): "the result file of its own child process",
+    ("perfmodel.measure.foreign", "read_text"): "the result file of its own child process",
+    ("perfmodel.reports.writer", "read_bytes"): "its own staged files, and regular files it wrote itself (is_file first)",
+    ("perfmodel.kernels._offline", "open"): "writes a kernel's source for an offline compile",
+}
+
+
+def _reader_calls(path: Path) -> set[str]:
+    out = set()
+    for n in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("json", "yaml") \
+                and f.attr in ("load", "loads", "safe_load", "load_all", "safe_load_all", "full_load", "unsafe_load"):
+            out.add(f"{f.value.id}.{f.attr}")
+        elif isinstance(f, ast.Attribute) and f.attr in ("read_text", "read_bytes"):
+            out.add(f.attr)
+        elif isinstance(f, ast.Name) and f.id == "open":
+            out.add("open")
+    return out
+
+
+def test_user_files_are_read_only_through_the_input_layer():
+    """No parser or file read outside perfmodel.inputs (and the output layer), but the listed
+    readers of files the user does not give."""
+    found = set()
+    for name, path in _modules().items():
+        if name in ("perfmodel.inputs", "perfmodel.outputs"):
+            continue
+        found |= {(name, c) for c in _reader_calls(path)}
+    assert found - set(OWN_READERS) == set(), "read these through perfmodel.inputs (load_json, load_yaml, read_text)"
+    assert set(OWN_READERS) - found == set(), "no longer read: remove from OWN_READERS"

@@ -31,13 +31,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from perfmodel.calibration_schema import FAMILIES, GROUPS, HOST  # noqa: F401 (the factor names, declared with the schema)
 from perfmodel.kernel_classes import of_key
 from perfmodel.model.machine import CollectiveLaw, Machine
 
-GROUPS = ("attention", "attention_verify", "moe", "gemm", "elementwise")
 VERIFY = "verify"  # the attention variant of q > 1 steps (layers._attn_variant)
-FAMILIES = ("pcie", "nvlink", "xgmi")
-HOST = "engine_host_us"
 OUTSIDE = (1 / 3, 3.0)  # a factor outside this range: the model misses a mechanism there
 
 

@@ -3,19 +3,22 @@
 Families: Llama, Qwen2/Qwen3 (dense), Qwen3-MoE, Mixtral, DeepSeek-V3 / Kimi-K2 (MLA) and gpt-oss.
 `quantization_config` sets the weight dtypes: FP8 blocks (`quant_method: fp8`), compressed-tensors
 INT4 groups (`int4_g32`/`int4_g128`) or FP8, and MXFP4. Every failure is one `SpecError` line
-naming the field. Pure: json, re and the spec schema only.
+naming the field. The config is read by the input layer (`perfmodel.inputs.load_json`: a regular
+file, UTF-8, no duplicate keys, bounded nesting, no NaN) and the fields read here are typed by
+`HFConfig` (strict: a string for a size or zero heads is one line naming the field). Pure: re,
+pydantic and the spec schema only.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from perfmodel.inputs import InputError, load_json, validated
 from perfmodel.specs.registry import SpecError, _format_validation_error
 from perfmodel.specs.schema import ModelSpec
 
@@ -29,6 +32,77 @@ FAMILIES = sorted(DENSE | set(MOE_GQA) | MLA)
 MODULES = {"attention": "model.layers.1.self_attn.o_proj", "routed_experts": "model.layers.1.mlp.experts.0.down_proj",
            "shared_experts": "model.layers.1.mlp.shared_experts.down_proj",
            "dense_mlp": "model.layers.0.mlp.down_proj", "lm_head": "lm_head", "embedding": "model.embed_tokens"}
+
+
+Pos = Annotated[StrictInt, Field(gt=0)]
+NonNeg = Annotated[StrictInt, Field(ge=0)]
+
+
+class _Open(BaseModel):
+    # the fields read are typed; the many others a config carries are kept as they are
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False, populate_by_name=True)
+
+
+class CTWeights(_Open):
+    num_bits: Pos | None = None
+    type: StrictStr = "int"
+    group_size: Pos | None = None
+
+
+class CTGroup(_Open):
+    weights: CTWeights | None = None
+
+
+class QuantizationConfig(_Open):
+    quant_method: StrictStr = ""
+    modules_to_not_convert: list[StrictStr] | None = None
+    ignore: list[StrictStr] | None = None
+    config_groups: dict[str, CTGroup] | None = None
+
+
+class HFConfig(_Open):
+    """The fields of a HuggingFace config.json perfmodel reads, each with its type and range."""
+
+    model_type: StrictStr | None = None
+    architectures: list[StrictStr] | None = None
+    name_or_path: StrictStr | None = Field(None, alias="_name_or_path")
+    num_hidden_layers: Pos | None = None
+    hidden_size: Pos | None = None
+    num_attention_heads: Pos | None = None
+    num_key_value_heads: Pos | None = None
+    head_dim: Pos | None = None
+    vocab_size: Pos | None = None
+    intermediate_size: Pos | None = None
+    moe_intermediate_size: Pos | None = None
+    q_lora_rank: NonNeg | None = None
+    kv_lora_rank: Pos | None = None
+    qk_nope_head_dim: Pos | None = None
+    qk_rope_head_dim: Pos | None = None
+    v_head_dim: Pos | None = None
+    first_k_dense_replace: NonNeg | None = None
+    n_routed_experts: Pos | None = None
+    num_experts: Pos | None = None
+    num_local_experts: Pos | None = None
+    num_experts_per_tok: Pos | None = None
+    experts_per_token: Pos | None = None
+    n_shared_experts: NonNeg | None = None
+    tie_word_embeddings: bool | None = None
+    layer_types: list[StrictStr] | None = None
+    sliding_window: Pos | None = None
+    quantization_config: QuantizationConfig | None = None
+    text_config: dict | None = None
+
+
+def _typed(cfg: dict, label: str) -> dict:
+    """`cfg` with the fields perfmodel reads checked by `HFConfig`; SpecError names the field."""
+    try:
+        c = validated(HFConfig, cfg, label)
+    except InputError as e:
+        raise SpecError(str(e)) from None
+    q = c.quantization_config
+    out = dict(cfg)
+    out["quantization_config"] = q.model_dump(exclude_none=True) if q is not None else None
+    return out
 
 
 class _Cfg:
@@ -117,6 +191,7 @@ def from_hf_config(cfg: dict, name: str, label: str = "config.json") -> ModelSpe
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg["text_config"], "quantization_config": cfg["text_config"].get("quantization_config")
                or cfg.get("quantization_config")}
+    cfg = _typed(cfg, label)
     family = _family(cfg, label)
     c = _Cfg(cfg, label, family)
     n_layers, hidden, n_heads = c("num_hidden_layers"), c("hidden_size"), c("num_attention_heads")
@@ -167,11 +242,9 @@ def is_hf_config(path: str | Path) -> bool:
 def import_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     p = Path(path)
     try:
-        cfg = json.loads(p.read_text())
-    except OSError as e:
-        raise SpecError(f"{p.name}: cannot read: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise SpecError(f"{p.name}: not JSON: {e.msg} at line {e.lineno}") from None
+        cfg = load_json(p, "HuggingFace config")
+    except InputError as e:
+        raise SpecError(str(e)) from None
     stem = p.parent.name if p.name == "config.json" and p.parent.name else p.stem
     if name is None and isinstance(cfg, dict):
         name = str(cfg.get("_name_or_path") or stem).rstrip("/").split("/")[-1].lower()

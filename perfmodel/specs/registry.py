@@ -17,13 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
-from perfmodel.inputs import InputError, read_text
+from perfmodel.inputs import InputError, one_line, parse_yaml, read_text, validated, validation_line
 from perfmodel.specs.schema import AcceptanceData, GpuSpec, InterconnectSpec, MemoryKinds, ModelSpec
-
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -58,47 +55,26 @@ _KINDS: dict[str, tuple[Callable[[], Any], str, type[BaseModel], str]] = {
 # ----------------------------------------------------------------------------- parsing
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 def _format_validation_error(label: str, err: ValidationError) -> str:
-    errors = err.errors(include_url=False)
-    first = errors[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "<root>"
-    msg = first["msg"]
-    for prefix in ("Value error, ", "Assertion failed, "):
-        if msg.startswith(prefix):
-            msg = msg[len(prefix):]
-    if first["type"] == "extra_forbidden":
-        msg = "unknown field (not in the schema)"
-    elif "got" not in msg and "input" in first and not isinstance(first["input"], (dict, list)):
-        msg = f"{msg}, got {first['input']!r}"
-    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-    return _one_line(f"{label}: {loc}: {msg}{more}")
+    return validation_line(label, err)
 
 
 def _parse_text(text: str, label: str, schema: type[M]) -> M:
+    """A spec's YAML text (strict: no duplicate key, anchor, runaway nesting or NaN) validated by `schema`."""
     try:
-        data = yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or type(e).__name__
-        raise SpecError(_one_line(f"{label}: malformed YAML{where}: {problem}")) from None
-    if not isinstance(data, dict):
-        raise SpecError(f"{label}: <root>: expected a mapping, got {type(data).__name__}")
-    try:
-        return schema.model_validate(data)
-    except ValidationError as e:
-        raise SpecError(_format_validation_error(label, e)) from None
+        data = parse_yaml(text, label)
+        if not isinstance(data, dict):
+            raise InputError(f"{label}: <root>: expected a mapping, got {type(data).__name__}")
+        return validated(schema, data, label)
+    except InputError as e:
+        raise SpecError(str(e)) from None
 
 
 def _read(res, label: str) -> str:
     try:
         return res.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise SpecError(_one_line(f"{label}: cannot read: {e}")) from None
+        raise SpecError(one_line(f"{label}: cannot read: {e}")) from None
 
 
 def _load_path(path: str | Path, schema: type[M]) -> M:

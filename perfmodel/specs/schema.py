@@ -321,6 +321,24 @@ class SpeculationEngineSpec(Strict):
         return self.disable_above_batch_size is None or concurrency <= self.disable_above_batch_size
 
 
+MAX_MODEL_SIZE = 10_000_000  # any count or size of a model: 40x the largest vocabulary; above it is a typo
+
+
+def _sizes_in_range(data: Any) -> Any:
+    """Refuse any integer of a model spec above MAX_MODEL_SIZE (walked without recursion), naming it."""
+    stack = [((), data)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend((path + (k,), v) for k, v in node.items())
+        elif isinstance(node, list | tuple):
+            stack.extend((path + (i,), v) for i, v in enumerate(node))
+        elif isinstance(node, int) and not isinstance(node, bool) and node > MAX_MODEL_SIZE:
+            shown = node if node < 10**15 else f"a number of {len(str(node))} digits"
+            raise ValueError(f"{'.'.join(map(str, path))} {shown} is above {MAX_MODEL_SIZE:,} (a typo?)")
+    return data
+
+
 class ModelSpec(Strict):
     name: str
     aliases: list[str] = []
@@ -339,6 +357,11 @@ class ModelSpec(Strict):
     drafter_options: dict[str, Drafter] = Field(
         default_factory=dict, description="other drafters this model is served with, by name (`with_drafter`)")
     notes: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sizes(cls, data: Any) -> Any:
+        return _sizes_in_range(data)
 
     @model_validator(mode="after")
     def _layers(self) -> ModelSpec:
