@@ -37,6 +37,8 @@ from pathlib import Path
 
 from perfmodel import aic, silicon
 from perfmodel.errors import ProjectionError
+from perfmodel.inputs import InputError, parse_json
+from perfmodel.outputs import AtomicText
 
 WAYS = ("local", "imported", "calibrated")
 BY = ("overall", "engine", "system", "model")
@@ -255,13 +257,14 @@ def run_aic(rows: Iterable[silicon.Row], out: Path | None = None,
     JSON line as it comes (a run can be stopped and its lines read back with `read_aic`)."""
     rows = list(rows)
     res = {}
+    log = AtomicText(out, append=True, what="--aic-out") if out is not None else None
     for i, r in enumerate(rows):
         if progress:
             progress("aiconfigurator", i, len(rows))
         res[r.id] = aic_estimate(r)
-        if out is not None:
-            with open(out, "a") as f:
-                f.write(json.dumps({"id": r.id} | res[r.id]) + "\n")
+        if log is not None:
+            log.write(json.dumps({"id": r.id} | res[r.id]) + "\n")
+            log.publish(force=True)
     return res
 
 
@@ -274,9 +277,9 @@ def read_aic(text: str, source: str = "--aic-results") -> dict[str, dict]:
         if not line or line.startswith("#"):
             continue
         try:
-            rec = json.loads(line)
+            rec = parse_json(line, f"{source} line {i}", finite=False)
             out[rec["id"]] = {k: v for k, v in rec.items() if k != "id"}
-        except (ValueError, KeyError, TypeError):
+        except (InputError, KeyError, TypeError, AttributeError):
             raise silicon.SiliconError(f"{source} line {i}: not a result line of the estimator") from None
     return out
 

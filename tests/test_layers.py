@@ -175,6 +175,8 @@ OWN_READERS = {
     ("perfmodel.aic", "yaml.safe_load"): "aiconfigurator's installed database (package data of that package)",
     ("perfmodel.aic", "read_text"): "aiconfigurator's installed database (package data of that package)",
     ("perfmodel.reports.anchors", "read_text"): "README.md and docs/kernels.md of the repository (a development tool)",
+    ("perfmodel.reports.anchors", "json.loads"): "the repository's committed evidence runs it tabulates (a development tool)",
+    ("perfmodel.silicon", "read_text"): "aiconfigurator's installed silicon sample (package data of that package)",
     ("perfmodel.measure.collectives", "json.loads"): "the result file of its own child process",
     ("perfmodel.measure.collectives", "read_text"): "the result file of its own child process",
     ("perfmodel.measure.foreign", "json.loads"): "the result file of its own child process",
