@@ -292,22 +292,52 @@ def validate(profile: list[str] | None = typer.Option(None, "--profile", help="P
                                            "database (`pip install 'perfmodel[aic]'`): every row priced on its system's GPU from "
                                            "the local profile (--profile, default the embedded one) and from the database's H200 "
                                            "rows of the same engine."),
-             system: str | None = typer.Option(None, "--system", help="With --transfer: comma-separated aiconfigurator systems "
-                                               "(default: all with a GPU spec)."),
-             engine: str | None = typer.Option(None, "--engine", help="With --transfer: comma-separated engines (sglang, vllm, "
-                                               "trtllm; default: all, each at the package's maintained version)."),
+             silicon: bool = typer.Option(False, "--silicon", help="Instead: the serving projection against aiconfigurator's "
+                                          "measured serving points (its silicon_sample.csv, aggregated rows; `pip install "
+                                          "'perfmodel[aic]'`): TTFT and TPOT errors by engine, system and model."),
+             system: str | None = typer.Option(None, "--system", help="With --transfer or --silicon: comma-separated "
+                                               "aiconfigurator systems (default: all with a GPU spec)."),
+             engine: str | None = typer.Option(None, "--engine", help="With --transfer or --silicon: comma-separated engines "
+                                               "(sglang, vllm, trtllm; default: all; --transfer: each at the package's "
+                                               "maintained version)."),
+             model: str | None = typer.Option(None, "--model", help="With --silicon: comma-separated presets or model paths."),
+             way: str = typer.Option("all", "--way", help="With --silicon: local (the local profile through the transfer "
+                                     "rules) | imported (the target's per-op rows from the database) | calibrated (imported "
+                                     "+ --calibration) | all (comma list allowed; all = local,imported, and calibrated when "
+                                     "--calibration is given)."),
+             sample: int | None = typer.Option(None, "--sample", help="With --silicon: at most N rows per model x system x "
+                                               "engine, spread over concurrency."),
+             limit: int | None = typer.Option(None, "--limit", help="With --silicon: the first N rows only."),
+             aic_estimator: bool = typer.Option(False, "--aic-estimator", help="With --silicon: also run aiconfigurator's own "
+                                                "estimator on the rows (`pip install 'perfmodel[aic-dev]'`; seconds a row) and "
+                                                "tabulate its errors beside perfmodel's."),
+             aic_results: Path | None = typer.Option(None, "--aic-results", help="With --silicon: the estimator's results of an "
+                                                     "earlier run (the JSON lines --aic-out writes), tabulated beside perfmodel's."),
+             aic_out: Path | None = typer.Option(None, "--aic-out", help="With --aic-estimator: append each estimate to this "
+                                                 "file as a JSON line as it comes."),
              fmt: Fmt = typer.Option(Fmt.table, "--format", "-f")):
-    """Compare projections with measured end-to-end steps and published decode figures (or, --transfer, per-op rows)."""
+    """Compare projections with measured end-to-end steps and published decode figures (or, --transfer, per-op rows; --silicon, serving points)."""
     from perfmodel.errors import ProjectionError
     from perfmodel.inputs import finite_number
     from perfmodel.validate import run_validation
 
     _guard(finite_number, tolerance, "--tolerance", lo=0)
+    silicon_only = {"--model": model, "--sample": sample, "--limit": limit, "--aic-results": aic_results, "--aic-out": aic_out,
+                    "--aic-estimator": aic_estimator or None, "--way": None if way == "all" else way}
+    given = [k for k, v in silicon_only.items() if v is not None]
+    if not silicon and given:
+        fail(f"{', '.join(given)} go with --silicon")
+    if silicon:
+        if transfer:
+            fail("choose one of --transfer and --silicon")
+        _validate_silicon(profile, system, engine, model, way, sample, limit, calibration, aic_estimator, aic_results, aic_out,
+                          tolerance, fmt)
+        return
     if transfer:
         _validate_transfer(profile, system, engine, tolerance, fmt)
         return
     if system or engine:
-        fail("--system and --engine go with --transfer")
+        fail("--system and --engine go with --transfer or --silicon")
     try:
         res = run_validation(profile, published=published, base=base, calibration=calibration)
     except ProjectionError as e:
@@ -345,6 +375,44 @@ def _validate_transfer(profile: list[str] | None, system: str | None, engine: st
             typer.echo(f"median over the groups of the local profile's median |error| {med:.1%} > tolerance {tolerance:.1%}",
                        err=True)
             raise typer.Exit(1)
+
+
+def _validate_silicon(profile, system, engine, model, way, sample, limit, calibration, aic_estimator, aic_results, aic_out,
+                      tolerance: float, fmt: Fmt) -> None:
+    from perfmodel import aic, render
+    from perfmodel.inputs import read_text
+    from perfmodel.silicon_validate import WAYS, read_aic, run_silicon
+
+    split = lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None  # noqa: E731
+    if profile and len(profile) > 1:
+        fail("--silicon projects from one --profile")
+    for flag, v in (("--sample", sample), ("--limit", limit)):
+        if v is not None and v < 1:
+            fail(f"{flag} {v}: must be >= 1")
+    if aic_out is not None and not aic_estimator:
+        fail("--aic-out goes with --aic-estimator")
+    ways = [w for w in split(way) or []]
+    if ways == ["all"]:
+        ways = [w for w in WAYS if w != "calibrated" or calibration]
+    for w in ways:
+        if w not in WAYS:
+            fail(f"--way {w}: choose {' | '.join(WAYS)} or all")
+    db = _guard(aic.Database.installed)
+    if aic_estimator:
+        from perfmodel.silicon_validate import aic_version
+
+        if aic_version() is None:
+            fail(f"--aic-estimator: aiconfigurator's estimator is not installed: {aic.INSTALL.replace('[aic]', '[aic-dev]')}")
+    prior = _guard(read_aic, _guard(read_text, aic_results, "--aic-results"), str(aic_results)) if aic_results else None
+    progress = None
+    if fmt == Fmt.table and sys.stderr.isatty():
+        progress = lambda what, i, n: typer.echo(f"\r{what}: row {i + 1}/{n}", err=True, nl=False)  # noqa: E731
+    res = _guard(run_silicon, ways=ways, systems=split(system), engines=split(engine), models=split(model), sample=sample,
+                 limit=limit, profile=profile[0] if profile else None, calibration=calibration, aic_results=prior,
+                 aic_live=aic_estimator, aic_out=aic_out, db=db, progress=progress)
+    if progress:
+        typer.echo("", err=True)
+    _emit(res, fmt, render.silicon_csv, render.silicon_table)
 
 
 def _schemas() -> dict:

@@ -471,3 +471,71 @@ def calibration_csv(res) -> str:
                                               "" if p.loo_err is None else p.loo_err] for p in res.points]
     rows += [["undetermined", " ".join(u.factors)] + [""] * 11 for u in res.undetermined]
     return _csv(head, rows)
+
+
+# ------------------------------------------------------------------------------ validate --silicon
+SILICON_STATS = ("n", "median_abs", "p90_abs", "signed_median")
+
+
+def _abs(x) -> str:
+    return "—" if x is None else f"{x:.0%}"
+
+
+def _silicon_cells(st: dict) -> list[str]:
+    return [_abs(st["median_abs"]), _abs(st["p90_abs"]), _pct(st["signed_median"])]
+
+
+def silicon_table(res: dict) -> None:
+    c = res["counts"]
+    head = [f"perfmodel validate --silicon: {res['database']} silicon_sample.csv, aggregated rows",
+            f"rows {c['agg_rows']}; of models and systems perfmodel has {c['rows_of_models_and_systems_with_specs']}; "
+            f"expressed {c['expressed']}" + (f" ({c['expressed_share_of_those']:.1%} of those)" if c["expressed_share_of_those"]
+                                             is not None else "")
+            + f"; projected {c['chosen']}" + (f" ({c['sample_per_group']} per model x system x engine)" if c["sample_per_group"]
+                                             else "") + "; priced " + ", ".join(f"{k} {v}" for k, v in c["priced"].items()),
+            "seconds per row: " + ", ".join(f"{w} {s:.3f}" for w, s in res["seconds_per_row"].items()),
+            f"local profile: {res['profile']}" + (f"; calibration: {res['calibration']}" if res["calibration"] else "")]
+    cols = ("way", "by", "group", "rows", "TTFT med |err|", "TTFT p90", "TTFT signed", "TPOT med |err|", "TPOT p90", "TPOT signed")
+    right = set(cols[3:])
+    tab = table("errors: predicted / measured - 1 (+: predicted too slow); TTFT and TPOT means", cols, right=right)
+    for s in res["summary"]:
+        tab.add_row(*(escape(x) for x in [s["source"], s["by"], s["group"], str(s["tpot"]["n"]), *_silicon_cells(s["ttft"]),
+                                          *_silicon_cells(s["tpot"])]))
+    out = [*head, tab]
+    if res["beside_aiconfigurator"]:
+        cols2 = ("way", "by", "group", "rows", "TTFT perfmodel", "TTFT aiconfigurator", "TPOT perfmodel", "TPOT aiconfigurator",
+                 "TPOT signed pm / aic")
+        t2 = table(f"beside aiconfigurator {res['aiconfigurator']}'s estimator, on the rows both priced (median |error|)",
+                   cols2, right=set(cols2[3:]))
+        by = {(b["way"], b["source"], b["by"], b["group"]): b for b in res["beside_aiconfigurator"]}
+        for (way, src, kind, grp), b in by.items():
+            if src == "aiconfigurator":
+                continue
+            a = by[(way, "aiconfigurator", kind, grp)]
+            t2.add_row(*(escape(x) for x in [way, kind, grp, str(b["tpot"]["n"]), _abs(b["ttft"]["median_abs"]),
+                                             _abs(a["ttft"]["median_abs"]), _abs(b["tpot"]["median_abs"]),
+                                             _abs(a["tpot"]["median_abs"]),
+                                             f"{_pct(b['tpot']['signed_median'])} / {_pct(a['tpot']['signed_median'])}"]))
+        out.append(t2)
+    if res["not_expressed"]:
+        out.append("not expressed: " + "; ".join(f"{n} {why}" for why, n in res["not_expressed"].items()))
+    for src, reasons in res["not_priced"].items():
+        if reasons:
+            out.append(f"not priced by {src}: " + "; ".join(f"{n} {why}" for why, n in reasons.items()))
+    _print(*out)
+
+
+def silicon_csv(res: dict) -> str:
+    """One line per row and source: the measured and predicted TTFT and TPOT (ms), or the reason it was not priced."""
+    header = ["id", "model", "system", "engine", "engine_version", "scenario", "source", "measured_ttft_ms", "measured_tpot_ms",
+              "predicted_ttft_ms", "predicted_tpot_ms", "ttft_err", "tpot_err", "not_priced"]
+    rows = []
+    for p in res["points"]:
+        m = p["measured"]
+        for src in sorted(set(p["predicted"]) | set(p["errors"])):
+            q = p["predicted"].get(src)
+            rows.append([p["id"], p["model"], p["system"], p["engine"], p["engine_version"], p["scenario"], src,
+                         m["ttft_ms"], m["tpot_ms"], q["ttft_ms"] if q else "", q["tpot_ms"] if q else "",
+                         q["ttft_ms"] / m["ttft_ms"] - 1 if q else "", q["tpot_ms"] / m["tpot_ms"] - 1 if q else "",
+                         p["errors"].get(src, "")])
+    return _csv(header, rows)

@@ -80,7 +80,18 @@ class Engine(BaseModel):
     max_seqs: int | None = Field(None, ge=1, description="running requests at most (None: the KV pool and the load decide)")
     chunked: bool = Field(description="prefills split into chunks under the budget (else whole prompts only)")
     mixed: bool = Field(description="prefill chunks share a step with the decodes (else a prefill step runs alone)")
+    budget_per_dp_rank: bool = Field(False, description="with data-parallel attention each rank schedules its own steps "
+                                                       "with this budget and max_seqs (vLLM, TRT-LLM); else they are the "
+                                                       "whole step's (SGLang divides its budget among the ranks)")
     source: str = ""
+
+    def over(self, dp_ranks: int) -> Engine:
+        """The engine as one scheduler over `dp_ranks` data-parallel attention ranks: an engine whose
+        budget is per rank runs `dp_ranks` of them side by side (perfmodel/model/SOURCES.md [V9])."""
+        if dp_ranks <= 1 or not self.budget_per_dp_rank:
+            return self
+        return self.model_copy(update={"max_batched_tokens": self.max_batched_tokens * dp_ranks,
+                                       "max_seqs": self.max_seqs * dp_ranks if self.max_seqs else None})
 
 
 def engine_defaults(name: EngineName, gpu: GpuSpec) -> Engine:
@@ -95,14 +106,14 @@ def engine_defaults(name: EngineName, gpu: GpuSpec) -> Engine:
     if name == "vllm":
         big = mem >= 70 * GiB and "a100" not in gpu.name.lower()
         return Engine(name="vllm", max_batched_tokens=8192 if big else 2048, max_seqs=1024 if big else 256, chunked=True,
-                      mixed=True, source="perfmodel/model/SOURCES.md [V2], [V3]: vLLM V1 defaults for the OpenAI API server")
+                      mixed=True, budget_per_dp_rank=True, source="perfmodel/model/SOURCES.md [V2], [V3]: vLLM V1 defaults for the OpenAI API server")
     if name == "sglang":
         mib = mem / MiB
         size = 2048 if mib < 35 * 1024 else 4096 if mib < 60 * 1024 else 8192 if mib < 160 * 1024 else 16384
         return Engine(name="sglang", max_batched_tokens=size, chunked=True, mixed=False,
                       source="perfmodel/model/SOURCES.md [V4]: SGLang chunked_prefill_size by GPU memory, enable_mixed_chunk off")
     if name == "trtllm":
-        return Engine(name="trtllm", max_batched_tokens=8192, chunked=False, mixed=True,
+        return Engine(name="trtllm", max_batched_tokens=8192, chunked=False, mixed=True, budget_per_dp_rank=True,
                       source="perfmodel/model/SOURCES.md [V5]: TRT-LLM max_num_tokens 8192, trtllm-serve chunked prefill off")
     raise ValueError(f"unknown engine '{name}' (known: vllm, sglang, trtllm)")
 
@@ -312,6 +323,8 @@ def simulate(model: ModelSpec, machine: Machine, layout: Layout, workload: Workl
     wl, sp = workload, workload.spec
     W = sp.width if sp else 1
     tau = sp.tau if sp else 1.0
+    rank_budget = engine.max_batched_tokens  # a whole prompt runs on one rank, within its budget
+    engine = engine.over(layout.dp_attn)
     if pricer is None:
         pricer = StepPricer(model, machine, layout, graph=graph, spec=sp, tree_impl=tree_impl, interpolate=not exact)
     if kv_tokens is None:
@@ -326,9 +339,9 @@ def simulate(model: ModelSpec, machine: Machine, layout: Layout, workload: Workl
         raise ValueError(f"a request of {int(need.max())} tokens does not fit in the KV cache ({kv_tokens} tokens "
                          f"on {layout.n_gpus} x {machine.gpu.name})")
     hit = np.minimum(np.floor(wl.prefix_hit * isl).astype(np.int64), isl - 1)
-    if not engine.chunked and int((isl - hit).max()) > engine.max_batched_tokens:
+    if not engine.chunked and int((isl - hit).max()) > rank_budget:
         raise ValueError(f"{engine.name} without chunked prefill cannot run a prompt of {int((isl - hit).max())} "
-                         f"tokens: above its {engine.max_batched_tokens}-token step budget")
+                         f"tokens: above its {rank_budget}-token step budget")
     if wl.request_rate:
         gaps = [0.0] + [rng.expovariate(wl.request_rate) * 1e6 for _ in range(R - 1)]  # us
         sched = np.cumsum(gaps)

@@ -1,0 +1,334 @@
+"""aiconfigurator's measured serving points (`silicon_sample.csv`) as perfmodel serving requests.
+
+`aiconfigurator-core` (Apache-2.0; `pip install 'perfmodel[aic]'`) ships
+`aiconfigurator_core/systems/silicon_sample.csv`: serving benchmarks its authors ran on real
+systems, one row per (engine and version, model, system, precision, layout, isl, osl,
+concurrency), with the measured mean TTFT and TPOT. This module reads the aggregated rows
+(`mode == agg`: prefill and decode on the same GPUs, the case `perfmodel project --isl --osl`
+simulates) and expresses each as a `perfmodel.Request`, or says in one line why it cannot.
+
+Row semantics, from aiconfigurator's own code (ai-dynamo/aiconfigurator,
+`tools/accuracy_tracking/run_silicon.py` and `tools/accuracy_regression_testing/
+predict_silicon_sample.py` pass a row's fields to `aiconfigurator.cli.api.cli_estimate`):
+
+  batch_size         concurrent requests per attention data-parallel rank: the row's total
+                     concurrency is batch_size x attention_dp_size (the sample's own
+                     `silicon_concurrency=` provenance note says so on its DP rows)
+  tp_size            attention tensor parallelism; attention_dp_size its data parallelism
+                     (empty = 1); the GPUs of one replica are tp x attention_dp x pp, which
+                     moe_tp_size x moe_ep_size split for the routed experts
+  gemm_quant_mode    the dtype of the non-expert weight GEMMs; moe_quant_mode the routed
+                     experts' (empty: the checkpoint's own, as aiconfigurator infers it)
+  silicon_ttft_ms,   the benchmark's mean time to first token and mean time per output token
+  silicon_tpot_ms    (aiconfigurator compares its `ttft`/`tpot` estimates with them)
+
+Layouts perfmodel has (`perfmodel.scenario.LAYOUTS`): attention TP with experts TP (`tp`:
+moe_tp = tp, moe_ep = 1), attention TP with experts EP (`tp+ep`: moe_ep = tp, moe_tp = 1), and
+data-parallel attention with experts EP (`dp-attn+ep`: tp = 1, moe_ep = attention_dp); a dense
+model only `tp`. Other splits (experts both TP and EP, attention both TP and DP, pipeline
+stages) are not expressible.
+
+KV-cache dtype: the rows do not record it. aiconfigurator infers it from the checkpoint
+(`aiconfigurator_core.sdk.models.helpers._infer_quant_modes_from_raw_config`: an fp8, fp8_block
+or nvfp4 checkpoint gets an FP8 KV cache, any other bf16), and `MODELS` records that per
+checkpoint, from the `quantization_config` of the config.json aiconfigurator-core bundles
+(`aiconfigurator_core/model_configs/`), so both tools price the same cache.
+
+Pure parsing and expressing; the one file read is `load_rows` (the package's CSV).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from perfmodel import aic
+from perfmodel.scenario import Request
+
+CSV_NAME = "silicon_sample.csv"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """How perfmodel serves one of the sample's model paths: its preset and the KV-cache dtype
+    aiconfigurator infers from the checkpoint (module docstring)."""
+
+    preset: str
+    kv_cache: str
+    note: str
+
+
+# model_path -> preset. Sources: perfmodel/modelspecs/SOURCES.md for the presets; the KV dtype from
+# the bundled config.json's quantization_config (aiconfigurator-core 0.12.0 model_configs/).
+MODELS: dict[str, Checkpoint] = {
+    "deepseek-ai/DeepSeek-R1": Checkpoint("deepseek-v3", "fp8", "quant_method fp8, 128x128 blocks"),
+    "deepseek-ai/DeepSeek-V3": Checkpoint("deepseek-v3", "fp8", "quant_method fp8, 128x128 blocks"),
+    "nvidia/DeepSeek-R1-NVFP4": Checkpoint("deepseek-v3", "fp8", "ModelOpt NVFP4"),
+    "nvidia/DeepSeek-V3.1-NVFP4": Checkpoint("deepseek-v3", "fp8", "ModelOpt NVFP4"),
+    "moonshotai/Kimi-K2.5": Checkpoint("kimi-k2.6", "bf16", "compressed-tensors INT4 experts; the K2.6 preset, same text backbone"),
+    "openai/gpt-oss-120b": Checkpoint("gpt-oss-120b", "bf16", "quant_method mxfp4 (no FP8 attention)"),
+    "meta-llama/Llama-3.1-8B-Instruct": Checkpoint("llama-3.1-8b", "bf16", "bf16 checkpoint"),
+    "nvidia/Llama-3.1-8B-Instruct-FP8": Checkpoint("llama-3.1-8b", "fp8", "ModelOpt FP8"),
+    "meta-llama/Llama-3.1-70B": Checkpoint("llama-3.1-70b", "bf16", "bf16 checkpoint"),
+    "Qwen/Qwen3-235B-A22B-FP8": Checkpoint("qwen3-235b-a22b", "fp8", "quant_method fp8, 128x128 blocks"),
+}
+
+
+class SiliconError(ValueError):
+    """The sample cannot be read: one line."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of silicon_sample.csv, typed (empty layout cells as aiconfigurator reads them: 1)."""
+
+    id: str
+    backend: str
+    backend_version: str
+    model_path: str
+    system: str
+    precision: str
+    mode: str
+    isl: int
+    osl: int
+    gemm_quant_mode: str
+    moe_quant_mode: str
+    batch_size: int
+    tp_size: int
+    pp_size: int
+    attention_dp_size: int
+    moe_tp_size: int
+    moe_ep_size: int
+    ttft_ms: float  # measured mean TTFT
+    tpot_ms: float  # measured mean TPOT
+
+    @property
+    def concurrency(self) -> int:
+        """Requests in flight over the whole replica: batch_size per attention-DP rank."""
+        return self.batch_size * self.attention_dp_size
+
+    @property
+    def layout_text(self) -> str:
+        return (f"tp{self.tp_size} dp{self.attention_dp_size} pp{self.pp_size} "
+                f"moe_tp{self.moe_tp_size} moe_ep{self.moe_ep_size}")
+
+
+def _int(v: str, default: int = 1) -> int:
+    """A layout cell: empty or 0 (the sample's 'unset') -> default."""
+    v = (v or "").strip()
+    return int(float(v)) if v and float(v) > 0 else default
+
+
+def parse_rows(text: str) -> list[Row]:
+    """Every row of the CSV text (both modes), typed; a row lacking a measured TTFT or TPOT is kept
+    out (it cannot be compared). A malformed file: `SiliconError`."""
+    reader = csv.DictReader(io.StringIO(text))
+    need = {"id", "backend", "model_path", "system", "mode", "isl", "osl", "batch_size", "tp_size",
+            "silicon_ttft_ms", "silicon_tpot_ms"}
+    missing = need - set(reader.fieldnames or [])
+    if missing:
+        raise SiliconError(f"{CSV_NAME}: missing columns {', '.join(sorted(missing))}")
+    out = []
+    for i, r in enumerate(reader, start=2):
+        try:
+            ttft, tpot = float(r["silicon_ttft_ms"] or "nan"), float(r["silicon_tpot_ms"] or "nan")
+            if not (ttft > 0 and tpot > 0):
+                continue
+            out.append(Row(
+                id=r["id"], backend=r["backend"].strip().lower(), backend_version=(r.get("backend_version") or "").strip(),
+                model_path=r["model_path"].strip(), system=r["system"].strip(), precision=(r.get("precision") or "").strip(),
+                mode=r["mode"].strip(), isl=int(r["isl"]), osl=int(r["osl"]),
+                gemm_quant_mode=(r.get("gemm_quant_mode") or "").strip(), moe_quant_mode=(r.get("moe_quant_mode") or "").strip(),
+                batch_size=_int(r["batch_size"], 0), tp_size=_int(r["tp_size"]), pp_size=_int(r.get("pp_size", "")),
+                attention_dp_size=_int(r.get("attention_dp_size", "")), moe_tp_size=_int(r.get("moe_tp_size", ""), 0),
+                moe_ep_size=_int(r.get("moe_ep_size", ""), 0), ttft_ms=ttft, tpot_ms=tpot))
+        except (KeyError, ValueError) as e:
+            raise SiliconError(f"{CSV_NAME} line {i}: cannot read {e}") from None
+    return out
+
+
+def load_rows(db: aic.Database | None = None, mode: str = "agg") -> list[Row]:
+    """The installed package's sample (or the one beside a test database), rows of `mode`
+    ('agg', 'disagg', or None for all). Without the package: `aic.AicError` naming the install."""
+    db = db or aic.Database.installed()
+    path = db.root / CSV_NAME
+    if not path.is_file():
+        raise SiliconError(f"{aic.PACKAGE} {db.version} has no systems/{CSV_NAME}")
+    rows = parse_rows(path.read_text())
+    return [r for r in rows if mode is None or r.mode == mode]
+
+
+# ------------------------------------------------------------------------------ rows -> requests
+@dataclass(frozen=True)
+class Expressed:
+    """A row as a perfmodel serving scenario: `request()` builds the `perfmodel.Request`."""
+
+    row: Row
+    target: str  # hwspecs/gpus name
+    gpus: int
+    model: str  # preset
+    parallel: str  # layout key (perfmodel.scenario.LAYOUTS)
+    concurrency: int
+    engine: str
+    dtypes: dict[str, str] = field(default_factory=dict)
+    max_batched_tokens: int | None = None  # the step's token budget where the engine's default cannot serve the row
+
+    @property
+    def measured_ttft_ms(self) -> float:
+        return self.row.ttft_ms
+
+    @property
+    def measured_tpot_ms(self) -> float:
+        return self.row.tpot_ms
+
+    def request(self, **kw) -> Request:
+        """The serving request (`perfmodel project --isl --osl --engine ...`); `kw` sets other
+        scenario fields (profile, calibration, ...)."""
+        return Request(target=self.target, gpus=self.gpus, model=self.model, parallel=self.parallel,
+                       concurrency=[self.concurrency], isl=self.row.isl, osl=self.row.osl, engine=self.engine,
+                       dtypes=dict(self.dtypes) or None, max_batched_tokens=self.max_batched_tokens, **kw)
+
+    def describe(self) -> str:
+        from perfmodel.scenario import layout_of
+
+        dt = ",".join(f"{k}={v}" for k, v in sorted(self.dtypes.items()))
+        return (f"{self.model} on {self.gpus}x {self.target} {layout_of(self.parallel).name}, {self.engine}"
+                + (f" (budget {self.max_batched_tokens})" if self.max_batched_tokens else "")
+                + f", C={self.concurrency}, {self.row.isl}/{self.row.osl}" + (f", {dt}" if dt else ""))
+
+
+class NotExpressible(ValueError):
+    """A row perfmodel cannot express; the message is the one-line reason (also `.reason`)."""
+
+    @property
+    def reason(self) -> str:
+        return str(self)
+
+
+def _weights(row: Row, moe: bool) -> dict[str, str]:
+    """The weight dtypes the row's quant modes set (aic.GEMM_DTYPES, aic.MOE_DTYPES: the database's
+    names -> perfmodel's). An empty mode keeps the preset's (the checkpoint's own); a weight-only
+    INT4 GEMM mode too: the INT4 checkpoints of the sample quantize the routed experts only."""
+    out = {}
+    g, m = row.gemm_quant_mode, row.moe_quant_mode
+    if g and g != "int4_wo":
+        wd = aic.GEMM_DTYPES.get(g)
+        if wd is None:
+            raise NotExpressible(f"gemm_quant_mode {g}: no perfmodel weight format (known: {', '.join(aic.GEMM_DTYPES)}, int4_wo)")
+        out |= {"attention": wd, "dense_mlp": wd} | ({"shared_experts": wd} if moe else {})
+    if m and moe:
+        wd = aic.MOE_DTYPES.get(m)
+        if wd is None:
+            raise NotExpressible(f"moe_quant_mode {m}: no perfmodel weight format (known: {', '.join(aic.MOE_DTYPES)})")
+        out["routed_experts"] = wd
+    return out
+
+
+def _layout(row: Row, moe: bool) -> tuple[str, int]:
+    """(layout key, GPUs) of the row's split, or NotExpressible."""
+    tp, dp, mtp, mep = row.tp_size, row.attention_dp_size, row.moe_tp_size, row.moe_ep_size
+    if row.pp_size > 1:
+        raise NotExpressible(f"pipeline parallel (pp {row.pp_size}): perfmodel has no pipeline stages")
+    if not moe:
+        if dp > 1:
+            raise NotExpressible(f"dense model with attention DP {dp}: perfmodel serves a dense model TP only")
+        return "tp", tp
+    n = tp * dp
+    mtp, mep = mtp or (n // mep if mep else n), mep or 1  # aiconfigurator infers a missing width from the other
+    if mtp * mep != n:
+        raise NotExpressible(f"layout {row.layout_text}: experts split over {mtp * mep} GPUs, attention over {n}")
+    if dp == 1 and mep == 1 and mtp == tp:
+        return "tp", n
+    if dp == 1 and mtp == 1 and mep == tp:
+        return "tp-attn-ep-moe", n
+    if tp == 1 and mtp == 1 and mep == dp:
+        return "ep", n
+    raise NotExpressible(f"layout {row.layout_text}: perfmodel has tp, tp+ep and dp-attn+ep (experts split both "
+                         "ways, or attention both TP and DP, are not)")
+
+
+def express(row: Row) -> Expressed:
+    """The row as a perfmodel serving scenario, or `NotExpressible` with the one-line reason."""
+    from perfmodel.specs import registry
+
+    if row.mode != "agg":
+        raise NotExpressible(f"mode {row.mode}: perfmodel simulates aggregated serving only")
+    if row.backend not in aic.ENGINES:
+        raise NotExpressible(f"engine {row.backend}: perfmodel schedules {', '.join(aic.ENGINES)}")
+    gpu = aic.SYSTEM_GPUS.get(row.system)
+    if gpu is None:
+        raise NotExpressible(f"system {row.system}: no GPU spec (mapped: {', '.join(aic.SYSTEM_GPUS)})")
+    ck = MODELS.get(row.model_path)
+    if ck is None:
+        raise NotExpressible(f"model {row.model_path}: no preset")
+    if row.batch_size < 1:
+        raise NotExpressible("batch_size missing")
+    moe = registry.load_model(ck.preset).moe is not None
+    parallel, n = _layout(row, moe)
+    dtypes = _weights(row, moe)
+    if ck.kv_cache != "bf16":
+        dtypes["kv_cache"] = ck.kv_cache
+    return Expressed(row=row, target=gpu, gpus=n, model=ck.preset, parallel=parallel, concurrency=row.concurrency,
+                     engine=row.backend, dtypes=dtypes, max_batched_tokens=_budget(row, gpu, n if parallel == "ep" else 1))
+
+
+def _budget(row: Row, gpu_name: str, dp_ranks: int) -> int | None:
+    """The step budget (per attention-DP rank, as the engines take it) the row's server must have
+    run with, where its engine's default could not have served the row.
+
+    An engine without chunked prefill (TRT-LLM's `trtllm-serve` default) admits a prompt only
+    whole, in a step whose token budget also carries the rank's running decodes (perfmodel/model/
+    serving.py). With its default budget (8192) a prompt of isl tokens beside a rank's C/ranks
+    decodes fits only when isl + C/ranks <= 8192: above that, each prompt would wait for every
+    running request to finish, the decode batch would stay near 1, and the TPOT would not grow
+    with C as the rows measured do. The rows do not record the budget; they are priced with the
+    smallest one that serves them, isl + C/ranks."""
+    from perfmodel.model.serving import engine_defaults
+    from perfmodel.specs import registry
+
+    eng = engine_defaults(row.backend, registry.load_gpu(gpu_name))
+    need = row.isl + -(-row.concurrency // dp_ranks)
+    return need if not eng.chunked and need > eng.max_batched_tokens else None
+
+
+def express_all(rows: Iterable[Row]) -> tuple[list[Expressed], list[tuple[Row, str]]]:
+    """(the rows expressed, [(row, reason)] of the others), in the rows' order."""
+    ok, refused = [], []
+    for r in rows:
+        try:
+            ok.append(express(r))
+        except NotExpressible as e:
+            refused.append((r, e.reason))
+    return ok, refused
+
+
+def reason_kind(reason: str) -> str:
+    """A reason without its row's particulars ('layout tp64 dp1 ...: ...' -> 'layout: ...'), to count them."""
+    head, _, tail = reason.partition(":")
+    return re.sub(r"\s.*$", "", head) + (": " + re.sub(r"\d+", "N", tail.strip()) if tail else "")
+
+
+def stratified(items: list, per_group: int, key) -> list:
+    """At most `per_group` items per `key(item)`, evenly spaced over each group sorted by
+    (concurrency, isl, osl, id): deterministic, spanning each group's loads."""
+    groups: dict = {}
+    for it in items:
+        groups.setdefault(key(it), []).append(it)
+    out = []
+    for k in sorted(groups):
+        g = sorted(groups[k], key=lambda e: (e.row.concurrency, e.row.isl, e.row.osl, e.row.id))
+        if len(g) <= per_group:
+            out += g
+        elif per_group == 1:
+            out.append(g[len(g) // 2])
+        else:
+            out += [g[round(i * (len(g) - 1) / (per_group - 1))] for i in range(per_group)]
+    return out
+
+
+def group_key(e: Expressed) -> tuple[str, str, str]:
+    """(model, system, engine): the strata of `stratified` and of the sample run of aiconfigurator."""
+    return (e.model, e.row.system, e.engine)
