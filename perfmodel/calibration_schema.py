@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_serializer, model_validator
 
 from perfmodel.profile import check_kernel_set
 from perfmodel.scenario import EngineKind, PosInt, Request, fields
@@ -186,6 +186,15 @@ class CalibrationResult(_Strict):
     held_out: Literal["point", "gpu", "model"] = Field("point", description="what each leave-one-out fit left out")
     warnings: list[str] = []
     undetermined: list[Undetermined] = Field([], description="the factors the points cannot separate, and why")
+
+    @model_serializer(mode="wrap")
+    def _leave_out_default_held_out(self, handler):
+        """calib.json as before for the default leave-one-point-out: the field written only when
+        each GPU's or model's points were held out."""
+        out = handler(self)
+        if out.get("held_out") == "point":
+            del out["held_out"]
+        return out
 
     @property
     def model_error(self) -> float:
