@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from perfmodel import aic, silicon
-from perfmodel.calibrate import CalibrationInput, ObservedPoint, fit, write_result
+from perfmodel.calibrate import CalibrationInput, ObservedPoint, fit, prepare, write_result
 from perfmodel.profile import save_profile
 from perfmodel.request import resolve_profile
 
@@ -62,10 +62,12 @@ def points_for(expressed, folder: Path, db, local) -> tuple[list[ObservedPoint],
             save_profile(prof.model_dump(mode="json", exclude_none=True), p)
             paths[key] = p
         try:
-            out.append(ObservedPoint(target=e.target, gpus=e.gpus, model=e.model, parallel=e.parallel,
-                                     concurrency=e.concurrency, isl=r.isl, osl=r.osl, engine=e.engine,
-                                     dtypes=dict(e.dtypes) or None, profile=str(paths[key]),
-                                     ttft_ms=r.ttft_ms, tpot_ms=r.tpot_ms, label=f"{r.id} [{r.system} {version}]"))
+            pt = ObservedPoint(target=e.target, gpus=e.gpus, model=e.model, parallel=e.parallel,
+                               concurrency=e.concurrency, isl=r.isl, osl=r.osl, engine=e.engine,
+                               dtypes=dict(e.dtypes) or None, profile=str(paths[key]),
+                               ttft_ms=r.ttft_ms, tpot_ms=r.tpot_ms, label=f"{r.id} [{r.system} {version}]")
+            prepare(len(out), pt.singles()[0], local)  # refused as the fit would refuse it: kept out, with the reason
+            out.append(pt)
         except ValueError as x:
             skipped.append(f"{r.id}: {str(x).splitlines()[0]}")
     return out, skipped
