@@ -2,7 +2,7 @@
 the repository root after run.py: python evidence/engine-calibrations/compare.py).
 
 Reads errors_*.json (run.py: per engine, each row's errors, uncalibrated and leave-one-system-out)
-and aiconfigurator_per_group1.jsonl (evidence/silicon-validation/run_aic.py 1: aiconfigurator's
+and aiconfigurator_per_group2.jsonl (evidence/silicon-validation/run_aic.py 2: aiconfigurator's
 SILICON-mode estimate of the same stratified rows), and tabulates both on the rows both priced.
 """
 
@@ -30,7 +30,7 @@ def stats(errs: list[float]) -> str:
 
 def main() -> None:
     rows = {r.id: r for r in silicon.load_rows()}
-    aic = read_aic((HERE / "aiconfigurator_per_group1.jsonl").read_text())
+    aic = read_aic((HERE / "aiconfigurator_per_group2.jsonl").read_text())
     for f in sorted(HERE.glob("errors_*.json")):
         for engine, d in json.loads(f.read_text()).items():
             ids = d["rows"]
