@@ -287,14 +287,15 @@ def validate(profile: list[str] | None = typer.Option(None, "--profile", help="P
                                                                    "the published figures use the embedded profile)."),
              calibration: str | None = typer.Option(None, "--calibration", help="Calibration JSON (`perfmodel calibrate`): the "
                                                      "published figures are projected through it (e2e steps of perfmodel's own "
-                                                     "stack are not)."),
+                                                     "stack are not); with --silicon, the calibrated way's (or "
+                                                     "engine=FILE,... per engine)."),
              transfer: bool = typer.Option(False, "--transfer", help="Instead: test the transfer rules on aiconfigurator's per-op "
-                                           "database (`pip install 'perfmodel[aic]'`): every row priced on its system's GPU from "
+                                           "database (`pip install 'perfmodel\\[aic]'`): every row priced on its system's GPU from "
                                            "the local profile (--profile, default the embedded one) and from the database's H200 "
                                            "rows of the same engine."),
              silicon: bool = typer.Option(False, "--silicon", help="Instead: the serving projection against aiconfigurator's "
                                           "measured serving points (its silicon_sample.csv, aggregated rows; `pip install "
-                                          "'perfmodel[aic]'`): TTFT and TPOT errors by engine, system and model."),
+                                          "'perfmodel\\[aic]'`): TTFT and TPOT errors by engine, system and model."),
              system: str | None = typer.Option(None, "--system", help="With --transfer or --silicon: comma-separated "
                                                "aiconfigurator systems (default: all with a GPU spec)."),
              engine: str | None = typer.Option(None, "--engine", help="With --transfer or --silicon: comma-separated engines "
@@ -309,7 +310,7 @@ def validate(profile: list[str] | None = typer.Option(None, "--profile", help="P
                                                "engine, spread over concurrency."),
              limit: int | None = typer.Option(None, "--limit", help="With --silicon: the first N rows only."),
              aic_estimator: bool = typer.Option(False, "--aic-estimator", help="With --silicon: also run aiconfigurator's own "
-                                                "estimator on the rows (`pip install 'perfmodel[aic-dev]'`; seconds a row) and "
+                                                "estimator on the rows (`pip install 'perfmodel\\[aic-dev]'`; seconds a row) and "
                                                 "tabulate its errors beside perfmodel's."),
              aic_results: Path | None = typer.Option(None, "--aic-results", help="With --silicon: the estimator's results of an "
                                                      "earlier run (the JSON lines --aic-out writes), tabulated beside perfmodel's."),
@@ -579,7 +580,7 @@ def profile_import_aic(system: str | None = typer.Option(None, "--system", help=
                        list_: bool = typer.Option(False, "--list", help="Print the systems, engines and versions the installed "
                                                   "package holds, and which tables each has."),
                        fmt: Fmt = typer.Option(Fmt.table, "--format", "-f", help="For --list.")):
-    """Import aiconfigurator's per-op measurements of a system and engine as a profile (`pip install 'perfmodel[aic]'`)."""
+    """Import aiconfigurator's per-op measurements of a system and engine as a profile (`pip install 'perfmodel\\[aic]'`)."""
     from perfmodel import aic
 
     db = _guard(aic.Database.installed)

@@ -74,6 +74,9 @@ MODELS: dict[str, Checkpoint] = {
     "nvidia/Llama-3.1-8B-Instruct-FP8": Checkpoint("llama-3.1-8b", "fp8", "ModelOpt FP8"),
     "meta-llama/Llama-3.1-70B": Checkpoint("llama-3.1-70b", "bf16", "bf16 checkpoint"),
     "Qwen/Qwen3-235B-A22B-FP8": Checkpoint("qwen3-235b-a22b", "fp8", "quant_method fp8, 128x128 blocks"),
+    "Qwen/Qwen3-32B": Checkpoint("qwen3-32b", "bf16", "bf16 checkpoint"),
+    "MiniMaxAI/MiniMax-M2.5": Checkpoint("minimax-m2.5", "fp8", "quant_method fp8, 128x128 blocks"),
+    "nvidia/Qwen3-32B-NVFP4": Checkpoint("qwen3-32b", "fp8", "ModelOpt NVFP4"),
 }
 
 

@@ -4,7 +4,8 @@
 
 Two named blocks: `kernels` (the profile's ceilings, dispatch costs, fitted laws, decode-size
 samples and the kernel goals: docs/kernels.md) and `accuracy` (`perfmodel validate` on the
-shipped profiles and the published figures: README.md). With --readme, each file's blocks
+shipped profiles and the published figures, and the committed `validate --silicon` run in
+evidence/silicon-validation/: README.md). With --readme, each file's blocks
 between `<!-- anchors:NAME:begin -->` and `<!-- anchors:NAME:end -->` are replaced, so every
 measured figure in those files is generated from the committed profiles (tests/test_readme.py
 checks that the committed blocks match)."""
@@ -160,6 +161,57 @@ def accuracy_rows(validation: dict) -> list[tuple[str, str, str, str, bool | Non
     return rows
 
 
+# The committed raw output of `perfmodel validate --silicon` (evidence/silicon-validation/run.sh):
+# the serving rows of the accuracy block come from it (aiconfigurator's package is an optional
+# extra, so the table is not re-run here).
+SILICON_EVIDENCE = Path("evidence") / "silicon-validation" / "all_rows.json"
+# aiconfigurator's estimator ran on a stratified sample (seconds a row): the comparison beside it
+# comes from the run on those rows
+SILICON_BESIDE = Path("evidence") / "silicon-validation" / "sample8_beside_aiconfigurator.json"
+SILICON_WHAT = {"local": "from the local H200 profile through the transfer rules",
+                "imported": "from the target's per-op rows imported from aiconfigurator's database"}
+
+
+def silicon_rows(res: dict, beside_res: dict | None = None) -> list[tuple[str, str, str, str, bool | None]]:
+    """The accuracy rows of a `validate --silicon` result: how many rows it expresses, and each
+    way's serving TPOT and TTFT errors, overall and beside aiconfigurator's estimator (from
+    `beside_res`, another run's result, where given)."""
+    c = res["counts"]
+    rows = [("silicon-expressed", f"the aggregated rows of aiconfigurator's measured serving points ({res['database']} "
+             "silicon_sample.csv) of the models and systems perfmodel has, expressed as serving requests",
+             f"{c['expressed_share_of_those']:.1%} of {c['rows_of_models_and_systems_with_specs']} rows",
+             ">= 95%", c["expressed_share_of_those"] >= 0.95)]
+    get = {(r["source"], r["by"], r["group"]): r for r in res["summary"]}
+    both = {(r["way"], r["source"], r["by"], r["group"]): r for r in (beside_res or res)["beside_aiconfigurator"]}
+    for way in res["ways"]:
+        s = get.get((way, "overall", "all"))
+        if s is None:
+            continue
+        t, f = s["tpot"], s["ttft"]
+        val = (f"TPOT median {t['median_abs']:.1%}, signed {t['signed_median']:+.1%}, p90 {t['p90_abs']:.0%}; TTFT median "
+               f"{f['median_abs']:.1%}, signed {f['signed_median']:+.1%}; over {t['n']} rows, "
+               f"{res['seconds_per_row'][way]:.2f} s a row")
+        rows.append((f"silicon-{way}", f"their mean TTFT and TPOT under the row's engine scheduler, uncalibrated, "
+                     f"{SILICON_WHAT.get(way, way)}", val, "TPOT median <= 15%, signed within +-8%",
+                     t["median_abs"] <= 0.15 and abs(t["signed_median"]) <= 0.08))
+        pm, ai = both.get((way, way, "overall", "all")), both.get((way, "aiconfigurator", "overall", "all"))
+        if pm and ai:
+            rows.append((f"silicon-{way}-beside-aiconfigurator", f"the same, on the rows aiconfigurator "
+                         f"{(beside_res or res)['aiconfigurator']}'s estimator also priced (a stratified sample)",
+                         f"TPOT {pm['tpot']['median_abs']:.1%} (aiconfigurator {ai['tpot']['median_abs']:.1%}), TTFT "
+                         f"{pm['ttft']['median_abs']:.1%} ({ai['ttft']['median_abs']:.1%}) over {pm['tpot']['n']} rows",
+                         "TPOT <= 1.5x aiconfigurator's" if way == "local" else "—",
+                         pm["tpot"]["median_abs"] <= 1.5 * ai["tpot"]["median_abs"] if way == "local" else None))
+    return rows
+
+
+def _silicon_result(rel: Path) -> dict | None:
+    import json
+
+    path = Path(__file__).resolve().parents[1] / rel
+    return json.loads(path.read_text()) if path.is_file() and path.stat().st_size else None
+
+
 def _met(met: bool | None) -> str:
     return "yes" if met else "no" if met is not None else "—"
 
@@ -264,6 +316,10 @@ def render_accuracy(path: str | Path, validation: dict) -> str:
            f"(git {str(base.git_sha)[:7]}).", "",
            "| check | what is predicted | measured | goal | met |", "|---|---|---|---|---|"]
     out += [f"| {k} | {what} | {val} | {tgt} | {_met(met)} |" for k, what, val, tgt, met in accuracy_rows(validation)]
+    sil = _silicon_result(SILICON_EVIDENCE)
+    if sil is not None:
+        out += [f"| {k} | {what} | {val} | {tgt} | {_met(met)} |"
+                for k, what, val, tgt, met in silicon_rows(sil, _silicon_result(SILICON_BESIDE))]
     e2e = _largest(validation, lambda k: k.startswith("e2e-"))
     if e2e:
         out += ["", "Largest errors on the measured steps: " + "; ".join(

@@ -43,6 +43,10 @@ RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # the edge that reads aiconfigurator's database (pyarrow; CSV fixtures) and fits its rows with measure's fits
     "perfmodel.aic": (("perfmodel.model", "perfmodel.specs", "perfmodel.measure.fits") + CORE_TYPES, ("yaml", "pyarrow")),
     "perfmodel.transfer": (("perfmodel.aic", "perfmodel.model", "perfmodel.request", "perfmodel.specs") + CORE_TYPES, ()),
+    # aiconfigurator's measured serving points: rows -> requests, and validate --silicon over the api
+    "perfmodel.silicon": (("perfmodel.aic", "perfmodel.model", "perfmodel.specs") + CORE_TYPES, ()),
+    "perfmodel.silicon_validate": (("perfmodel.silicon", "perfmodel.aic", "perfmodel.api", "perfmodel.request") + CORE_TYPES,
+                                   ("numpy", "aiconfigurator")),
     "perfmodel.options": (("perfmodel.scenario", "perfmodel.errors"), ("typer",)),
     "perfmodel.cli_errors": ((), ("typer", "click")),
     "perfmodel.cli": (("perfmodel",), ("typer", "rich")),  # the edge: everything, lazily

@@ -250,3 +250,23 @@ def test_bad_workloads_are_refused(llama):
     with pytest.raises(ValueError, match="does not fit in the KV cache"):
         simulate(llama.model, llama.machine, llama.layout, Workload(isl=10**6, osl=10, concurrency=1),
                  engine_defaults("vllm", llama.gpu))
+
+
+def test_data_parallel_ranks_schedule_with_their_own_budget():
+    """The worked TRT-LLM case above (two 150-token prompts under a 200-token budget: TTFT 30 and
+    60 ms) over two attention-DP ranks, each with its own 200-token budget: both prompts run in the
+    first step (TTFT 30 and 30). A prompt still has to fit one rank's budget; SGLang's budget is the
+    whole step's (it divides it among the ranks: model/SOURCES.md V9)."""
+    pj = _pj()
+    eng = Engine(name="trtllm", max_batched_tokens=200, chunked=False, mixed=True, budget_per_dp_rank=True)
+    wl = Workload(isl=150, osl=3, concurrency=2, n_requests=2)
+    one = simulate(pj.model, pj.machine, Layout("tp", 1), wl, eng, pricer=StubPricer(), kv_tokens=10**6)
+    two = simulate(pj.model, pj.machine, Layout("ep", 2), wl, eng, pricer=StubPricer(), kv_tokens=10**6)
+    assert one.ttft_ms.mean == pytest.approx(45.0) and two.ttft_ms.mean == pytest.approx(30.0)
+    with pytest.raises(ValueError, match="250 tokens: above its 200-token"):
+        simulate(pj.model, pj.machine, Layout("ep", 2), Workload(isl=250, osl=3, concurrency=2), eng, pricer=StubPricer(),
+                 kv_tokens=10**6)
+    assert eng.over(4).max_batched_tokens == 800 and eng.over(1) is eng
+    assert SGLANG.over(8) is SGLANG
+    v = engine_defaults("vllm", registry.load_gpu("h200")).over(2)
+    assert (v.max_batched_tokens, v.max_seqs) == (16384, 2048)

@@ -75,6 +75,12 @@ def test_dense_row_without_quant_modes_keeps_the_preset(rows):
     assert d.dtypes == {"attention": "fp8", "dense_mlp": "fp8"}  # no experts: the MoE mode is ignored
 
 
+def test_a_moe_row_with_an_fp8_checkpoint(rows):
+    e = silicon.express(_row(rows, "minimaxm2_5_b300_vllm_fp8_agg_8192x1024_c128_cfg733"))
+    assert (e.model, e.parallel, e.gpus, e.concurrency, e.target) == ("minimax-m2.5", "tp", 4, 128, "b300-sxm")
+    assert e.dtypes["routed_experts"] == "fp8" and e.dtypes["kv_cache"] == "fp8"
+
+
 def test_int4_and_mxfp4_checkpoints(rows):
     k = silicon.express(_row(rows, "2026_03_25_kimi_k2_5_b200_sxm_vllm_int4"))
     assert k.model == "kimi-k2.6" and k.dtypes == {"routed_experts": "int4_g32"}  # the INT4 GEMM mode: experts only
@@ -83,7 +89,7 @@ def test_int4_and_mxfp4_checkpoints(rows):
 
 
 @pytest.mark.parametrize("prefix, reason", [
-    ("minimaxm2_5_b300_vllm_fp8_agg_8192x1024_c128_cfg733", "model MiniMaxAI/MiniMax-M2.5: no preset"),
+    ("qwen3_5_b300_sglang_fp4_agg_8192x1024_c32_cfg736", "model Qwen/Qwen3.5-397B-A17B: no preset"),
     ("kimik2_5_gb200_trtllm_fp4_disagg", "mode disagg"),
     ("kimik2_5_b200_vllm_fp4_agg_1024x1024_c32_cfg635", "perfmodel has tp, tp+ep and dp-attn+ep"),
     ("qwen_qwen3_235b_a22b_fp8_qwen_qwen3_235b_a22b_fp8_h200_sxm_vllm_agg_1000x100_c8_tp1_epnone_2", "experts split over 2 GPUs"),
@@ -110,7 +116,7 @@ def test_refused_rows_of_other_kinds():
 
 def test_express_all_and_reason_kinds(rows):
     ok, refused = silicon.express_all(rows.values())
-    assert len(ok) + len(refused) == len(rows) and len(ok) == 8
+    assert len(ok) + len(refused) == len(rows) and len(ok) == 9
     kinds = {silicon.reason_kind(r) for _, r in refused}
     assert "layout: experts split over N GPUs, attention over N" in kinds
 
@@ -119,11 +125,180 @@ def test_stratified_sample_spans_each_group(rows):
     ok, _ = silicon.express_all(rows.values())
     one = silicon.stratified(ok, 1, silicon.group_key)
     assert len(one) == len({silicon.group_key(e) for e in ok})
-    assert silicon.stratified(ok, 5, lambda e: 0) == sorted(
-        [silicon.stratified(ok, 99, lambda e: 0)[round(i * 7 / 4)] for i in range(5)], key=lambda e: (
-            e.row.concurrency, e.row.isl, e.row.osl, e.row.id))
+    every = silicon.stratified(ok, 99, lambda e: 0)  # one group: all of them, sorted by concurrency
+    assert [e.row.concurrency for e in every] == sorted(e.row.concurrency for e in ok)
+    last = len(every) - 1
+    assert silicon.stratified(ok, 5, lambda e: 0) == [every[round(i * last / 4)] for i in range(5)]  # both ends kept
 
 
 def test_malformed_sample_is_one_line():
     with pytest.raises(silicon.SiliconError, match="missing columns"):
         silicon.parse_rows("id,backend\nx,vllm\n")
+
+
+# ------------------------------------------------------------------------------ the statistics, by hand
+def test_error_stats_by_hand():
+    """|errors| 0.1 .. 0.5: median 0.3; p90 between the 4th and 5th (position 0.9 x 4 = 3.6):
+    0.4 + 0.6 x 0.1 = 0.46; signed median of (+0.1, -0.2, +0.3, -0.4, +0.5) is +0.1."""
+    from perfmodel.silicon_validate import error_stats
+
+    st = error_stats([0.1, -0.2, 0.3, -0.4, 0.5, None])
+    assert st["n"] == 5
+    assert (st["median_abs"], st["p90_abs"], st["signed_median"]) == pytest.approx((0.3, 0.46, 0.1))
+    assert error_stats([])["median_abs"] is None
+
+
+def _pt(i, engine, system, model, meas, **pred):
+    return {"id": str(i), "engine": engine, "system": system, "model": model,
+            "measured": {"ttft_ms": meas, "tpot_ms": meas},
+            "predicted": {k: {"ttft_ms": v, "tpot_ms": v * 2} for k, v in pred.items()}, "errors": {}}
+
+
+def test_summary_by_group_and_beside_the_estimator_on_the_same_rows():
+    """Four rows; 'local' priced all, the estimator rows 0 and 1 only. TTFT errors of local:
+    +10%, -10%, +50%, -50%; TPOT (twice the TTFT figure): +120%, +80%, +200%, 0%."""
+    from perfmodel.silicon_validate import beside, summarise
+
+    pts = [_pt(0, "vllm", "h200_sxm", "m", 10.0, local=11.0, aiconfigurator=12.0),
+           _pt(1, "vllm", "b200_sxm", "m", 10.0, local=9.0, aiconfigurator=10.0),
+           _pt(2, "sglang", "h200_sxm", "m", 10.0, local=15.0),
+           _pt(3, "sglang", "b200_sxm", "m", 10.0, local=5.0)]
+    s = {(r["source"], r["by"], r["group"]): r for r in summarise(pts, ["local"])}
+    assert s[("local", "overall", "all")]["ttft"]["median_abs"] == pytest.approx(0.3)  # |e| 0.1 0.1 0.5 0.5
+    assert s[("local", "overall", "all")]["ttft"]["signed_median"] == pytest.approx(0.0)
+    assert s[("local", "engine", "sglang")]["tpot"]["median_abs"] == pytest.approx(1.0)  # 2.0 and 0.0
+    assert s[("local", "system", "h200_sxm")]["ttft"]["n"] == 2
+    b = {(r["source"], r["by"], r["group"]): r for r in beside(pts, ["local"])}
+    assert b[("local", "overall", "all")]["ttft"]["n"] == 2  # the estimator's rows only
+    assert b[("local", "overall", "all")]["ttft"]["median_abs"] == pytest.approx(0.1)
+    assert b[("aiconfigurator", "overall", "all")]["ttft"]["median_abs"] == pytest.approx(0.1)  # +20%, 0%
+    assert b[("aiconfigurator", "overall", "all")]["tpot"]["signed_median"] == pytest.approx(1.2)  # +140%, +100%
+
+
+def test_estimator_arguments_are_the_rows_as_aiconfigurators_tools_pass_them(rows):
+    from perfmodel.silicon_validate import aic_args
+
+    r = _row(rows, "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_8192x1024_c256")
+    a = aic_args(r)
+    assert (a["batch_size"], a["tp_size"], a["attention_dp_size"], a["moe_tp_size"], a["moe_ep_size"]) == (32, 1, 8, 1, 8)
+    assert (a["model_path"], a["system_name"], a["backend_name"], a["mode"]) == ("deepseek-ai/DeepSeek-R1", "b200_sxm",
+                                                                                "trtllm", "agg")
+    assert a["gemm_quant_mode"] == "nvfp4" and a["isl"] == 8192
+
+
+def test_estimator_results_read_back_and_bad_lines_refused():
+    from perfmodel.silicon_validate import read_aic
+
+    got = read_aic('# {"command": "x"}\n{"id": "a", "ttft_ms": 1.0, "tpot_ms": 2.0, "s": 3}\n{"id": "b", "error": "E: no"}\n')
+    assert got == {"a": {"ttft_ms": 1.0, "tpot_ms": 2.0, "s": 3}, "b": {"error": "E: no"}}
+    with pytest.raises(silicon.SiliconError, match="line 1"):
+        read_aic("not json\n")
+
+
+def test_a_calibration_per_engine():
+    from perfmodel.silicon_validate import _calibration_for
+
+    assert _calibration_for("cal.json", "vllm") == "cal.json"
+    assert _calibration_for("vllm=v.json,sglang=s.json", "sglang") == "s.json"
+    assert _calibration_for("vllm=v.json", "trtllm") is None and _calibration_for(None, "vllm") is None
+
+
+def test_trtllm_rows_get_the_budget_that_serves_them(rows):
+    """A TRT-LLM prompt of 8192 tokens cannot sit beside a rank's decodes in its default 8192-token
+    budget: the row is priced with isl + C / ranks = 8192 + 256 / 8."""
+    e = silicon.express(_row(rows, "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_8192x1024_c256"))
+    assert e.max_batched_tokens == 8192 + 32 and e.request().max_batched_tokens == 8224
+    assert silicon.express(_row(rows, "dsr1_h200_sglang_fp8_agg_1024x1024_c4_cfg81")).max_batched_tokens is None
+
+
+# ------------------------------------------------------------------------------ the command line
+@pytest.fixture
+def cli_db(monkeypatch, db):
+    monkeypatch.setattr(aic.Database, "installed", classmethod(lambda cls: db))
+
+
+def test_cli_without_the_package_is_one_line_naming_the_extra(monkeypatch):
+    from importlib import resources
+
+    from typer.testing import CliRunner
+
+    from perfmodel.cli import app
+
+    def missing(name):
+        raise ModuleNotFoundError(name)
+
+    monkeypatch.setattr(resources, "files", missing)
+    r = CliRunner().invoke(app, ["validate", "--silicon"])
+    assert r.exit_code == 2 and "pip install 'perfmodel[aic]'" in r.stderr, r.output
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, says", [
+    (["validate", "--model", "deepseek-v3"], "--model go with --silicon"),
+    (["validate", "--silicon", "--transfer"], "choose one of --transfer and --silicon"),
+    (["validate", "--silicon", "--way", "guess"], "--way guess"),
+    (["validate", "--silicon", "--way", "calibrated"], "needs --calibration"),
+    (["validate", "--silicon", "--sample", "0"], "--sample 0"),
+    (["validate", "--silicon", "--aic-out", "x.jsonl"], "--aic-out goes with --aic-estimator"),
+])
+def test_cli_bad_silicon_options_are_one_line(cli_db, args, says):
+    from typer.testing import CliRunner
+
+    from perfmodel.cli import app
+
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
+
+
+def test_cli_silicon_table_on_the_fixture_with_the_estimators_results(cli_db, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from perfmodel.cli import app
+
+    est = tmp_path / "aic.jsonl"
+    rid = "dsr1_h200_sglang_fp8_agg_1024x1024_c4_cfg81"
+    est.write_text(json.dumps({"id": rid, "ttft_ms": 100.0, "tpot_ms": 10.0}) + "\n")
+    args = ["validate", "--silicon", "--system", "h200_sxm", "--way", "local,imported", "--aic-results", str(est)]
+    r = CliRunner().invoke(app, args + ["--format", "json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    assert res["counts"]["expressed"] == 1 and res["counts"]["agg_rows"] == 2
+    (p,) = res["points"]
+    assert p["id"] == rid and {"local", "imported", "aiconfigurator"} <= set(p["predicted"])
+    assert p["predicted"]["aiconfigurator"]["tpot_ms"] == 10.0
+    assert any(b["source"] == "aiconfigurator" and b["way"] == "imported" for b in res["beside_aiconfigurator"])
+    assert "experts split over 2 GPUs" not in res["not_expressed"]  # counted by kind
+    assert res["not_expressed"] == {"layout: experts split over N GPUs, attention over N": 1}
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0 and "beside aiconfigurator" in r.stdout and "TPOT med |err|" in r.stdout, r.output
+    r = CliRunner().invoke(app, args + ["--format", "csv"])
+    assert r.exit_code == 0 and r.stdout.count(rid) == 3
+
+
+def test_accuracy_rows_of_a_silicon_run():
+    """The README's serving rows from a `validate --silicon` result: the expressed share against
+    95%, and the local way's TPOT against 15% / +-8% and 1.5x the estimator's on the same rows."""
+    from perfmodel.reports.anchors import silicon_rows
+
+    def st(med, signed, n=10):
+        return {"n": n, "median_abs": med, "p90_abs": 2 * med, "signed_median": signed}
+
+    res = {"database": "aiconfigurator-core 0.12.0", "aiconfigurator": "0.12.0", "ways": ["local"],
+           "counts": {"expressed_share_of_those": 0.9, "rows_of_models_and_systems_with_specs": 100},
+           "seconds_per_row": {"local": 0.3},
+           "summary": [{"source": "local", "by": "overall", "group": "all", "ttft": st(0.3, 0.1), "tpot": st(0.12, -0.05)}],
+           "beside_aiconfigurator": [
+               {"way": "local", "source": "local", "by": "overall", "group": "all", "ttft": st(0.3, 0.1, 4), "tpot": st(0.2, 0, 4)},
+               {"way": "local", "source": "aiconfigurator", "by": "overall", "group": "all", "ttft": st(0.5, 0, 4),
+                "tpot": st(0.1, 0, 4)}]}
+    (k0, _, v0, _, met0), (k1, _, v1, _, met1), (k2, _, v2, _, met2) = silicon_rows(res)
+    assert (k0, v0, met0) == ("silicon-expressed", "90.0% of 100 rows", False)
+    assert k1 == "silicon-local" and "TPOT median 12.0%, signed -5.0%" in v1 and "over 10 rows, 0.30 s a row" in v1
+    assert met1 is True  # 12% <= 15% and -5% within 8%
+    assert k2 == "silicon-local-beside-aiconfigurator" and v2.startswith("TPOT 20.0% (aiconfigurator 10.0%)")
+    assert met2 is False  # 20% > 1.5 x 10%
+    res["beside_aiconfigurator"][1]["tpot"] = st(0.15, 0, 4)
+    assert silicon_rows(res)[2][4] is True
+    assert len(silicon_rows(res, {"aiconfigurator": "x", "beside_aiconfigurator": []})) == 2  # another run's comparison
