@@ -47,7 +47,9 @@ def _calibration(rs: Resolved):
     r = rs.req
     try:
         if r.calibration:
-            return load_result(r.calibration), None
+            from perfmodel.request import calibration_path
+
+            return load_result(str(calibration_path(r.calibration))), None
         o = dict(rs.observed.figure)
         pt = ObservedPoint(
             target=rs.observed.gpu.name, gpus=o["gpus"], link=rs.observed.link.name if rs.observed.link else None,
@@ -64,6 +66,8 @@ def _calibration(rs: Resolved):
         return cal, summary
     except CalibrationError as e:
         raise ProjectionError(str(e)) from None
+    except ProjectionError:  # an unknown shipped engine calibration
+        raise
     except ValueError as e:  # pydantic: a field of the observed point
         raise ProjectionError(f"--observed '{r.observed}': {str(e).splitlines()[0]}") from None
 

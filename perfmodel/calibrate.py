@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -45,7 +45,21 @@ from perfmodel.calibration_schema import (  # noqa: F401 (the file schemas, re-e
 )
 from perfmodel.errors import ProjectionError
 from perfmodel.inputs import InputError, NotJSON, load_json, load_yaml, parse_json, read_text, validated, validation_line
-from perfmodel.model.calibration import FAMILIES, GROUPS, HOST, OUTSIDE, VERIFY, Factors, calibrated, factors_of, group_of, link_family, scaled_tau
+from perfmodel.model.calibration import (
+    ADDITIVE,
+    DRAFT_HOST,
+    FAMILIES,
+    GROUPS,
+    HOST,
+    OUTSIDE,
+    VERIFY,
+    Factors,
+    calibrated,
+    factors_of,
+    group_of,
+    link_family,
+    scaled_tau,
+)
 from perfmodel.model.layers import Layout
 from perfmodel.model.machine import Machine, build_machine
 from perfmodel.model.memory import memory_use
@@ -55,6 +69,10 @@ from perfmodel.profile import Profile
 from perfmodel.scenario import layout_memory_hint
 
 HOST_PRIOR_US = 1000.0
+# Per draft forward: vLLM's EAGLE-3 TPOT table (vllm-project/vllm#20780) leaves 0.55-0.77 ms per
+# draft forward to the engine once the heads are priced from their shapes
+# (evidence/acceptance-by-workload/check.txt, section 2); 1 ms spans it.
+DRAFT_HOST_PRIOR_US = 1000.0
 DETERMINED = 0.7  # posterior σ below this fraction of the prior σ: the data pinned the factor
 TAU_PRIOR = 0.15  # acceptance models' spread against published τ (model/acceptance.py)
 
@@ -95,13 +113,46 @@ class Prepared:
                              p.context, graph=p.graphs, lm_head=p.lm_head, n_layers=p.n_layers, draft=self.draft,
                              tree_budget=self.tree_budget, tree_impl=p.tree_build, host=p.host, memo=memo)
 
+    def simulate(self, f: Factors, mach: Machine | None = None, memo: dict | None = None):
+        """Whole requests of the point's isl/osl at its concurrency under its engine's scheduler
+        (`serving.simulate`, `vllm bench serve`'s closed loop: 10 x C requests, C in flight) on the
+        calibrated machine; one simulation per (setup, factor values), shared by the point's
+        ttft_ms and tpot_ms."""
+        from perfmodel.model.serving import SpecDecode, StepPricer, Workload, engine_defaults, simulate
+
+        if mach is None:
+            mach, memo = _calibrated_shared(self.machine, f)
+        cache = _SERVING.setdefault((id(mach), tuple(f.values.items())), {})
+        p = self.point
+        key = p.model_dump_json(exclude={"label", "rel_sigma", *FIGURES})
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+        eng = engine_defaults(p.engine or "vllm", mach.gpu)
+        if p.max_batched_tokens is not None:
+            eng = eng.model_copy(update={"max_batched_tokens": p.max_batched_tokens})
+        spec = None
+        if self.draft:
+            tau = scaled_tau(self.tau, f, self.tau_cap)
+            spec = SpecDecode(width=self.q, tau=min(tau, float(self.q)), draft=True, tree_budget=self.tree_budget)
+        wl = Workload(isl=p.isl, osl=p.osl, concurrency=p.concurrency, spec=spec)
+        pricer = StepPricer(self.model, mach, self.layout, graph=p.graphs, spec=spec, tree_impl=p.tree_build)
+        if memo is not None:
+            pricer.memo = memo  # the op terms of this calibrated machine, shared with the fit's other points
+        out = cache[key] = simulate(self.model, mach, self.layout, wl, eng, graph=p.graphs, tree_impl=p.tree_build,
+                                    pricer=pricer)
+        return out
+
     def predict(self, f: Factors) -> float:
         """The point's figure, in its own unit."""
         mach, memo = _calibrated_shared(self.machine, f)
-        step = self.estimate(f, mach, memo).step_us
-        tau = scaled_tau(self.tau, f, self.tau_cap) if self.draft else 1.0
         p = self.point
         name, _ = p.figure
+        if p.serving:
+            sp = self.simulate(f, mach, memo)
+            return getattr(getattr(sp, name), p.statistic)
+        step = self.estimate(f, mach, memo).step_us
+        tau = scaled_tau(self.tau, f, self.tau_cap) if self.draft else 1.0
         if p.isl is not None:  # whole requests: one prefill forward of C x isl tokens, then osl steps
             pre = step_estimate(self.model, mach, self.layout, p.concurrency, p.isl, 0, graph=p.graphs).step_us
             return p.concurrency * p.osl / ((pre + p.osl * step / tau) / 1e6)
@@ -111,6 +162,7 @@ class Prepared:
 
 
 _SHARED: dict[tuple, tuple[Machine, Machine, dict]] = {}  # (machine, factor values) -> the calibrated machine, within a fit
+_SERVING: dict[tuple, dict] = {}  # (calibrated machine, factor values) -> serving simulations by point setup
 
 
 def _calibrated_shared(mach: Machine, f: Factors) -> tuple[Machine, dict]:
@@ -122,6 +174,7 @@ def _calibrated_shared(mach: Machine, f: Factors) -> tuple[Machine, dict]:
     if hit is None or hit[0] is not mach:
         if len(_SHARED) > 256:
             _SHARED.clear()
+            _SERVING.clear()
         hit = _SHARED[key] = (mach, calibrated(mach, f), {})
     return hit[1], hit[2]
 
@@ -158,11 +211,13 @@ def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmode
 
     where = _where(i, p)
     try:
+        if p.profile is not None:  # the point's own profile (e.g. its GPU's imported per-op data)
+            profile = request.resolve_profile(p.profile)
         rs = request.resolve_specs(p.request(), profile=profile)
     except (ProjectionError, ValueError) as e:
         raise CalibrationError(f"{where}: {str(e).splitlines()[0]}") from None
     gpu, model, link = rs.gpu, rs.model, rs.link
-    mkey = (gpu.name, p.hw_file, p.gpus, link.name if link else None, p.graphs, kernels)
+    mkey = (gpu.name, p.hw_file, p.gpus, link.name if link else None, p.graphs, kernels, p.profile)
     try:
         mach = (machines or {}).get(mkey) or build_machine(gpu, p.gpus, link, profile, rs.source_gpu, rs.mk,
                                                             1.0, p.graphs, kernels, fallback_gpu=rs.fallback_gpu)
@@ -174,7 +229,8 @@ def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmode
     draft = p.spec != "none"
     budget = (p.budget or model.drafter.block_size - 1) if draft else 0
     q = budget + 1 if draft else (p.q or 1)
-    mem = memory_use(model, gpu, lay, p.context, spec_tokens=q if draft else 0, drafter=draft)
+    context = p.isl + p.osl if p.serving else p.context  # a request's longest context
+    mem = memory_use(model, gpu, lay, context, spec_tokens=q if draft else 0, drafter=draft)
     memory_note = None
     if not mem.fits(p.concurrency):  # it ran: the memory model is what is off, by at least this much
         over = mem.weights_GB + mem.kv_GB(p.concurrency) - mem.usable_GB
@@ -186,10 +242,16 @@ def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmode
     tau, cap = 1.0, 1.0
     if draft:
         tau, cap = float(rs.acc.tau(budget)), float(min(budget + 1, model.drafter.block_size))
-    keys, prior = _keys(model, mach, draft and p.acceptance_length is None, q)  # a given acceptance length pins τ
+    chain = draft and model.drafter.kind != "dflash"  # k draft forwards per step: a host cost per forward
+    keys, prior = _keys(model, mach, draft and p.acceptance_length is None, q, chain)  # a given acceptance length pins τ
     prep = Prepared(i, p, model, mach, lay, q, tau, cap, draft, budget if p.spec == "ddtree" else 0, keys, prior,
                     memory_note)
     _check_physics(prep, gpu)
+    if p.serving:
+        try:
+            prep.simulate(Factors())
+        except ValueError as e:  # a request the KV pool cannot hold, a prompt above a scheduler's budget
+            raise CalibrationError(f"{where}: {str(e).splitlines()[0]}") from None
     return prep
 
 
@@ -207,9 +269,9 @@ def _prior(kind: str, transfer_rel: float) -> float:
     return math.hypot(math.log1p(transfer_rel), ENGINE_UNC[kind])
 
 
-def _keys(model, mach: Machine, fit_tau: bool, q: int) -> tuple[tuple[str, ...], dict[str, float]]:
+def _keys(model, mach: Machine, fit_tau: bool, q: int, chain: bool = False) -> tuple[tuple[str, ...], dict[str, float]]:
     """The factors a point depends on, each with its prior σ in log space: the transfer
-    rules' own uncertainty on this machine, combined with ENGINE_UNC."""
+    rules' own uncertainty on this machine, combined with ENGINE_UNC; the host terms' in µs."""
     prior: dict[str, float] = {}
     laws = dict(mach.laws)
     if q > 1:  # verification attention: its own factors
@@ -228,6 +290,8 @@ def _keys(model, mach: Machine, fit_tau: bool, q: int) -> tuple[tuple[str, ...],
     if fit_tau:
         prior["tau"] = math.log1p(TAU_PRIOR)
     prior[HOST] = HOST_PRIOR_US
+    if chain:
+        prior[DRAFT_HOST] = DRAFT_HOST_PRIOR_US
     return tuple(sorted(prior)), prior
 
 
@@ -237,10 +301,12 @@ def _check_physics(prep: Prepared, gpu) -> None:
     from perfmodel.model.sanity import observed_floor_us
 
     p = prep.point
-    min_step_us = observed_floor_us(prep.model, gpu, prep.layout, p.concurrency, p.context, prep.q, p.n_layers, p.lm_head)
+    context = p.isl if p.serving else p.context  # a serving point's decodes run at isl tokens at least
+    min_step_us = observed_floor_us(prep.model, gpu, prep.layout, p.concurrency if not p.serving else 1, context, prep.q,
+                                    p.n_layers, p.lm_head)
     tau_max = prep.tau_cap if prep.draft else 1.0
     name, obs = p.figure
-    limit = {"step_ms": min_step_us / 1e3, "tpot_ms": min_step_us / tau_max / 1e3,
+    limit = {"step_ms": min_step_us / 1e3, "tpot_ms": min_step_us / tau_max / 1e3, "ttft_ms": min_step_us / 1e3,
              "tokens_per_s_per_stream": tau_max / min_step_us * 1e6,
              "tokens_per_s": tau_max / min_step_us * 1e6 * p.concurrency}[name]
     faster = obs > limit if name.startswith("tokens") else obs < limit
@@ -253,7 +319,7 @@ def _check_physics(prep: Prepared, gpu) -> None:
 
 # ---------------------------------------------------------------- the fit
 def _to_factors(keys: list[str], x, sigma: dict[str, float] | None = None, gpus=()) -> Factors:
-    vals = {k: (float(v) if k == HOST else math.exp(float(v))) for k, v in zip(keys, x)}
+    vals = {k: (float(v) if k in ADDITIVE else math.exp(float(v))) for k, v in zip(keys, x)}
     return Factors(values=vals, sigma=sigma or {}, gpus=tuple(gpus))
 
 
@@ -270,12 +336,28 @@ def _fit(preps: list[Prepared], keys: list[str], prior: dict[str, float], x0=Non
         r = [(math.log(max(pred(p, x), 1e-12)) - o) / s for p, o, s in zip(preps, obs, sig)]
         return np.concatenate([np.array(r), x / psig])
 
-    lo = np.array([0.0 if k == HOST else -math.log(FACTOR_MAX) for k in keys])
-    hi = np.array([HOST_MAX_US if k == HOST else math.log(FACTOR_MAX) for k in keys])
+    lo = np.array([0.0 if k in ADDITIVE else -math.log(FACTOR_MAX) for k in keys])
+    hi = np.array([HOST_MAX_US if k in ADDITIVE else math.log(FACTOR_MAX) for k in keys])
     x0 = np.zeros(len(keys)) if x0 is None else np.clip(x0, lo, hi)
     sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=np.maximum(psig, 1e-3), diff_step=1e-4,
                         xtol=1e-8, ftol=1e-8, max_nfev=400)
     return sol
+
+
+def _restart_at_bound(sol, preps: list[Prepared], keys: list[str], prior: dict[str, float], pred: _Predictions):
+    """The fit again from its optimum with every host term it left at its 0 µs bound started at its
+    prior σ, kept when that lowers the cost. Started at the bound, the solver can stop where a
+    multiplicative factor took up what a host term explains better (vLLM's EAGLE-3 table: a
+    bandwidth factor x0.59 at cost 17, where 0.64 ms per draft forward reaches cost 1)."""
+    import numpy as np
+
+    at_bound = [j for j, k in enumerate(keys) if k in ADDITIVE and sol.x[j] < 0.05]
+    if not at_bound:
+        return sol
+    x0 = np.array(sol.x, dtype=float)
+    x0[at_bound] = [prior[keys[j]] for j in at_bound]
+    other = _fit(preps, keys, prior, x0=x0, pred=pred)
+    return other if other.cost < sol.cost * (1 - 1e-6) else sol
 
 
 # ---------------------------------------------------------------- what the points can tell apart
@@ -295,7 +377,7 @@ def sensitivities(preps: list[Prepared], keys: list[str], prior: dict[str, float
         h = STEP_IN_PRIOR * prior[key]
         up, dn = np.array(x, dtype=float), np.array(x, dtype=float)
         up[k] += h
-        dn[k] = max(dn[k] - h, 0.0) if key == HOST else dn[k] - h
+        dn[k] = max(dn[k] - h, 0.0) if key in ADDITIVE else dn[k] - h
         for i, p in enumerate(preps):
             if key in p.keys:
                 S[i, k] = (math.log(pred(p, up)) - math.log(pred(p, dn))) / (up[k] - dn[k]) * prior[key]
@@ -388,15 +470,22 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
     import numpy as np
 
     machines: dict = {}  # points on the same machine share one Machine (and its calibrated copies)
-    preps = [prepare(i, p, profile, inp.kernels, machines) for i, p in enumerate(inp.points)]
+    preps = [prepare(i, q, profile, inp.kernels, machines) for i, p in enumerate(inp.points) for q in p.singles()]
     warnings = _duplicates(inp.points) + [p.memory_note for p in preps if p.memory_note]
     prior: dict[str, float] = {}
     for p in preps:
         for k, s in p.prior.items():
             prior[k] = max(prior.get(k, 0.0), s)
+    if inp.factors is not None:  # fit only these; the others stay at 1 (0 µs)
+        unknown = sorted(set(inp.factors) - set(prior))
+        if unknown:
+            raise CalibrationError(f"factors: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a factor of "
+                                   f"these points (theirs: {', '.join(sorted(prior))})")
+        prior = {k: v for k, v in prior.items() if k in inp.factors}
+        preps = [replace(p, keys=tuple(k for k in p.keys if k in prior)) for p in preps]
     keys = sorted(prior)
     pred = _Predictions(keys)  # every fit below prices each (scenario, factor values) once
-    sol = _fit(preps, keys, prior, pred=pred)
+    sol = _restart_at_bound(_fit(preps, keys, prior, pred=pred), preps, keys, prior, pred)
     # The posterior from central differences about the optimum (`sensitivities`), not the
     # solver's forward-difference Jacobian: a factor at a kink (a bandwidth factor capped at the
     # GPU's roof, the host term at 0 µs) would read as one the points do not move at all.
@@ -412,12 +501,14 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
     f = _to_factors(keys, sol.x, {k: float(s) for k, s in zip(keys, post)}, gpus)
     f1 = Factors()
     loo: list[float | None] = [None] * len(preps)
-    if len(preps) > 1:
+    unit = [_held_out_unit(p, inp.held_out) for p in preps]
+    if len(set(unit)) > 1:
         fits: dict[tuple, object] = {}  # leaving out either of two identical points leaves the same fit
         ident = [(p.scenario, p.point.figure[1], p.point.rel_sigma) for p in preps]
         for i in range(len(preps)):
-            rest = preps[:i] + preps[i + 1:]
-            same = tuple(sorted(ident[:i] + ident[i + 1:]))
+            out = [j for j in range(len(preps)) if unit[j] == unit[i]]
+            rest = [p for j, p in enumerate(preps) if j not in out]
+            same = tuple(sorted(x for j, x in enumerate(ident) if j not in out))
             if same not in fits:
                 fits[same] = _fit(rest, keys, prior, x0=sol.x, pred=pred).x
             loo[i] = pred(preps[i], fits[same]) / preps[i].point.figure[1] - 1
@@ -425,10 +516,10 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
     unsure = {k for g in undetermined for k in g.factors}
     factors = []
     for k, v, sp in zip(keys, sol.x, post):
-        value = (float(v) if v >= 0.05 else 0.0) if k == HOST else math.exp(float(v))  # < 0.05 us: the bound
+        value = (float(v) if v >= 0.05 else 0.0) if k in ADDITIVE else math.exp(float(v))  # < 0.05 us: the bound
         factors.append(FactorResult(name=k, value=value, sigma_post=float(sp), sigma_prior=prior[k],
                                     determined=bool(sp < DETERMINED * prior[k]) and k not in unsure,
-                                    outside_range=k != HOST and not (OUTSIDE[0] <= value <= OUTSIDE[1])))
+                                    outside_range=k not in ADDITIVE and not (OUTSIDE[0] <= value <= OUTSIDE[1])))
     points = []
     for p, l1 in zip(preps, loo):
         name, obs = p.point.figure
@@ -441,13 +532,16 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
                             f"the model misses a mechanism there")
     warnings += why
     pinned = [fr.name for fr in factors if fr.determined]
-    moved = [fr for fr in factors if not fr.determined and fr.name != HOST and abs(math.log(fr.value)) > 0.1]
+    moved = [fr for fr in factors if not fr.determined and fr.name not in ADDITIVE and abs(math.log(fr.value)) > 0.1]
     warnings.append(("pinned by the points on their own: " + ", ".join(pinned)) if pinned else
                     "no factor is pinned by the points on its own")
     if moved:
         warnings.append("moved by the fit though not pinned (their values lean on the priors of the others; projections "
                         "that depend on them carry their posterior σ): " + ", ".join(f"{fr.name} x{fr.value:.2f}"
                                                                                    for fr in moved))
+    own = sorted({Path(p.point.profile).name for p in preps if p.point.profile is not None})
+    if own:  # points priced against their own profiles
+        profile_label = ("" if all(p.point.profile for p in preps) else f"{profile_label}; ") + "per point: " + ", ".join(own)
     machines = sorted({f"{p.point.gpus}x {p.machine.gpu.name}" + (f" over {p.machine.link.name}" if p.machine.link else "")
                        for p in preps})
     loos = [abs(x) for x in loo if x is not None]
@@ -457,7 +551,14 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
                   f"{', '.join(machines)}" + (f", starting from the kernel set '{inp.kernels}'"
                                               if inp.kernels != "perfmodel" else ""),
         factors=factors, points=points, median_abs_err=statistics.median(abs(p.err) for p in points),
-        loo_median_abs_err=statistics.median(loos) if loos else None, warnings=warnings, undetermined=undetermined)
+        loo_median_abs_err=statistics.median(loos) if loos else None, held_out=inp.held_out, warnings=warnings,
+        undetermined=undetermined)
+
+
+def _held_out_unit(p: Prepared, held_out: str):
+    """What one leave-one-out fit leaves out with this point: the point itself (both figures of a
+    serving point stay together), its GPU's points, or its model's."""
+    return {"point": p.index, "gpu": p.machine.gpu.name, "model": p.model.name}[held_out]
 
 
 def _duplicates(points: list[ObservedPoint]) -> list[str]:

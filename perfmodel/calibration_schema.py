@@ -12,33 +12,36 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_serializer, model_validator
 
 from perfmodel.profile import check_kernel_set
-from perfmodel.scenario import PosInt, Request, fields
+from perfmodel.scenario import EngineKind, PosInt, Request, fields
 
-FIGURES = ("tokens_per_s_per_stream", "tokens_per_s", "step_ms", "tpot_ms")
+FIGURES = ("tokens_per_s_per_stream", "tokens_per_s", "step_ms", "tpot_ms", "ttft_ms")
+SERVING = ("ttft_ms", "tpot_ms")  # with isl/osl: whole requests through the serving simulation, one point may give both
 REL_SIGMA = 0.03
 MAX_POINTS = 256  # a calibration's points: each distinct one is priced at every step of the fit
 # The range a figure may take: a step between 1 µs and 1000 s, a stream between 0.001 and 10
 # million tokens per second; anything beyond is a unit slip, not a measurement.
 FIGURE_RANGE = {"tokens_per_s_per_stream": (1e-3, 1e7), "tokens_per_s": (1e-3, 1e10), "step_ms": (1e-3, 1e6),
-                "tpot_ms": (1e-3, 1e6)}
+                "tpot_ms": (1e-3, 1e6), "ttft_ms": (1e-3, 1e7)}
 
 # The calibration factors (`perfmodel.model.calibration` applies them; `perfmodel.calibrate` fits
 # them): one multiplicative factor per kind and group or link family, plus the additive engine host
-# term (µs per step).
+# terms (µs per step, µs per draft forward).
 GROUPS = ("attention", "attention_verify", "moe", "gemm", "elementwise")
 FAMILIES = ("pcie", "nvlink", "xgmi")
 HOST = "engine_host_us"
+DRAFT_HOST = "engine_draft_host_us"
+ADDITIVE = (HOST, DRAFT_HOST)  # additive µs terms (≥ 0); every other factor is multiplicative
 FACTOR_MAX = 50.0  # the fit's bounds on a multiplicative factor: [1 / FACTOR_MAX, FACTOR_MAX]
-HOST_MAX_US = 1e6  # ... and on the engine host term
+HOST_MAX_US = 1e6  # ... and on the engine host terms
 
 
 def factor_names() -> tuple[str, ...]:
     """Every factor a calibration may hold."""
     return (*(f"{k}.{g}" for k in ("floor", "bw") for g in GROUPS),
-            *(f"{k}.{fam}" for k in ("coll_lat", "coll_bw") for fam in FAMILIES), "launch", "tau", HOST)
+            *(f"{k}.{fam}" for k in ("coll_lat", "coll_bw") for fam in FAMILIES), "launch", "tau", *ADDITIVE)
 
 
 class _Strict(BaseModel):
@@ -49,12 +52,12 @@ class _Strict(BaseModel):
 # The scenario fields a point carries, and where a point's type or default differs from the
 # request's: a point names its GPU and model by preset or by file (never an inline spec), its GPU
 # count defaults to one, and its budget is a number (no 'auto').
-POINT_SCENARIO = ("target", "hw_file", "gpus", "link", "model", "model_file", "parallel", "context", "spec", "budget",
+POINT_SCENARIO = ("target", "hw_file", "gpus", "link", "model", "model_file", "profile", "parallel", "context", "spec", "budget",
                   "acceptance", "workload", "acceptance_length", "acceptance_at", "draft_tokens", "drafter", "spec_off_above", "graphs",
-                  "tree_build", "dtypes")
+                  "tree_build", "dtypes", "isl", "osl", "engine", "max_batched_tokens")
 _POINT_TYPES: dict[str, tuple[Any, Any]] = {
     "target": (str | None, None), "model": (str | None, None), "gpus": (PosInt, 1),
-    "budget": (PosInt | None, None), "acceptance": (str | None, None)}
+    "budget": (PosInt | None, None), "acceptance": (str | None, None), "engine": (EngineKind | None, None)}
 
 
 def _scenario_fields() -> dict[str, tuple[Any, Any]]:
@@ -79,19 +82,24 @@ class ObservedPoint(_PointScenario):
     n_layers: int | None = Field(None, ge=1, strict=True, description="layers, if the stack ran fewer than the model")
     lm_head: bool = Field(True, strict=True)
     host: bool = Field(True, strict=True, description="the figure includes the host loop (false: GPU replay time only)")
-    isl: int | None = Field(None, ge=1, strict=True, description="with tokens_per_s: whole requests of isl prompt tokens ...")
-    osl: int | None = Field(None, ge=1, strict=True, description="... and osl output tokens, so the figure includes prefill")
+    statistic: Literal["mean", "median"] = Field("mean", description="the statistic over requests of ttft_ms / tpot_ms "
+                                                                      "with isl/osl (vllm bench serve prints both)")
     rel_sigma: float = Field(REL_SIGMA, gt=0, le=1, description="relative 1σ of the figure")
     tokens_per_s_per_stream: float | None = Field(None, gt=0)
     tokens_per_s: float | None = Field(None, gt=0, description="aggregate over the concurrency")
     step_ms: float | None = Field(None, gt=0)
-    tpot_ms: float | None = Field(None, gt=0, description="time per output token per stream (= step / tau)")
+    tpot_ms: float | None = Field(None, gt=0, description="time per output token per stream (= step / tau); with isl/osl, "
+                                                           "per request (e2e - ttft) / (osl - 1) as vllm bench serve defines "
+                                                           "it, from the serving simulation")
+    ttft_ms: float | None = Field(None, gt=0, description="time to first token of whole requests (needs isl/osl), from the "
+                                                           "serving simulation")
 
     @model_validator(mode="after")
     def _one_of(self):
         given = [f for f in FIGURES if getattr(self, f) is not None]
-        if len(given) != 1:
-            raise ValueError(f"give exactly one of {', '.join(FIGURES)} (got {', '.join(given) or 'none'})")
+        if len(given) != 1 and not (set(given) == set(SERVING) and self.isl is not None):
+            raise ValueError(f"give exactly one of {', '.join(FIGURES)}, or ttft_ms and tpot_ms together with isl/osl "
+                             f"(got {', '.join(given) or 'none'})")
         if (self.target is None) == (self.hw_file is None):
             raise ValueError("give exactly one of target, hw_file")
         if (self.model is None) == (self.model_file is None):
@@ -100,8 +108,15 @@ class ObservedPoint(_PointScenario):
             raise ValueError("spec ddtree needs budget")
         if self.spec != "none" and self.q is not None:
             raise ValueError("q is for plain steps; a speculative step verifies budget+1 tokens")
-        if (self.isl is None) != (self.osl is None) or (self.isl is not None and self.tokens_per_s is None):
-            raise ValueError("isl and osl go together, with a tokens_per_s figure over whole requests")
+        if (self.isl is None) != (self.osl is None):
+            raise ValueError("isl and osl go together")
+        if self.isl is not None and not set(given) <= {"tokens_per_s", *SERVING}:
+            raise ValueError(f"isl/osl describe whole requests: give tokens_per_s, ttft_ms or tpot_ms, not {given[0]}")
+        if self.isl is None and (self.ttft_ms is not None or self.engine is not None or self.max_batched_tokens is not None):
+            what = "ttft_ms" if self.ttft_ms is not None else "engine" if self.engine is not None else "max_batched_tokens"
+            raise ValueError(f"{what} is for whole requests: give isl and osl")
+        if self.isl is not None and self.osl < 2 and self.tpot_ms is not None:
+            raise ValueError("tpot_ms needs osl >= 2 (the time per output token after the first)")
         return self
 
     @field_validator(*FIGURES)
@@ -117,6 +132,18 @@ class ObservedPoint(_PointScenario):
         f = next(f for f in FIGURES if getattr(self, f) is not None)
         return f, getattr(self, f)
 
+    @property
+    def serving(self) -> bool:
+        """Whole requests priced through the serving simulation (ttft_ms / tpot_ms with isl/osl)."""
+        return self.isl is not None and self.tokens_per_s is None
+
+    def singles(self) -> list[ObservedPoint]:
+        """One point per figure (a serving point may give ttft_ms and tpot_ms together)."""
+        given = [f for f in FIGURES if getattr(self, f) is not None]
+        if len(given) == 1:
+            return [self]
+        return [self.model_copy(update={g: None for g in given if g != f}) for f in given]
+
     def request(self, kernels: str = "perfmodel") -> Request:
         """The request this point was observed under (one concurrency; checked as `project` checks it)."""
         kw = {n: getattr(self, n) for n in POINT_SCENARIO if getattr(self, n) is not None}
@@ -124,9 +151,11 @@ class ObservedPoint(_PointScenario):
 
     def describe(self) -> str:
         gpu = self.target or Path(self.hw_file).name
-        extra = f" q={self.q}" if self.q else (f" {self.spec} B={self.budget}" if self.spec != "none" else "")
+        setting = f"B={self.budget}" if self.budget is not None else f"k={self.draft_tokens}" if self.draft_tokens else ""
+        extra = f" q={self.q}" if self.q else (f" {self.spec} {setting}".rstrip() if self.spec != "none" else "")
+        shape = f"{self.isl}/{self.osl}" + (f" {self.engine}" if self.engine else "") if self.isl is not None else f"L={self.context}"
         return (self.label or f"{self.model or Path(self.model_file).name} {self.gpus}x {gpu} {self.parallel} "
-                f"C={self.concurrency} L={self.context}{extra}")
+                f"C={self.concurrency} {shape}{extra}")
 
 
 class CalibrationInput(_Strict):
@@ -135,6 +164,11 @@ class CalibrationInput(_Strict):
                                                   "kernels) or torch (PyTorch's native ops: SDPA, torch._grouped_mm, "
                                                   "unfused norms); the closest to the engine's kernels")
     points: list[ObservedPoint] = Field(min_length=1, max_length=MAX_POINTS)
+    factors: list[str] | None = Field(None, min_length=1, description="fit only these factors (names as calib.json "
+                                                                       "lists them); the others stay at 1 (0 µs)")
+    held_out: Literal["point", "gpu", "model"] = Field("point", description="what the leave-one-out error leaves out: "
+                                                                             "each point, each GPU's points, or each "
+                                                                             "model's points")
 
     _kernel_set = field_validator("kernels")(lambda v: check_kernel_set(v))
 
@@ -142,7 +176,7 @@ class CalibrationInput(_Strict):
 class FactorResult(_Strict):
     name: str
     value: float
-    sigma_post: float = Field(ge=0, description="posterior 1σ: relative (log) for factors, µs for engine_host_us")
+    sigma_post: float = Field(ge=0, description="posterior 1σ: relative (log) for factors, µs for the engine host terms")
     sigma_prior: float = Field(ge=0)
     determined: bool = Field(description="pinned by the data on its own: posterior σ < 0.7 × prior σ, and in no "
                                          "group of `undetermined`")
@@ -159,9 +193,9 @@ class FactorResult(_Strict):
     @classmethod
     def _in_range(cls, v: float, info) -> float:
         name = info.data.get("name")
-        lo, hi = (0.0, HOST_MAX_US) if name == HOST else (1 / FACTOR_MAX, FACTOR_MAX)
+        lo, hi = (0.0, HOST_MAX_US) if name in ADDITIVE else (1 / FACTOR_MAX, FACTOR_MAX)
         if not lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9):
-            unit = " µs" if name == HOST else ""
+            unit = " µs" if name in ADDITIVE else ""
             raise ValueError(f"{name} = {v!r}{unit} is outside [{lo:g}, {hi:g}{unit}], the range the fit can reach")
         return v
 
@@ -174,7 +208,8 @@ class PointResult(_Strict):
     uncalibrated: float = Field(gt=0)
     predicted: float = Field(gt=0)
     err: float = Field(gt=-1, description="fitted: predicted / observed - 1")
-    loo_err: float | None = Field(None, gt=-1, description="leave-one-out: fit on the others, predict this one")
+    loo_err: float | None = Field(None, gt=-1, description="leave-one-out: fit on the others (the other GPUs' or models' "
+                                                             "points with held_out gpu or model), predict this one")
 
 
 class Undetermined(_Strict):
@@ -198,6 +233,7 @@ class CalibrationResult(_Strict):
     points: list[PointResult]
     median_abs_err: float = Field(ge=0)
     loo_median_abs_err: float | None = Field(ge=0)
+    held_out: Literal["point", "gpu", "model"] = Field("point", description="what each leave-one-out fit left out")
     warnings: list[str] = []
     undetermined: list[Undetermined] = Field([], description="the factors the points cannot separate, and why")
 
@@ -216,6 +252,15 @@ class CalibrationResult(_Strict):
         if again is not None:
             raise ValueError(f"factor '{again}' is given more than once")
         return v
+
+    @model_serializer(mode="wrap")
+    def _leave_out_default_held_out(self, handler):
+        """calib.json as before for the default leave-one-point-out: the field written only when
+        each GPU's or model's points were held out."""
+        out = handler(self)
+        if out.get("held_out") == "point":
+            del out["held_out"]
+        return out
 
     @property
     def model_error(self) -> float:

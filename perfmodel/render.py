@@ -163,7 +163,8 @@ def projection_table(res) -> None:
                    f"and {o['calibrated_tokens_per_s_per_stream']:.1f} after")
     if res.calibration:
         c = res.calibration
-        moved = ", ".join(f"{k} x{v['value']:.2f}" if k != "engine_host_us" else f"engine host {v['value']:.0f} us"
+        moved = ", ".join(f"{k} x{v['value']:.2f}" if not k.endswith("_us") else f"{k.removesuffix('_us').replace('_', ' ')} "
+                          f"{v['value']:.0f} us"
                           for k, v in c["factors"].items() if v["determined"])
         loo = c["loo_median_abs_err"]
         out.append(f"calibration: {c['n_points']} point(s); factors the data pinned: {moved or 'none'}; leave-one-out "
@@ -439,7 +440,7 @@ def calibration_table(res) -> None:
                ("factor", "value", "σ posterior", "σ prior", "pinned by the data", "note"),
                right={"value", "σ posterior", "σ prior"})
     for f in res.factors:
-        host = f.name == "engine_host_us"
+        host = f.name.endswith("_us")  # an additive host term, in µs
         ft.add_row(f.name, f"{f.value:.0f} µs" if host else f"{f.value:.3f}",
                    f"{f.sigma_post:.0f} µs" if host else f"{f.sigma_post:.2f}",
                    f"{f.sigma_prior:.0f} µs" if host else f"{f.sigma_prior:.2f}",
@@ -453,7 +454,8 @@ def calibration_table(res) -> None:
                    f"{p.predicted:.4g}", f"{p.err:+.1%}", "n/a" if p.loo_err is None else f"{p.loo_err:+.1%}")
     loo = res.loo_median_abs_err
     lines = [f"describes: {res.describes}",
-             f"fitted median |error| {res.median_abs_err:.1%}; leave-one-out median |error| "
+             f"fitted median |error| {res.median_abs_err:.1%}; leave-one-out"
+             + (f" (each {res.held_out}'s points left out)" if res.held_out != "point" else "") + " median |error| "
              + ("n/a (one point: calibrate on more to learn how far to trust it)" if loo is None else f"{loo:.1%}")]
     lines += [f"warning: {w}" for w in res.warnings]
     lines += [f"not separated by the points: {', '.join(u.factors)}: {u.why}" for u in res.undetermined]

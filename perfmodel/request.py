@@ -43,6 +43,27 @@ def shipped_profile_path(name: str) -> Path | None:
     return Path(str(p)) if p.is_file() else None
 
 
+ENGINE_CALIBRATION = "engine:"  # --calibration engine:<name>: a calibration shipped in perfmodel/data/engines/
+
+
+def shipped_engine_calibrations() -> list[str]:
+    """The engine calibrations shipped in perfmodel/data/engines/ (names, as engine:<name> takes them)."""
+    d = resources.files("perfmodel").joinpath("data", "engines")
+    return sorted(Path(str(p)).stem for p in d.iterdir() if str(p).endswith(".json")) if d.is_dir() else []
+
+
+def calibration_path(spec: str) -> Path:
+    """A --calibration argument as a path: a file, or `engine:<name>` for a shipped engine
+    calibration (fitted on aiconfigurator's measured serving points; evidence/engine-calibrations/)."""
+    if not spec.startswith(ENGINE_CALIBRATION):
+        return Path(spec)
+    name = spec[len(ENGINE_CALIBRATION):]
+    if name not in shipped_engine_calibrations():
+        raise ProjectionError(f"--calibration {spec}: no shipped engine calibration '{name}' (shipped: "
+                              f"{', '.join(ENGINE_CALIBRATION + n for n in shipped_engine_calibrations()) or 'none'})")
+    return Path(str(resources.files("perfmodel").joinpath("data", "engines", f"{name}.json")))
+
+
 def embedded_profile_path() -> Path | None:
     """The embedded default profile's path, or None (an install without it: spec-derived)."""
     return shipped_profile_path(DEFAULT_PROFILE)
@@ -431,6 +452,6 @@ def input_files(req: Request) -> list[Path]:
     --lengths-file, an --acceptance file): what an output of the command must never overwrite."""
     files = [profile_path(req.profile) if req.profile and req.profile != "spec" else
              embedded_profile_path() if req.profile is None else None,
-             req.hw_file, req.model_file, req.calibration, req.lengths_file,
+             req.hw_file, req.model_file, calibration_path(req.calibration) if req.calibration else None, req.lengths_file,
              req.acceptance[len("file:"):] if req.acceptance.startswith("file:") else None]
     return [Path(f) for f in files if f]

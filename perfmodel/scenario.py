@@ -234,7 +234,9 @@ class Request:
                                                              "(overrides --model).")] = None
     dtypes: Annotated[dict[str, str] | None, Cli(("--dtype",), "Weight/KV dtypes that differ from the model preset, e.g. "
                                                                "'kv_cache=fp8,routed_experts=nvfp4'.", parse=_dtypes)] = None
-    calibration: Annotated[str | None, Cli(("--calibration",), "Calibration JSON written by `perfmodel calibrate`.")] = None
+    calibration: Annotated[str | None, Cli(("--calibration",), "Calibration JSON written by `perfmodel calibrate`, or "
+                                                             "engine:vllm | engine:sglang | engine:trtllm for a shipped "
+                                                             "engine calibration.")] = None
     kernels: Annotated[str, Cli(("--kernels",), "Kernel set priced: " + " | ".join(KERNEL_SETS) + " (perfmodel: its own "
                                                 "kernels; torch: PyTorch's native ops: SDPA, torch._grouped_mm, unfused norms).")
                        ] = "perfmodel"

@@ -2,6 +2,7 @@
 verify of k + 1 tokens), their weights and KV, and the engine's speculation-off threshold."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -97,10 +98,13 @@ def test_draft_time_grows_with_the_chain_and_the_host_term_adds_k_times(h100):
     per = (d[3] - d[2]) / 3  # one more single-token forward of the head: its 0.85 GB of weights, at least
     assert per > 0.85e9 / (3.35e12) * 1e6
     base = step_estimate(m, h100, lay, 1, 5, 1200, draft=True)
-    host = step_estimate(m, h100, lay, 1, 5, 1200, draft=True, draft_forward_host_us=500.0,
-                         draft_forward_host_sigma_us=100.0)
-    assert host.step_us - base.step_us == pytest.approx(4 * 500.0)
+    eng = replace(h100, overheads=replace(h100.overheads, engine_draft_host_us=500.0, engine_draft_host_sigma_us=100.0))
+    host = step_estimate(m, eng, lay, 1, 5, 1200, draft=True)
+    assert host.step_us - base.step_us == pytest.approx(4 * 500.0)  # k = 4 draft forwards
+    assert host.breakdown_us["engine_host"] == pytest.approx(2000.0)
     assert host.sigma_us > base.sigma_us
+    assert step_estimate(m, eng, lay, 1, 5, 1200, draft=True, host=False).step_us == pytest.approx(
+        step_estimate(m, h100, lay, 1, 5, 1200, draft=True, host=False).step_us)  # GPU replay time: no host work
     no = step_estimate(m, h100, lay, 1, 5, 1200)  # draft off: the verify alone
     assert no.breakdown_us.get("draft", 0.0) == 0.0
 

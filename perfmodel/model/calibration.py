@@ -13,6 +13,9 @@ plus an additive per-step engine host term:
   tau                acceptance (scale on τ) — speculative points only
   engine_host_us     the engine's own host work per step (scheduler, sampling, Python), µs,
                      additive and ≥ 0, kept apart from perfmodel's measured host loop
+  engine_draft_host_us  the engine's host work per draft forward that the GPU does not hide
+                     (its drafting loop between the forwards), µs, additive and ≥ 0 —
+                     points of chain drafters only (EAGLE-3, MTP: k forwards per step)
 
 groups: attention (MLA, GQA decode, q = 1), attention_verify (q > 1: tree / chain verification,
 often another kernel in an engine), moe (W4A16, bf16), gemm (dense GEMMs, lm_head), elementwise.
@@ -31,7 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from perfmodel.calibration_schema import FAMILIES, GROUPS, HOST  # noqa: F401 (the factor names, declared with the schema)
+from perfmodel.calibration_schema import ADDITIVE, DRAFT_HOST, FAMILIES, GROUPS, HOST  # noqa: F401 (the factor names, declared with the schema)
 from perfmodel.kernel_classes import of_key
 from perfmodel.model.machine import CollectiveLaw, Machine
 
@@ -57,15 +60,15 @@ def link_family(kind: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class Factors:
-    """Fitted values (multiplicative factors; `engine_host_us` in µs) and their posterior
-    1σ (relative for factors, µs for the host term). Missing keys mean 1 (or 0 µs)."""
+    """Fitted values (multiplicative factors; the `ADDITIVE` host terms in µs) and their posterior
+    1σ (relative for factors, µs for the host terms). Missing keys mean 1 (or 0 µs)."""
 
     values: dict[str, float] = field(default_factory=dict)
     sigma: dict[str, float] = field(default_factory=dict)
     gpus: tuple[str, ...] = ()  # GPUs the calibration points ran on
 
     def get(self, key: str) -> float:
-        return self.values.get(key, 0.0 if key == HOST else 1.0)
+        return self.values.get(key, 0.0 if key in ADDITIVE else 1.0)
 
 
 def _hyp(*xs: float) -> float:
@@ -103,8 +106,10 @@ def calibrated(mach: Machine, f: Factors) -> Machine:
                  launch_eager_us=o.launch_eager_us * fl, launch_eager_triton_us=o.launch_eager_triton_us * fl,
                  launch_eager_call_us={c: v * fl for c, v in o.launch_eager_call_us.items()},
                  rel_unc_node=unc_node, engine_host_us=f.get(HOST),
-                 engine_host_sigma_us=f.sigma.get(HOST, 0.0),
-                 rule=o.rule + f"; calibrated: launch x {fl:.3g}, engine host {f.get(HOST):.0f} us/step")
+                 engine_host_sigma_us=f.sigma.get(HOST, 0.0), engine_draft_host_us=f.get(DRAFT_HOST),
+                 engine_draft_host_sigma_us=f.sigma.get(DRAFT_HOST, 0.0),
+                 rule=o.rule + f"; calibrated: launch x {fl:.3g}, engine host {f.get(HOST):.0f} us/step"
+                 + (f" + {f.get(DRAFT_HOST):.0f} us/draft forward" if DRAFT_HOST in f.values else ""))
     return replace(mach, laws=laws, overheads=ov, **coll)
 
 

@@ -72,6 +72,10 @@ class Overheads:
     eager_interleave_factor: float = 1.0  # eager calls made in turn over each in its own loop (profile.Overheads)
     engine_host_us: float = 0.0  # a serving engine's own host work per step (calibrated; 0 otherwise)
     engine_host_sigma_us: float = 0.0
+    # the engine's host work per draft forward of a chain drafter (EAGLE-3, MTP) or per DFlash
+    # block, that the GPU does not hide (calibrated; 0 otherwise)
+    engine_draft_host_us: float = 0.0
+    engine_draft_host_sigma_us: float = 0.0
 
 
 @dataclass(frozen=True)

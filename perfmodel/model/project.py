@@ -13,7 +13,7 @@ from collections.abc import Callable
 from perfmodel.errors import ProjectionError
 from perfmodel.model import sanity
 from perfmodel.model.acceptance import combine_intervals
-from perfmodel.model.calibration import HOST, Factors, calibrated, factors_of, projection_sigma, scaled_tau
+from perfmodel.model.calibration import ADDITIVE, HOST, Factors, calibrated, factors_of, projection_sigma, scaled_tau
 from perfmodel.model.layers import Layout
 from perfmodel.model.machine import Machine, build_machine
 from perfmodel.model.memory import memory_use
@@ -171,7 +171,7 @@ class Projector:
             return None
         out = {}
         for f in self.calibration.factors:
-            if f.determined or f.name in (HOST, "tau"):
+            if f.determined or f.name in (*ADDITIVE, "tau"):
                 continue
             m = self._moved.get(f.name)
             if m is None:

@@ -399,35 +399,39 @@ def eager_launch_us(op: Op, launcher: str, o, *, timed: bool = True) -> float:
 
 def _estimate(m: ModelSpec, mach: Machine, lay: Layout, ops: list[Op], colls: list[Collective], *, graph: bool,
               draft_groups: list[tuple[int, int, int]], tree_seqs: int, tree_budget: int, tree_impl: str, host: bool,
-              past_x_edge: bool = False, memo: dict | None = None, draft_steps: int | None = None, draft_topk: int = 1,
-              draft_forward_host_us: float = 0.0, draft_forward_host_sigma_us: float = 0.0) -> StepEstimate:
+              past_x_edge: bool = False, memo: dict | None = None, draft_steps: int | None = None,
+              draft_topk: int = 1) -> StepEstimate:
     """A step's ops and collectives priced, plus the drafter's forward for each (sequences,
     context, verify width) of `draft_groups`, tree building for `tree_seqs` sequences, dispatch
     and host. A DFlash block drafter runs one forward per group; an EAGLE-3 / MTP drafter its k
     draft forwards (k = draft_steps, else the verify width - 1: a chain verifying k + 1 tokens;
     an EAGLE tree passes its steps and draft_topk with the width of its verify tokens).
 
-    draft_forward_host_us: an engine's host cost per draft forward that the GPU does not hide
-    (its Python drafting loop: input preparation, sampling, metadata between the forwards), added
-    k times to engine_host. 0 by default: perfmodel does not know an engine's. Against vLLM's
-    EAGLE-3 TPOT table (vllm-project/vllm#20780) the shape-priced step misses a per-step and a
-    per-draft-forward engine cost (measured in evidence/acceptance-by-workload/check.txt), which is
-    what a calibration has to supply."""
+    The engine's host cost per draft forward that the GPU does not hide (its Python drafting
+    loop: input preparation, sampling, metadata between the forwards) is the machine's
+    `engine_draft_host_us` (a calibration's; 0 otherwise), added once per draft forward of a
+    chain drafter (k per step) to engine_host; a DFlash drafter's one block forward per step
+    leaves its host work to the per-step term. Against vLLM's EAGLE-3 TPOT table
+    (vllm-project/vllm#20780) the shape-priced step misses a per-step and a per-draft-forward
+    engine cost (evidence/acceptance-by-workload/check.txt), which a calibration supplies
+    (evidence/engine-host-eagle3/)."""
     acc = _Acc()
     gpu_us = _price_ops(acc, mach, ops, past_x_edge=past_x_edge, memo=memo)
+    o = mach.overheads
     if draft_groups and m.drafter:
         dlay = drafter_layout(m, lay)
         for C, L, width in draft_groups:
             if m.drafter.kind == "dflash":
+                k = 0  # one block forward per step: the engine's per-step host term holds its host work
                 dops = draft_ops(m, dlay, C, L)
                 dcolls = [Collective("draft_allreduce", "all_reduce", C * m.drafter.block_size * m.drafter.hidden_size * 2.0,
                                      2 * m.drafter.n_layers)] if lay.comm and lay.n_gpus > 1 else []
             else:
                 k = (width - 1) if draft_steps is None else int(draft_steps)
                 dops, dcolls = chain_draft_ops(m, dlay, C, L, k, draft_topk)
-                if draft_forward_host_us > 0:
-                    acc.add("engine_host", k * draft_forward_host_us, "engine_draft_host",
-                            draft_forward_host_sigma_us / draft_forward_host_us)
+            if host and k and o.engine_draft_host_us > 0:
+                acc.add("engine_host", k * o.engine_draft_host_us, "engine_draft_host",
+                        o.engine_draft_host_sigma_us / o.engine_draft_host_us)
             gpu_us += _price_ops(acc, mach, dops, comp_override="draft", memo=memo)
             gpu_us += _price_collectives(acc, mach, dcolls, comp="draft")
     gpu_us += _price_collectives(acc, mach, colls)
@@ -437,7 +441,6 @@ def _estimate(m: ModelSpec, mach: Machine, lay: Layout, ops: list[Op], colls: li
             raise ValueError(f"profile has no '{tree_impl}' tree-build fit")
         tb = law.t0_us + law.per_node_us * tree_seqs * tree_budget
         acc.add("tree_build", tb, f"tree:{tree_impl}", law.rel_unc)
-    o = mach.overheads
     if graph:
         acc.add("dispatch", o.graph_launch_us, "graph_launch", o.rel_unc_host)
     else:
@@ -459,7 +462,6 @@ def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: i
                   lm_head: bool = True, n_layers: int | None = None, n_dense: int | None = None,
                   draft: bool = False, tree_budget: int = 0, tree_impl: str = "gpu",
                   host: bool = True, draft_steps: int | None = None, draft_topk: int = 1,
-                  draft_forward_host_us: float = 0.0, draft_forward_host_sigma_us: float = 0.0,
                   memo: dict | None = None) -> StepEstimate:
     """One decode (q = 1) or verification (q > 1) step: C sequences × q tokens at context L, with
     the drafter's forward(s) when `draft` (`_estimate`). The same as `batch_estimate` of one
@@ -467,8 +469,7 @@ def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: i
     ops, colls = decode_ops(m, lay, C, q, L, n_layers=n_layers, n_dense=n_dense, lm_head=lm_head)
     return _estimate(m, mach, lay, ops, colls, graph=graph, draft_groups=[(C, L, q)] if draft else [], tree_seqs=C,
                      tree_budget=tree_budget, tree_impl=tree_impl, host=host, draft_steps=draft_steps,
-                     draft_topk=draft_topk, draft_forward_host_us=draft_forward_host_us,
-                     draft_forward_host_sigma_us=draft_forward_host_sigma_us, memo=memo)
+                     draft_topk=draft_topk, memo=memo)
 
 
 def batch_estimate(m: ModelSpec, mach: Machine, lay: Layout, batch: Batch, *, graph: bool = True, host: bool = True,
