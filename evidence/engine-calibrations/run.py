@@ -66,7 +66,7 @@ def points_for(expressed, folder: Path, db, local) -> tuple[list[ObservedPoint],
         try:
             pt = ObservedPoint(target=e.target, gpus=e.gpus, model=e.model, parallel=e.parallel,
                                concurrency=e.concurrency, isl=r.isl, osl=r.osl, engine=e.engine,
-                               dtypes=dict(e.dtypes) or None, profile=str(paths[key]),
+                               dtypes=dict(e.dtypes) or None, max_batched_tokens=e.max_batched_tokens, profile=str(paths[key]),
                                ttft_ms=r.ttft_ms, tpot_ms=r.tpot_ms, label=f"{r.id} [{r.system} {version}]")
             prepare(len(out), pt.singles()[0], local)  # refused as the fit would refuse it: kept out, with the reason
             out.append(pt)
