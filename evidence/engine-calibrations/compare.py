@@ -9,23 +9,14 @@ SILICON-mode estimate of the same stratified rows), and tabulates both on the ro
 from __future__ import annotations
 
 import json
-import statistics
 from pathlib import Path
 
-import numpy as np
+from run import stats  # this folder's run.py (the script's own folder is on the path)
 
 from perfmodel import silicon
 from perfmodel.silicon_validate import read_aic
 
 HERE = Path(__file__).parent
-
-
-def stats(errs: list[float]) -> str:
-    if not errs:
-        return "n   0"
-    a = [abs(x) for x in errs]
-    return (f"n {len(errs):3d}  median |err| {statistics.median(a):6.1%}  p90 |err| {float(np.percentile(a, 90)):6.1%}  "
-            f"signed median {statistics.median(errs):+6.1%}")
 
 
 def main() -> None:

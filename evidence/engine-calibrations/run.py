@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from perfmodel import aic, silicon
 from perfmodel.calibrate import CalibrationInput, ObservedPoint, fit, prepare, write_result
 from perfmodel.profile import save_profile
 from perfmodel.request import resolve_profile
+from perfmodel.silicon_validate import error_stats
 
 ROOT = Path(__file__).resolve().parents[2]
 # The engine beyond its kernels: its host work per step. The per-op rows underneath are the
@@ -43,11 +41,12 @@ def sha() -> str:
 
 
 def stats(errs: list[float]) -> str:
-    if not errs:
-        return "n 0"
-    a = [abs(x) for x in errs]
-    return (f"n {len(errs):3d}  median |err| {statistics.median(a):6.1%}  p90 |err| {float(np.percentile(a, 90)):6.1%}  "
-            f"signed median {statistics.median(errs):+6.1%}")
+    """`silicon_validate.error_stats` of `errs` as one line of text."""
+    s = error_stats(errs)
+    if not s["n"]:
+        return "n   0"
+    return (f"n {s['n']:3d}  median |err| {s['median_abs']:6.1%}  p90 |err| {s['p90_abs']:6.1%}  "
+            f"signed median {s['signed_median']:+6.1%}")
 
 
 def points_for(expressed, folder: Path, db, local) -> tuple[list[ObservedPoint], list[str]]:
