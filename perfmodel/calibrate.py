@@ -128,9 +128,7 @@ class Prepared:
         hit = cache.get(key)
         if hit is not None:
             return hit
-        eng = engine_defaults(p.engine or "vllm", mach.gpu)
-        if p.max_batched_tokens is not None:
-            eng = eng.model_copy(update={"max_batched_tokens": p.max_batched_tokens})
+        eng = engine_defaults(p.engine or "vllm", mach.gpu).with_budget(p.max_batched_tokens)
         spec = None
         if self.draft:
             tau = scaled_tau(self.tau, f, self.tau_cap)

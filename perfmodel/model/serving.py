@@ -85,6 +85,10 @@ class Engine(BaseModel):
                                                        "whole step's (SGLang divides its budget among the ranks)")
     source: str = ""
 
+    def with_budget(self, max_batched_tokens: int | None) -> Engine:
+        """The engine with its step budget set by the user (None: its default kept)."""
+        return self if max_batched_tokens is None else self.model_copy(update={"max_batched_tokens": max_batched_tokens})
+
     def over(self, dp_ranks: int) -> Engine:
         """The engine as one scheduler over `dp_ranks` data-parallel attention ranks: an engine whose
         budget is per rank runs `dp_ranks` of them side by side (perfmodel/model/SOURCES.md [V9])."""
