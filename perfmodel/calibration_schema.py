@@ -38,6 +38,14 @@ FACTOR_MAX = 50.0  # the fit's bounds on a multiplicative factor: [1 / FACTOR_MA
 HOST_MAX_US = 1e6  # ... and on the engine host terms
 
 
+def in_figure_range(figure: str, v: float) -> float:
+    """`v` if it lies in `FIGURE_RANGE[figure]`, else ValueError (a unit slip, not a measurement)."""
+    lo, hi = FIGURE_RANGE[figure]
+    if not lo <= v <= hi:
+        raise ValueError(f"{v!r} is outside [{lo:g}, {hi:g}], the range of a measured figure (check its unit)")
+    return v
+
+
 def factor_names() -> tuple[str, ...]:
     """Every factor a calibration may hold."""
     return (*(f"{k}.{g}" for k in ("floor", "bw") for g in GROUPS),
@@ -122,10 +130,7 @@ class ObservedPoint(_PointScenario):
     @field_validator(*FIGURES)
     @classmethod
     def _physical(cls, v: float | None, info) -> float | None:
-        lo, hi = FIGURE_RANGE[info.field_name]
-        if v is not None and not lo <= v <= hi:
-            raise ValueError(f"{v!r} is outside [{lo:g}, {hi:g}], the range of a measured figure (check its unit)")
-        return v
+        return v if v is None else in_figure_range(info.field_name, v)
 
     @property
     def figure(self) -> tuple[str, float]:
@@ -297,7 +302,4 @@ class BenchRecord(BaseModel):
     @field_validator("median_tpot_ms")
     @classmethod
     def _physical(cls, v: float) -> float:
-        lo, hi = FIGURE_RANGE["tpot_ms"]
-        if not lo <= v <= hi:
-            raise ValueError(f"{v!r} is outside [{lo:g}, {hi:g}], the range of a measured figure (check its unit)")
-        return v
+        return in_figure_range("tpot_ms", v)
