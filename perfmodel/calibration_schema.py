@@ -61,7 +61,7 @@ class _Strict(BaseModel):
 # request's: a point names its GPU and model by preset or by file (never an inline spec), its GPU
 # count defaults to one, and its budget is a number (no 'auto').
 POINT_SCENARIO = ("target", "hw_file", "gpus", "link", "model", "model_file", "profile", "parallel", "context", "spec", "budget",
-                  "acceptance", "workload", "acceptance_length", "acceptance_at", "draft_tokens", "drafter", "spec_off_above", "graphs",
+                  "acceptance", "workload", "acceptance_length", "acceptance_at", "draft_tokens", "draft_topk", "drafter", "spec_off_above", "graphs",
                   "tree_build", "dtypes", "isl", "osl", "engine", "max_batched_tokens")
 _POINT_TYPES: dict[str, tuple[Any, Any]] = {
     "target": (str | None, None), "model": (str | None, None), "gpus": (PosInt, 1),

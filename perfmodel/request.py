@@ -238,7 +238,8 @@ def _check(req: Request, model: ModelSpec) -> None:
             if model.drafter_options else ""
         raise ProjectionError(f"--spec {req.spec} needs a drafter in the model spec; {model.name} has none{options}")
     spec_only = [f for f, v in (("--workload", req.workload), ("--acceptance-length", req.acceptance_length),
-                                ("--draft-tokens", req.draft_tokens), ("--drafter", req.drafter),
+                                ("--draft-tokens", req.draft_tokens), ("--draft-topk", req.draft_topk),
+                                ("--drafter", req.drafter),
                                 ("--spec-off-above", req.spec_off_above), ("--acceptance-at", req.acceptance_at))
                 if v is not None]
     if spec_only and req.spec == "none":
@@ -269,7 +270,31 @@ def _drafter(req: Request, model: ModelSpec) -> ModelSpec:
     if req.spec == "ddtree" and model.drafter.kind != "dflash":
         raise ProjectionError(f"--spec ddtree builds trees from a block drafter's per-position distributions; the "
                               f"{model.drafter.kind} drafter drafts a chain: use --spec chain")
+    if req.draft_topk is not None:
+        if model.drafter.kind == "dflash":
+            raise ProjectionError(f"--draft-topk is the EAGLE tree branching of an EAGLE-3 or MTP drafter; {model.name}'s "
+                                  f"DFlash drafter drafts one block: use --spec ddtree for a tree over it")
+        model = model.model_copy(update={"drafter": model.drafter.model_copy(update={"topk": req.draft_topk})})
+    _check_eagle_tree(req, model)
     return model
+
+
+def _check_eagle_tree(req: Request, model: ModelSpec) -> None:
+    """An EAGLE tree (topk > 1) verifies the nodes --budget names, at most the nodes its draft
+    steps score (SGLang refuses more: organize_draft_results takes them from those)."""
+    from perfmodel.specs.schema import tree_candidates
+
+    d = model.drafter
+    if d is None or d.kind == "dflash" or d.topk == 1:
+        return
+    steps = d.num_speculative_tokens
+    if req.budget == "auto":
+        raise ProjectionError(f"--draft-topk {d.topk} drafts a tree: give its draft nodes with --budget (SGLang "
+                              f"--speculative-num-draft-tokens - 1, at most {tree_candidates(d.topk, steps)} for "
+                              f"{steps} steps)")
+    if req.budget > tree_candidates(d.topk, steps):
+        raise ProjectionError(f"--budget {req.budget}: an EAGLE tree of {steps} draft steps with topk {d.topk} scores "
+                              f"{tree_candidates(d.topk, steps)} draft nodes, the most its verify can take")
 
 
 def _acceptance(req: Request, model: ModelSpec):
@@ -279,24 +304,29 @@ def _acceptance(req: Request, model: ModelSpec):
 
     depth = model.drafter.block_size - 1
     kind = model.drafter.kind
-    structure = "chain" if req.spec == "chain" else "ddtree"
+    topk = getattr(model.drafter, "topk", 1)
+    structure = "ddtree" if req.spec == "ddtree" else "eagle" if topk > 1 else "chain"
     figures = registry.load_acceptance_data().figures
     if req.acceptance_length is not None:
-        # measured at the engine's setting: the chain's draft tokens, or the tree budget asked
+        # measured at the engine's setting: the chain's draft tokens, the EAGLE tree's (topk, steps, verify
+        # tokens) or the DDTree budget asked
         k = req.acceptance_at or (depth if structure == "chain" or req.budget == "auto" else req.budget)
-        setting = engine_setting(draft_tokens=k) if structure == "chain" else engine_setting(ddtree_budget=k, depth=depth)
+        setting = (engine_setting(draft_tokens=k) if structure == "chain"
+                   else engine_setting(topk=topk, steps=depth, verify_tokens=k + 1) if structure == "eagle"
+                   else engine_setting(ddtree_budget=k, depth=depth))
         try:
-            return from_engine_acceptance(req.acceptance_length, setting, kind, structure, depth, figures=figures)
+            return from_engine_acceptance(req.acceptance_length, setting, kind, structure, depth, eagle_topk=topk,
+                                          figures=figures)
         except ValueError as e:
             raise ProjectionError(f"--acceptance-length {req.acceptance_length:g}: {str(e).splitlines()[0]}") from None
     if req.acceptance == "workload":
         try:
-            return workload_source(kind, req.workload, depth, structure, figures=figures)
+            return workload_source(kind, req.workload, depth, structure, eagle_topk=topk, figures=figures)
         except ValueError as e:
             raise ProjectionError(f"--workload {req.workload or '(all)'}: {str(e).splitlines()[0]}") from None
     try:
         acc = acceptance_from_cli(req.acceptance, depth, structure=structure, drafter=kind, figures=figures,
-                                  read_file=lambda path: _checked_json_text(path, "calibration file"))
+                                  read_file=lambda path: _checked_json_text(path, "calibration file"), eagle_topk=topk)
     except ValueError as e:
         raise ProjectionError(f"--acceptance '{escaped(req.acceptance)}': {str(e).splitlines()[0]}") from None
     sanity.check_acceptance(req.acceptance, depth)

@@ -24,7 +24,7 @@ from pydantic.dataclasses import dataclass
 
 from perfmodel.errors import ProjectionError
 from perfmodel.profile import KERNEL_SETS, check_kernel_set
-from perfmodel.specs.schema import GpuSpec, ModelSpec
+from perfmodel.specs.schema import MAX_DRAFT_TOPK, GpuSpec, ModelSpec
 
 PARALLEL = ("tp", "ep", "tp-attn-ep-moe")  # the model's own layout keys (perfmodel/model/layers.py, profile files)
 SPEC = ("none", "chain", "ddtree")
@@ -199,6 +199,12 @@ class Request:
                                                                      "or the drafter's block; a chain's --draft-tokens).")] = None
     draft_tokens: Annotated[PosInt | None, Cli(("--draft-tokens",), "Draft tokens per verify of a chain drafter (EAGLE-3, MTP: "
                                                                    "the engine's num_speculative_tokens).")] = None
+    draft_topk: Annotated[PosInt | None, Field(le=MAX_DRAFT_TOPK),
+                          Cli(("--draft-topk",), "EAGLE tree branching of an EAGLE-3 or MTP drafter: tokens per sequence "
+                                                 "in each draft step after the first (SGLang --speculative-eagle-topk); "
+                                                 "above 1 the tree's draft nodes are --budget (SGLang "
+                                                 "--speculative-num-draft-tokens - 1) and its depth --draft-tokens "
+                                                 "(--speculative-num-steps).")] = None
     spec_off_above: Annotated[PosInt | None, Cli(("--spec-off-above",), "The engine turns speculation off above this batch "
                                                                        "size (TensorRT-LLM max_concurrency, vLLM "
                                                                        "speculative_disable_by_batch_size).")] = None

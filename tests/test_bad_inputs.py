@@ -152,6 +152,7 @@ def files(tmp_path_factory) -> dict[str, str]:
 P = ("project",)
 PM = ("project", "--model", "llama-3.1-8b", "--target", "h100", "--gpus", "1")
 R = ("report", "--target", "b300", "--gpus", "8")
+PE = PM + ("--spec", "chain", "--drafter", "eagle3")
 
 # (id, args, substrings the message must contain)
 CASES = [
@@ -196,6 +197,14 @@ CASES = [
     ("kernels_spec_profile", P + ("--kernels", "torch", "--profile", "spec"), ["kernel set 'torch'"]),
     ("spec_no_drafter", PM + ("--spec", "ddtree"), ["--spec ddtree", "drafter"]),
     ("tree_bad", P + ("--tree-build", "fpga"), ["fpga"]),
+    # --draft-topk (an EAGLE tree: its branching, its nodes in --budget)
+    ("topk0", PE + ("--draft-topk", "0"), ["--draft-topk", "0"]),
+    ("topk_word", PE + ("--draft-topk", "wide"), ["--draft-topk", "wide"]),
+    ("topk_huge", PE + ("--draft-topk", "65"), ["--draft-topk", "65"]),
+    ("topk_no_budget", PE + ("--draft-topk", "4"), ["--draft-topk 4", "--budget"]),
+    ("topk_budget_over", PE + ("--draft-topk", "2", "--draft-tokens", "2", "--budget", "7"), ["--budget 7", "6 draft nodes"]),
+    ("topk_no_spec", PM + ("--draft-topk", "4"), ["--draft-topk", "--spec"]),
+    ("topk_dflash", P + ("--spec", "chain", "--draft-topk", "4"), ["--draft-topk", "DFlash"]),
     # --acceptance
     ("acc_tau_gt_b", P + ("--spec", "ddtree", "--acceptance", "table:16=100"), ["table:16=100", "100"]),
     ("acc_tau_gt_block", P + ("--spec", "ddtree", "--acceptance", "table:64=30"), ["table:64=30", "block size"]),

@@ -1052,7 +1052,8 @@ def _read_file(path) -> str:
 
 
 def acceptance_from_cli(spec: str, depth: int, structure: str = "ddtree", drafter: str = "dflash",
-                        figures=None, read_file: Callable[[str], str] = _read_file) -> AcceptanceSource:
+                        figures=None, read_file: Callable[[str], str] = _read_file,
+                        eagle_topk: int = 8) -> AcceptanceSource:
     """Parse a CLI acceptance spec.
 
     "auto" -> preset dflash_default; "<preset>" or "parametric:<preset>"; "0.8" -> scalar
@@ -1070,14 +1071,15 @@ def acceptance_from_cli(spec: str, depth: int, structure: str = "ddtree", drafte
     s = spec.strip()
     low = s.lower()
     if low == "auto":
-        return parametric("dflash_default", depth=depth, structure=structure)
+        return parametric("dflash_default", depth=depth, structure=structure, eagle_topk=eagle_topk)
     if low.startswith("parametric:"):
-        return parametric(s.split(":", 1)[1].strip(), depth=depth, structure=structure)
+        return parametric(s.split(":", 1)[1].strip(), depth=depth, structure=structure, eagle_topk=eagle_topk)
     if s in PRESETS:
-        return parametric(s, depth=depth, structure=structure)
+        return parametric(s, depth=depth, structure=structure, eagle_topk=eagle_topk)
     if low.startswith("workload:"):
         name, _, kind = s.split(":", 1)[1].strip().partition("@")
-        return workload_source(kind.strip() or drafter, name.strip() or None, depth, structure, figures=figures)
+        return workload_source(kind.strip() or drafter, name.strip() or None, depth, structure, eagle_topk=eagle_topk,
+                               figures=figures)
     if low.startswith("engine:"):
         body = s.split(":", 1)[1].strip()
         t, sep, at = body.partition("@")
@@ -1092,7 +1094,7 @@ def acceptance_from_cli(spec: str, depth: int, structure: str = "ddtree", drafte
             why = f" ({e})" if str(e) else ""
             raise ValueError(f"bad engine acceptance {spec!r}{why}; expected 'engine:TAU@K' (a chain of K drafts) "
                              f"or 'engine:TAU@bB' (a DDTree of B nodes)") from None
-        return from_engine_acceptance(tau, setting, drafter, structure, depth, figures=figures)
+        return from_engine_acceptance(tau, setting, drafter, structure, depth, eagle_topk=eagle_topk, figures=figures)
     if low.startswith("table:"):
         body = s.split(":", 1)[1]
         table, sigmas = {}, {}
@@ -1120,7 +1122,7 @@ def acceptance_from_cli(spec: str, depth: int, structure: str = "ddtree", drafte
         path = s.split(":", 1)[1].strip()
         if not path:
             raise ValueError(f"missing path in {spec!r}; {usage}")
-        return from_calibration_json(path, structure=structure, text=read_file(path))
+        return from_calibration_json(path, structure=structure, eagle_topk=eagle_topk, text=read_file(path))
     try:
         a = float(s)
     except ValueError:

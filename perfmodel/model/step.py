@@ -329,14 +329,48 @@ def chain_draft_ops(m: ModelSpec, lay: Layout, C: int, L: int, k: int, topk: int
     EAGLE worker run it: a first forward over the k + 1 tokens each sequence verified last step
     (it writes their keys and values into the draft's KV and proposes the first draft from the
     last accepted one), then k - 1 forwards over `topk` tokens per sequence (1 for a chain; the
-    frontier of an EAGLE tree). Every forward computes logits for its last token(s) only."""
+    frontier of an EAGLE tree). Every forward computes logits for its last token(s) only.
+
+    An EAGLE tree (topk > 1) also picks, after each later forward, the topk best of each
+    sequence's topk x topk children by cumulative score and gathers their hidden states
+    (SGLang `select_top_k_tokens`): two small kernels per forward."""
+    from perfmodel.model.layers import _elt
+
     if k < 1:
         return [], []
     ops, colls = _draft_pass(m, lay, C, k + 1, L, 1, first=True)
     if k > 1:
-        o, c = _times(*_draft_pass(m, lay, C, topk, L + k, topk, first=False), k - 1)
+        o, c = _draft_pass(m, lay, C, topk, L + k, topk, first=False)
+        if topk > 1:
+            Cg = math.ceil(C / lay.dp_attn)
+            hidden = m.drafter.hidden_size if m.drafter.kind == "eagle3" else m.hidden_size
+            o = o + [_elt("eagle_select_topk", Cg, topk * topk, 1, "router_topk"),
+                     _elt("eagle_gather_hidden", Cg * topk, hidden, 1, "copy")]
+        o, c = _times(o, c, k - 1)
         ops, colls = ops + o, colls + c
     return ops, colls
+
+
+def eagle_tree_ops(m: ModelSpec, lay: Layout, C: int, L: int, k: int, topk: int, width: int) -> list[Op]:
+    """Building the verify's tree from an EAGLE tree's drafts (topk > 1), as SGLang runs it after
+    the draft forwards (sgl-project/sglang python/sglang/srt/speculative/eagle_utils.py):
+    `organize_draft_results` takes each sequence's best width - 1 of the topk + (k - 1) topk^2
+    scored nodes (a top-k, then a sort of the picked indices) and gathers their tokens;
+    `build_tree_kernel_efficient` fills the verify's full attention mask (one bool per draft
+    token per key: the prefix and the tree, L x width + width^2 per sequence, its FULL_MASK mode)
+    and writes each node's position and its parent, child and sibling links. Each pass is one
+    small kernel; the mask's bytes grow with context x width."""
+    from perfmodel.model.layers import _elt
+    from perfmodel.specs.schema import tree_candidates
+
+    Cg = math.ceil(C / lay.dp_attn)
+    cand = tree_candidates(topk, k)
+    mask_bytes = (L * width + width * width)  # bools, per sequence
+    # an "elementwise copy" of W bf16 values moves 4 W bytes (read + write): W = bytes / 4
+    return [_elt("eagle_tree_topk_sort", Cg, cand, 2, "router_topk"),
+            _elt("eagle_tree_gather_tokens", Cg, width, 1, "copy"),
+            _elt("eagle_tree_mask_fill", Cg, max(1, mask_bytes // 4), 1, "copy"),
+            _elt("eagle_tree_build", Cg, max(1, mask_bytes // 4), 1, "copy", per_token=3 * 8 * width)]
 
 
 # Relative uncertainty of an eager step's exposed launch time, at least: the model times each
@@ -400,12 +434,14 @@ def eager_launch_us(op: Op, launcher: str, o, *, timed: bool = True) -> float:
 def _estimate(m: ModelSpec, mach: Machine, lay: Layout, ops: list[Op], colls: list[Collective], *, graph: bool,
               draft_groups: list[tuple[int, int, int]], tree_seqs: int, tree_budget: int, tree_impl: str, host: bool,
               past_x_edge: bool = False, memo: dict | None = None, draft_steps: int | None = None,
-              draft_topk: int = 1) -> StepEstimate:
+              draft_topk: int | None = None) -> StepEstimate:
     """A step's ops and collectives priced, plus the drafter's forward for each (sequences,
     context, verify width) of `draft_groups`, tree building for `tree_seqs` sequences, dispatch
     and host. A DFlash block drafter runs one forward per group; an EAGLE-3 / MTP drafter its k
     draft forwards (k = draft_steps, else the verify width - 1: a chain verifying k + 1 tokens;
-    an EAGLE tree passes its steps and draft_topk with the width of its verify tokens).
+    an EAGLE tree, topk > 1 (draft_topk, else the drafter's `topk`), runs its num_speculative_tokens
+    steps and verifies the width of its kept nodes, after building the tree: `eagle_tree_ops`,
+    under tree_build).
 
     The engine's host cost per draft forward that the GPU does not hide (its Python drafting
     loop: input preparation, sampling, metadata between the forwards) is the machine's
@@ -427,8 +463,14 @@ def _estimate(m: ModelSpec, mach: Machine, lay: Layout, ops: list[Op], colls: li
                 dcolls = [Collective("draft_allreduce", "all_reduce", C * m.drafter.block_size * m.drafter.hidden_size * 2.0,
                                      2 * m.drafter.n_layers)] if lay.comm and lay.n_gpus > 1 else []
             else:
-                k = (width - 1) if draft_steps is None else int(draft_steps)
-                dops, dcolls = chain_draft_ops(m, dlay, C, L, k, draft_topk)
+                topk = m.drafter.topk if draft_topk is None else int(draft_topk)
+                # a chain verifies its k drafts + 1; an EAGLE tree k steps deep verifies the nodes it keeps
+                k = int(draft_steps) if draft_steps is not None else m.drafter.num_speculative_tokens if topk > 1 \
+                    else width - 1
+                dops, dcolls = chain_draft_ops(m, dlay, C, L, k, topk)
+                if topk > 1 and k > 0:
+                    gpu_us += _price_ops(acc, mach, eagle_tree_ops(m, dlay, C, L, k, topk, width),
+                                         comp_override="tree_build", memo=memo)
             if host and k and o.engine_draft_host_us > 0:
                 acc.add("engine_host", k * o.engine_draft_host_us, "engine_draft_host",
                         o.engine_draft_host_sigma_us / o.engine_draft_host_us)
@@ -461,7 +503,7 @@ def _estimate(m: ModelSpec, mach: Machine, lay: Layout, ops: list[Op], colls: li
 def step_estimate(m: ModelSpec, mach: Machine, lay: Layout, C: int, q: int, L: int, *, graph: bool = True,
                   lm_head: bool = True, n_layers: int | None = None, n_dense: int | None = None,
                   draft: bool = False, tree_budget: int = 0, tree_impl: str = "gpu",
-                  host: bool = True, draft_steps: int | None = None, draft_topk: int = 1,
+                  host: bool = True, draft_steps: int | None = None, draft_topk: int | None = None,
                   memo: dict | None = None) -> StepEstimate:
     """One decode (q = 1) or verification (q > 1) step: C sequences × q tokens at context L, with
     the drafter's forward(s) when `draft` (`_estimate`). The same as `batch_estimate` of one

@@ -235,6 +235,22 @@ class DrafterSpec(Strict):
     dtype: WeightDtype = "bf16"
 
 
+# An EAGLE tree's branching (SGLang --speculative-eagle-topk): each draft step after the first runs
+# `topk` tokens per sequence through the drafter and keeps the best topk of their topk x topk
+# children by cumulative score; the tree is then reranked to the verify's draft nodes
+# (sgl-project/sglang python/sglang/srt/speculative/eagle_worker.py `draft_forward`,
+# eagle_utils.py `organize_draft_results`, `build_tree_kernel_efficient`). 1 = a chain.
+TOPK_HELP = "draft tokens per sequence in each draft step after the first (SGLang speculative_eagle_topk; 1: a chain)"
+MAX_DRAFT_TOPK = 64  # a guard against typos, not an engine's limit
+
+
+def tree_candidates(topk: int, steps: int) -> int:
+    """Draft nodes an EAGLE tree of `steps` draft steps with branching `topk` scores, from which
+    its verify's nodes are taken: topk from the first step, topk x topk from each later one
+    (SGLang organize_draft_results takes the best num_draft_tokens - 1 of them)."""
+    return topk + (steps - 1) * topk * topk
+
+
 class Eagle3DrafterSpec(Strict):
     """An EAGLE-3 head (Li et al., arXiv 2503.01840; SGLang/vLLM `LlamaForCausalLMEagle3`): one
     Llama-style decoder layer (GQA attention + SwiGLU MLP) whose q/k/v read
@@ -257,6 +273,7 @@ class Eagle3DrafterSpec(Strict):
     draft_vocab_size: int = Field(gt=0, description="the head's lm_head width (the target vocab when not reduced)")
     n_target_layers_fused: int = Field(3, ge=1, description="target hidden states concatenated into fc")
     num_speculative_tokens: int = Field(gt=0, description="draft steps per verify (the chain length k)")
+    topk: int = Field(1, ge=1, le=MAX_DRAFT_TOPK, description=TOPK_HELP)
     dtype: WeightDtype = "bf16"
 
     @property
@@ -279,6 +296,7 @@ class MTPDrafterSpec(Strict):
     source: str
     n_modules: int = Field(1, gt=0, description="MTP modules in the checkpoint (num_nextn_predict_layers)")
     num_speculative_tokens: int = Field(gt=0, description="draft steps per verify (the chain length k)")
+    topk: int = Field(1, ge=1, le=MAX_DRAFT_TOPK, description=TOPK_HELP)
     n_heads: int = Field(gt=0)
     intermediate_size: int = Field(gt=0)
 
