@@ -9,6 +9,8 @@ compare, which re-project one scenario many times, fit and check once.
 
 from __future__ import annotations
 
+import dataclasses
+
 from perfmodel.errors import ProjectionError
 from perfmodel.model.e2e import self_check as _self_check
 from perfmodel.model.project import Projector
@@ -146,7 +148,12 @@ def step(req: Request | None = None, *, decode: list[str] = (), prefill: list[st
         raise ProjectionError("give the batch: one or more of --decode N@CTX, --prefill NxT@P, --verify NxW@CTX")
     if logits not in ("last", "all"):
         raise ProjectionError(f"--logits '{logits}': choose last or all")
-    pj = projector(req if req is not None else Request(**kw))
+    req = req if req is not None else Request(**kw)
+    widths = [g.width for g in groups if getattr(g, "kind", "") == "verify"]
+    if req.draft_topk is not None and req.budget == "auto" and widths:
+        # an EAGLE tree's kept nodes are the verify's width - 1: --verify NxW names them
+        req = dataclasses.replace(req, budget=max(widths) - 1)
+    pj = projector(req)
     try:
         return pj.batch(Batch(groups=tuple(groups), logits=logits))
     except ValueError as e:

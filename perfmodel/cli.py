@@ -199,7 +199,7 @@ def compare(opts: ScenarioOptions,
 
 
 STEP_FIELDS = ("target", "gpus", "model", "parallel", "spec", "graphs", "tree_build", "profile", "link", "host_cpu_factor",
-               "hw_file", "model_file", "dtypes", "calibration", "kernels", "drafter")
+               "hw_file", "model_file", "dtypes", "calibration", "kernels", "drafter", "draft_tokens", "draft_topk")
 
 
 @app.command()

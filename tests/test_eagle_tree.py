@@ -105,3 +105,12 @@ def test_acceptance_length_is_read_at_the_tree_it_was_measured_at():
     smaller = perfmodel.project(Request(**dict(SGLANG_4716, budget=15, acceptance_at=63))).points[0].tau
     assert at_tree == pytest.approx(5.88)
     assert 2.0 < smaller < 5.88
+
+
+def test_step_prices_a_tree_verify_with_its_draft():
+    # `perfmodel step --verify NxW`: the tree's kept nodes are W - 1, its steps --draft-tokens
+    kw = dict(target="h100-sxm", gpus=8, model="llama-3.1-70b", spec="chain", drafter="eagle3", draft_tokens=5)
+    tree = perfmodel.step(Request(**kw, draft_topk=4), verify=["4x8@2000"])
+    chain = perfmodel.step(Request(**kw), verify=["4x6@2000"])
+    assert tree.breakdown_ms["tree_build"] > 0 and "tree_build" not in chain.breakdown_ms
+    assert tree.breakdown_ms["draft"] > chain.breakdown_ms["draft"]  # 4 tokens a step after the first, not 1
