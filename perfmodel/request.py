@@ -281,7 +281,7 @@ def _drafter(req: Request, model: ModelSpec) -> ModelSpec:
 
 def _check_eagle_tree(req: Request, model: ModelSpec) -> None:
     """An EAGLE tree (topk > 1) verifies the nodes --budget names, at most the nodes its draft
-    steps score (SGLang refuses more: organize_draft_results takes them from those)."""
+    steps score (SGLang's organize_draft_results picks them among those by a top-k)."""
     from perfmodel.specs.schema import tree_candidates
 
     d = model.drafter
