@@ -327,7 +327,8 @@ def validate(profile: list[str] | None = typer.Option(None, "--profile", help="P
              aic_out: Path | None = typer.Option(None, "--aic-out", help="With --aic-estimator: append each estimate to this "
                                                  "file as a JSON line as it comes."),
              fmt: Fmt = typer.Option(Fmt.table, "--format", "-f")):
-    """Compare projections with measured end-to-end steps and published decode figures (or, --transfer, per-op rows; --silicon, serving points; --published-serving, published serving points)."""
+    """Compare projections with measured end-to-end steps and published decode figures (or, --transfer, per-op rows;
+    --silicon, serving points; --published-serving, published serving points)."""
     from perfmodel.errors import ProjectionError
     from perfmodel.inputs import finite_number
     from perfmodel.validate import run_validation
