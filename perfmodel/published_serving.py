@@ -294,7 +294,9 @@ def run_published_serving(*, path: str | None = None, profile: str | None = None
         except ValueError as x:  # a request field the scenario refuses
             priced = {"error": str(x).splitlines()[0]}
         out.append({"id": p.id, "model": obs.model, "system": obs.target, "engine": obs.engine, "engine_version": p.engine_version,
-                    "scenario": f"{obs.describe()} {p.layout_text()}, {obs.dtypes or {}}",
+                    "scenario": (obs.model_copy(update={"label": None}).describe() + f" (published {p.layout_text()})"
+                                 + (f", budget {obs.max_batched_tokens}" if obs.max_batched_tokens else "")
+                                 + "".join(f", {k}={v}" for k, v in sorted((obs.dtypes or {}).items()))),
                     "source": f"{p.source.cite}; {p.run_url}",
                     "measured": {"ttft_ms": obs.ttft_ms, "tpot_ms": obs.tpot_ms},
                     "predicted": {} if "error" in priced else {"local": priced},
