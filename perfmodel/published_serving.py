@@ -163,7 +163,7 @@ def read(data: PublishedServing) -> list[Published]:
                    + ("dpa" if s.dp_attention else "") + ("-disagg" if s.disagg else "")
                    + (f"-p{s.prefill.tp}x{s.prefill.workers}d{s.decode_workers}" if s.prefill else "")
                    + ("" if s.spec_method == "none" else f"-{s.spec_method}") + f"-{p.isl}x{p.osl}-c{p.conc}")
-            pid = pid if pid not in seen else f"{pid}-{p.date or p.run}"
+            pid = pid if pid not in seen else f"{pid}-run{(p.run or s.run).split('/')[0]}"
             seen.add(pid)
             out.append(Published(id=pid, setup=s, point=p, source=data.sources[s.source]))
     return out
