@@ -299,12 +299,19 @@ def validate(profile: list[str] | None = typer.Option(None, "--profile", help="P
              silicon: bool = typer.Option(False, "--silicon", help="Instead: the serving projection against aiconfigurator's "
                                           "measured serving points (its silicon_sample.csv, aggregated rows; `pip install "
                                           "'perfmodel\\[aic]'`): TTFT and TPOT errors by engine, system and model."),
-             system: str | None = typer.Option(None, "--system", help="With --transfer or --silicon: comma-separated "
-                                               "aiconfigurator systems (default: all with a GPU spec)."),
-             engine: str | None = typer.Option(None, "--engine", help="With --transfer or --silicon: comma-separated engines "
-                                               "(sglang, vllm, trtllm; default: all; --transfer: each at the package's "
+             system: str | None = typer.Option(None, "--system", help="With --transfer, --silicon or --published-serving: "
+                                               "comma-separated systems (aiconfigurator's, or GPU names; default: all)."),
+             engine: str | None = typer.Option(None, "--engine", help="With --transfer, --silicon or --published-serving: "
+                                               "comma-separated engines (sglang, vllm, trtllm; default: all; --transfer: each at the package's "
                                                "maintained version)."),
-             model: str | None = typer.Option(None, "--model", help="With --silicon: comma-separated presets or model paths."),
+             published_serving: bool = typer.Option(False, "--published-serving", help="Instead: the serving projection "
+                                                    "against published aggregated-serving points (perfmodel/data/"
+                                                    "published_serving.yaml, or --serving-file), uncalibrated: TTFT and "
+                                                    "TPOT per point and errors by engine, GPU and model."),
+             serving_file: Path | None = typer.Option(None, "--serving-file", help="With --published-serving: the points "
+                                                      "from this YAML file (the schema of the shipped one)."),
+             model: str | None = typer.Option(None, "--model", help="With --silicon or --published-serving: comma-separated "
+                                              "presets or model paths (published names, e.g. dsr1)."),
              way: str = typer.Option("all", "--way", help="With --silicon: local (the local profile through the transfer "
                                      "rules) | imported (the target's per-op rows from the database) | calibrated (imported "
                                      "+ --calibration) | all (comma list allowed; all = local,imported, and calibrated when "
@@ -320,17 +327,29 @@ def validate(profile: list[str] | None = typer.Option(None, "--profile", help="P
              aic_out: Path | None = typer.Option(None, "--aic-out", help="With --aic-estimator: append each estimate to this "
                                                  "file as a JSON line as it comes."),
              fmt: Fmt = typer.Option(Fmt.table, "--format", "-f")):
-    """Compare projections with measured end-to-end steps and published decode figures (or, --transfer, per-op rows; --silicon, serving points)."""
+    """Compare projections with measured end-to-end steps and published decode figures (or, --transfer, per-op rows;
+    --silicon, serving points; --published-serving, published serving points)."""
     from perfmodel.errors import ProjectionError
     from perfmodel.inputs import finite_number
     from perfmodel.validate import run_validation
 
     _guard(finite_number, tolerance, "--tolerance", lo=0)
-    silicon_only = {"--model": model, "--sample": sample, "--limit": limit, "--aic-results": aic_results, "--aic-out": aic_out,
+    silicon_only = {"--sample": sample, "--limit": limit, "--aic-results": aic_results, "--aic-out": aic_out,
                     "--aic-estimator": aic_estimator or None, "--way": None if way == "all" else way}
     given = [k for k, v in silicon_only.items() if v is not None]
     if not silicon and given:
         fail(f"{', '.join(given)} go with --silicon")
+    if serving_file is not None and not published_serving:
+        fail("--serving-file goes with --published-serving")
+    if model is not None and not (silicon or published_serving):
+        fail("--model goes with --silicon or --published-serving")
+    if published_serving:
+        if silicon or transfer:
+            fail("choose one of --transfer, --silicon and --published-serving")
+        if calibration is not None:
+            fail("--published-serving projects uncalibrated (no --calibration)")
+        _validate_published_serving(profile, system, engine, model, serving_file, tolerance, fmt)
+        return
     if silicon:
         if transfer:
             fail("choose one of --transfer and --silicon")
@@ -341,7 +360,7 @@ def validate(profile: list[str] | None = typer.Option(None, "--profile", help="P
         _validate_transfer(profile, system, engine, tolerance, fmt)
         return
     if system or engine:
-        fail("--system and --engine go with --transfer or --silicon")
+        fail("--system and --engine go with --transfer, --silicon or --published-serving")
     try:
         res = run_validation(profile, published=published, base=base, calibration=calibration)
     except ProjectionError as e:
@@ -417,6 +436,29 @@ def _validate_silicon(profile, system, engine, model, way, sample, limit, calibr
     if progress:
         typer.echo("", err=True)
     _emit(res, fmt, render.silicon_csv, render.silicon_table)
+
+
+def _validate_published_serving(profile, system, engine, model, serving_file, tolerance: float, fmt: Fmt) -> None:
+    from perfmodel import render
+    from perfmodel.published_serving import run_published_serving
+
+    split = lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None  # noqa: E731
+    if profile and len(profile) > 1:
+        fail("--published-serving projects from one --profile")
+    progress = None
+    if fmt == Fmt.table and sys.stderr.isatty():
+        progress = lambda what, i, n: typer.echo(f"\r{what}: point {i + 1}/{n}", err=True, nl=False)  # noqa: E731
+    res = _guard(run_published_serving, path=str(serving_file) if serving_file is not None else None,
+                 profile=profile[0] if profile else None, engines=split(engine), systems=split(system), models=split(model),
+                 progress=progress)
+    if progress:
+        typer.echo("", err=True)
+    _emit(res, fmt, render.silicon_csv, render.published_serving_table)
+    overall = next((s for s in res["summary"] if s["by"] == "overall"), None)
+    med = overall["tpot"]["median_abs"] if overall else None
+    if med is not None and med > tolerance:
+        typer.echo(f"TPOT median |error| {med:.1%} > tolerance {tolerance:.1%}", err=True)
+        raise typer.Exit(1)
 
 
 def _schemas() -> dict:

@@ -495,13 +495,7 @@ def silicon_table(res: dict) -> None:
                                              else "") + "; priced " + ", ".join(f"{k} {v}" for k, v in c["priced"].items()),
             "seconds per row: " + ", ".join(f"{w} {s:.3f}" for w, s in res["seconds_per_row"].items()),
             f"local profile: {res['profile']}" + (f"; calibration: {res['calibration']}" if res["calibration"] else "")]
-    cols = ("way", "by", "group", "rows", "TTFT med |err|", "TTFT p90", "TTFT signed", "TPOT med |err|", "TPOT p90", "TPOT signed")
-    right = set(cols[3:])
-    tab = table("errors: predicted / measured - 1 (+: predicted too slow); TTFT and TPOT means", cols, right=right)
-    for s in res["summary"]:
-        tab.add_row(*(escape(x) for x in [s["source"], s["by"], s["group"], str(s["tpot"]["n"]), *_silicon_cells(s["ttft"]),
-                                          *_silicon_cells(s["tpot"])]))
-    out = [*head, tab]
+    out = [*head, _serving_errors(res["summary"])]
     if res["beside_aiconfigurator"]:
         cols2 = ("way", "by", "group", "rows", "TTFT perfmodel", "TTFT aiconfigurator", "TPOT perfmodel", "TPOT aiconfigurator",
                  "TPOT signed pm / aic")
@@ -522,6 +516,39 @@ def silicon_table(res: dict) -> None:
     for src, reasons in res["not_priced"].items():
         if reasons:
             out.append(f"not priced by {src}: " + "; ".join(f"{n} {why}" for why, n in reasons.items()))
+    _print(*out)
+
+
+def _serving_errors(summary: list[dict]) -> Table:
+    """The TTFT and TPOT error statistics of `silicon_validate.summarise`, one row per source and group."""
+    cols = ("way", "by", "group", "rows", "TTFT med |err|", "TTFT p90", "TTFT signed", "TPOT med |err|", "TPOT p90", "TPOT signed")
+    tab = table("errors: predicted / measured - 1 (+: predicted too slow); TTFT and TPOT means", cols, right=set(cols[3:]))
+    for s in summary:
+        tab.add_row(*(escape(x) for x in [s["source"], s["by"], s["group"], str(s["tpot"]["n"]), *_silicon_cells(s["ttft"]),
+                                          *_silicon_cells(s["tpot"])]))
+    return tab
+
+
+def published_serving_table(res: dict) -> None:
+    """`validate --published-serving`: each priced point (measured and predicted mean TTFT and TPOT),
+    the error statistics by engine, GPU and model, and the points not expressed with their reason."""
+    c = res["counts"]
+    head = [f"perfmodel validate --published-serving: {res['file']}",
+            f"points {c['points']}; expressed {c['expressed']}; priced {c['priced']} (uncalibrated, from the "
+            f"{res['profile']} profile; {res['seconds_per_row']['local']:.2f} s a point)"]
+    cols = ("point", "engine", "GPU", "TTFT ms", "TTFT pred", "TPOT ms", "TPOT pred", "TPOT err")
+    tab = table("published vs predicted (means)", cols, right=set(cols[3:]))
+    for p in res["points"]:
+        m, q = p["measured"], p["predicted"].get("local")
+        tab.add_row(*(escape(x) for x in [p["id"], p["engine"], p["system"], f"{m['ttft_ms']:.1f}",
+                                          f"{q['ttft_ms']:.1f}" if q else "-", f"{m['tpot_ms']:.2f}",
+                                          f"{q['tpot_ms']:.2f}" if q else "-",
+                                          _pct(q["tpot_ms"] / m["tpot_ms"] - 1) if q else p["errors"].get("local", "")]))
+    out = [*head, tab, _serving_errors(res["summary"])]
+    if res["not_expressed"]:
+        out.append("not expressed: " + "; ".join(f"{n} {why}" for why, n in res["not_expressed"].items()))
+    if res["not_priced"]["local"]:
+        out.append("not priced: " + "; ".join(f"{n} {why}" for why, n in res["not_priced"]["local"].items()))
     _print(*out)
 
 

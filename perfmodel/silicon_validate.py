@@ -147,11 +147,21 @@ def _calibration_for(spec: str | None, engine: str) -> str | None:
 
 def price(e: silicon.Expressed, **req_fields) -> dict:
     """perfmodel's mean TTFT and TPOT of the row (ms), or {'error': one line}."""
+    try:
+        req = e.request(**req_fields)
+    except ValueError as x:  # a pydantic field
+        return {"error": str(x).splitlines()[0]}
+    return price_request(req)
+
+
+def price_request(req) -> dict:
+    """The serving projection's mean TTFT and TPOT (ms) of a one-concurrency serving `Request`, or
+    {'error': one line} (also for `validate --published-serving`)."""
     from perfmodel.api import project
 
     try:
-        pt = project(e.request(**req_fields)).points[0]
-    except ValueError as x:  # ProjectionError, a pydantic field, a request that does not fit the KV cache
+        pt = project(req).points[0]
+    except ValueError as x:  # ProjectionError, a request that does not fit the KV cache
         return {"error": str(x).splitlines()[0]}
     if pt.serving is None:
         return {"error": pt.note or "not served"}

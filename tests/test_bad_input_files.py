@@ -40,6 +40,7 @@ LLAMA = yaml.safe_load((ROOT / "perfmodel/modelspecs/llama-3.1-8b.yaml").read_te
 PROFILE_SMALL = {"schema_version": 2, "provenance": {}}  # broken before its schema is read
 LENGTHS = [[1024, 256], [2048, 128]]
 ACCEPT = {"q": [[0.6, 0.2], [0.5, 0.1]], "p": [[0.7, 0.1], [0.6, 0.1]]}
+SERVING = yaml.safe_load((FIX / "published_serving/three_points.yaml").read_text())
 
 S = "rtx-pro-6000"
 LLAMA_H100 = ("--model", "llama-3.1-8b", "--target", "h100", "--gpus", "1")
@@ -79,6 +80,7 @@ KINDS = {
                                    "--gpus", "1"),
                                   ("report", "--lengths-file", "{f}", *LLAMA_H100, "--out", "{d}/r")]),
     "accept": ("json", ACCEPT, [("project", "--spec", "ddtree", "--acceptance", "file:{f}")]),
+    "serving": ("yaml", SERVING, [("validate", "--published-serving", "--serving-file", "{f}")]),
 }
 
 
@@ -261,6 +263,10 @@ SPECIFIC = [
     ("calib_gpus_num", "calib", _j(CALIB, "gpus", [1]), ["gpus.0", "1"]),
     ("obs_python_tag", "obs", b"engine: !!python/object/apply:os.system [ls]\npoints: []\n", ["python/object"]),
     ("obs_date", "obs", b"engine: 2026-01-01\npoints: []\n", ["engine", "date"]),
+    ("serving_source", "serving", _y(SERVING, "groups.0.setup.source", "nowhere"), ["source", "nowhere"]),
+    ("serving_str_number", "serving", _y(SERVING, "groups.0.points.0.mean_tpot_s", "0.02"), ["mean_tpot_s"]),
+    ("serving_negative", "serving", _y(SERVING, "groups.0.points.0.mean_ttft_s", -1.0), ["mean_ttft_s"]),
+    ("serving_unknown_field", "serving", _y(SERVING, "groups.0.setup.gpus", 8), ["gpus"]),
     ("obs_binary", "obs", _obs_point(step_ms=1.0).replace(b"step_ms: 1.0", b"step_ms: !!binary aGVsbG8="), ["step_ms"]),
 ]
 
@@ -352,7 +358,7 @@ def test_bad_input_file(tmp_path, aic_fixture, cid, kind, cmd, make, words):
 
 
 FILE_OPTIONS = ("--profile", "--hw-file", "--model-file", "--calibration", "--lengths-file", "--base", "--from-vllm",
-                "--from-sglang", "--fallback-profile")
+                "--from-sglang", "--fallback-profile", "--serving-file")
 FILE_ARGUMENTS = ("observed", "config")  # calibrate OBSERVED.yaml, models import CONFIG
 
 

@@ -47,6 +47,8 @@ RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "perfmodel.silicon": (("perfmodel.aic", "perfmodel.model", "perfmodel.specs") + CORE_TYPES, ()),
     "perfmodel.silicon_validate": (("perfmodel.silicon", "perfmodel.aic", "perfmodel.api", "perfmodel.request") + CORE_TYPES,
                                    ("numpy", "aiconfigurator")),
+    # published serving points: records -> observed points, priced as validate --silicon prices
+    "perfmodel.published_serving": (("perfmodel.silicon", "perfmodel.silicon_validate") + CORE_TYPES, ("pydantic",)),
     "perfmodel.options": (("perfmodel.scenario", "perfmodel.errors"), ("typer",)),
     "perfmodel.cli_errors": ((), ("typer", "click")),
     "perfmodel.cli": (("perfmodel",), ("typer", "rich")),  # the edge: everything, lazily
@@ -176,6 +178,7 @@ OWN_READERS = {
     ("perfmodel.aic", "read_text"): "aiconfigurator's installed database (package data of that package)",
     ("perfmodel.reports.anchors", "read_text"): "README.md and docs/kernels.md of the repository (a development tool)",
     ("perfmodel.reports.anchors", "json.loads"): "the repository's committed evidence runs it tabulates (a development tool)",
+    ("perfmodel.published_serving", "read_text"): "the shipped published_serving.yaml (package data)",
     ("perfmodel.silicon", "read_text"): "aiconfigurator's installed silicon sample (package data of that package)",
     ("perfmodel.measure.collectives", "json.loads"): "the result file of its own child process",
     ("perfmodel.measure.collectives", "read_text"): "the result file of its own child process",

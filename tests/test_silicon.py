@@ -234,7 +234,7 @@ def test_cli_without_the_package_is_one_line_naming_the_extra(monkeypatch):
 
 
 @pytest.mark.parametrize("args, says", [
-    (["validate", "--model", "deepseek-v3"], "--model go with --silicon"),
+    (["validate", "--model", "deepseek-v3"], "--model goes with --silicon or --published-serving"),
     (["validate", "--silicon", "--transfer"], "choose one of --transfer and --silicon"),
     (["validate", "--silicon", "--way", "guess"], "--way guess"),
     (["validate", "--silicon", "--way", "calibrated"], "needs --calibration"),
