@@ -231,7 +231,11 @@ def _weights(row: Row, moe: bool) -> dict[str, str]:
 
 
 def _layout(row: Row, moe: bool) -> tuple[str, int]:
-    """(layout key, GPUs) of the row's split, or NotExpressible."""
+    """(layout key, GPUs) of the row's split, or NotExpressible. The named layouts where the split
+    is one of them (tp, tp+ep, dp-attn+ep), else the mixed one (`scenario.Split`: attention TP x
+    DP, experts TP x EP)."""
+    from perfmodel.scenario import Split
+
     tp, dp, mtp, mep = row.tp_size, row.attention_dp_size, row.moe_tp_size, row.moe_ep_size
     if row.pp_size > 1:
         raise NotExpressible(f"pipeline parallel (pp {row.pp_size}): perfmodel has no pipeline stages")
@@ -241,16 +245,19 @@ def _layout(row: Row, moe: bool) -> tuple[str, int]:
         return "tp", tp
     n = tp * dp
     mtp, mep = mtp or (n // mep if mep else n), mep or 1  # aiconfigurator infers a missing width from the other
+    if mtp * mep != n and row.backend == "vllm" and mep == 1 and dp == 1 and mtp > n and mtp % tp == 0:
+        # vLLM's data parallelism without --enable-expert-parallel splits the experts TP over all
+        # dp x tp ranks (FusedMoEParallelConfig: the MoE's TP flattened across DP), and nothing
+        # else puts experts over more GPUs than attention: the row's moe_tp is the world size and
+        # its unrecorded attention DP moe_tp / tp (one Qwen3-235B FP8 replica, 235 GB of weights,
+        # cannot sit on the one 141 GB H200 its tp_size says). Its batch_size is the whole
+        # benchmark's concurrency (the sample's silicon_concurrency note), so it stays the row's.
+        dp, n = mtp // tp, mtp
     if mtp * mep != n:
         raise NotExpressible(f"layout {row.layout_text}: experts split over {mtp * mep} GPUs, attention over {n}")
-    if dp == 1 and mep == 1 and mtp == tp:
-        return "tp", n
-    if dp == 1 and mtp == 1 and mep == tp:
-        return "tp-attn-ep-moe", n
-    if tp == 1 and mtp == 1 and mep == dp:
-        return "ep", n
-    raise NotExpressible(f"layout {row.layout_text}: perfmodel has tp, tp+ep and dp-attn+ep (experts split both "
-                         "ways, or attention both TP and DP, are not)")
+    sp = Split(tp, dp, mtp, mep)
+    named = {Split(n, 1, n, 1): "tp", Split(n, 1, 1, n): "tp-attn-ep-moe", Split(1, n, 1, n): "ep"}
+    return named.get(sp, sp.key()), n
 
 
 def express(row: Row) -> Expressed:
@@ -274,8 +281,11 @@ def express(row: Row) -> Expressed:
     dtypes = _weights(row, moe)
     if ck.kv_cache != "bf16":
         dtypes["kv_cache"] = ck.kv_cache
+    from perfmodel.scenario import layout_split
+
     return Expressed(row=row, target=gpu, gpus=n, model=ck.preset, parallel=parallel, concurrency=row.concurrency,
-                     engine=row.backend, dtypes=dtypes, max_batched_tokens=_budget(row, gpu, n if parallel == "ep" else 1))
+                     engine=row.backend, dtypes=dtypes,
+                     max_batched_tokens=_budget(row, gpu, layout_split(parallel, n).attn_dp))
 
 
 def _budget(row: Row, gpu_name: str, dp_ranks: int) -> int | None:
