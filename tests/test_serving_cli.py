@@ -93,3 +93,15 @@ def test_compare_serves_and_plots_the_pareto(tmp_path):
     d = json.loads(r.stdout)
     assert d["workload"] == "ISL/OSL 1024/256" and all(row["ttft_ms"] > 0 and row["tokens_per_s_per_user"] > 0 for row in d["rows"])
     assert plot.stat().st_size > 10_000
+
+
+def test_kv_that_does_not_fit_at_once_is_queued_as_an_engine_queues_it():
+    """Whole requests whose KV at C does not fit beside the weights are served as the engines serve
+    them (the pool's worth admitted, the rest queued: KV-limited), with a warning; a decode point
+    at C still does not fit."""
+    kw = dict(target="h200", gpus=8, model="deepseek-v3", parallel="tp", concurrency=[256])
+    pt = perfmodel.project(**kw, isl=8192, osl=64, engine="sglang").points[0]
+    assert not pt.fits_in_memory and pt.serving is not None and pt.serving.kv_limited
+    assert "queues the rest" in pt.note and pt.serving.tpot_ms["mean"] > 0
+    dec = perfmodel.project(**kw, context=8192).points[0]
+    assert not dec.fits_in_memory and dec.step_ms is None and dec.serving is None
