@@ -16,7 +16,7 @@ from perfmodel.model.acceptance import combine_intervals
 from perfmodel.model.calibration import ADDITIVE, HOST, Factors, calibrated, factors_of, projection_sigma, scaled_tau
 from perfmodel.model.layers import Layout
 from perfmodel.model.machine import Machine, build_machine
-from perfmodel.model.memory import memory_use
+from perfmodel.model.memory import MIN_RESERVE_FRACTION, RESERVE_FRACTION, memory_use
 from perfmodel.model.resolved import Resolved
 from perfmodel.model.result import (
     Acceptance,
@@ -398,11 +398,20 @@ class Projector:
                 "compute_dtypes": "; ".join(
                     f"{dt}: target {dt}/bf16 peak ratio x {eff:.3f}, the profile GPU's measured {dt} GEMM fraction of "
                     f"peak over bf16's" for dt, eff in m.dtype_efficiency.items()) or "peak ratios"},
-            points=points, layout_notes=sanity.layout_notes(self.model, r.parallel, r.gpus) or None)
+            points=points, layout_notes=sanity.layout_notes(self.model, r.parallel, r.gpus) + _memory_notes(mem0) or None)
 
     def run(self) -> dict:
         """The projection as its JSON dict (for callers that predate `projection()`)."""
         return self.projection().to_dict()
+
+
+def _memory_notes(mem) -> list[str]:
+    """What the projection assumes of the memory share, where its default does not hold the weights."""
+    if mem.weights_GB <= mem.usable_GB * (1 - RESERVE_FRACTION) / (1 - MIN_RESERVE_FRACTION):
+        return []
+    return [f"weights {mem.weights_GB:.1f} GB per GPU are above the default {1 - RESERVE_FRACTION:.0%} memory share: priced "
+            f"as an engine told a memory fraction of {1 - MIN_RESERVE_FRACTION:.2f} runs them (SGLang --mem-fraction-static, "
+            f"vLLM --gpu-memory-utilization), {mem.usable_GB - mem.weights_GB:.1f} GB per GPU left for the KV cache"]
 
 
 def _memory(mem, C: int) -> MemoryGB:
