@@ -329,3 +329,12 @@ def test_accuracy_rows_of_a_silicon_run():
     res["beside_aiconfigurator"][1]["tpot"] = st(0.15, 0, 4)
     assert silicon_rows(res)[2][4] is True
     assert len(silicon_rows(res, {"aiconfigurator": "x", "beside_aiconfigurator": []})) == 2  # another run's comparison
+
+
+def test_saved_estimator_results_carry_the_version_their_header_names():
+    from perfmodel.silicon_validate import _estimator_version, read_aic
+
+    text = '# {"command": "run_aic.py 4", "aiconfigurator": "0.12.0"}\n{"id": "a", "ttft_ms": 1.0, "tpot_ms": 2.0}\n'
+    res = read_aic(text)
+    assert res["a"]["aiconfigurator"] == "0.12.0" and _estimator_version(res) == "0.12.0"
+    assert "aiconfigurator" not in read_aic('# a comment\n{"id": "a", "ttft_ms": 1.0, "tpot_ms": 2.0}\n')["a"]
