@@ -305,15 +305,15 @@ def test_cli_silicon_table_on_the_fixture_with_the_estimators_results(cli_db, tm
 
 
 def test_accuracy_rows_of_a_silicon_run():
-    """The README's serving rows from a `validate --silicon` result: the expressed share against
-    95%, and the local way's TPOT against 15% / +-8% and 1.5x the estimator's on the same rows."""
+    """The README's serving rows from a `validate --silicon` result: the priced share against 95%
+    at <= 0.5 s a row, and the local way's TPOT against 15% / +-8% and 1.5x the estimator's on the same rows."""
     from perfmodel.reports.anchors import silicon_rows
 
     def st(med, signed, n=10):
         return {"n": n, "median_abs": med, "p90_abs": 2 * med, "signed_median": signed}
 
     res = {"database": "aiconfigurator-core 0.12.0", "aiconfigurator": "0.12.0", "ways": ["local"],
-           "counts": {"expressed_share_of_those": 0.9, "rows_of_models_and_systems_with_specs": 100},
+           "counts": {"expressed_share_of_those": 0.97, "rows_of_models_and_systems_with_specs": 100, "priced": {"local": 94}},
            "seconds_per_row": {"local": 0.3},
            "summary": [{"source": "local", "by": "overall", "group": "all", "ttft": st(0.3, 0.1), "tpot": st(0.12, -0.05)}],
            "beside_aiconfigurator": [
@@ -321,7 +321,8 @@ def test_accuracy_rows_of_a_silicon_run():
                {"way": "local", "source": "aiconfigurator", "by": "overall", "group": "all", "ttft": st(0.5, 0, 4),
                 "tpot": st(0.1, 0, 4)}]}
     (k0, _, v0, _, met0), (k1, _, v1, _, met1), (k2, _, v2, _, met2) = silicon_rows(res)
-    assert (k0, v0, met0) == ("silicon-expressed", "90.0% of 100 rows", False)
+    assert (k0, v0, met0) == ("silicon-coverage", "expressed 97.0%, priced 94.0% (local) of 100 rows, at most 0.30 s a row",
+                              False)  # 94% priced < 95%
     assert k1 == "silicon-local" and "TPOT median 12.0%, signed -5.0%" in v1 and "over 10 rows, 0.30 s a row" in v1
     assert met1 is True  # 12% <= 15% and -5% within 8%
     assert k2 == "silicon-local-beside-aiconfigurator" and v2.startswith("TPOT 20.0% (aiconfigurator 10.0%)")
@@ -329,6 +330,10 @@ def test_accuracy_rows_of_a_silicon_run():
     res["beside_aiconfigurator"][1]["tpot"] = st(0.15, 0, 4)
     assert silicon_rows(res)[2][4] is True
     assert len(silicon_rows(res, {"aiconfigurator": "x", "beside_aiconfigurator": []})) == 2  # another run's comparison
+    res["counts"]["priced"]["local"] = 95
+    assert silicon_rows(res)[0][4] is True
+    res["seconds_per_row"]["local"] = 0.6
+    assert silicon_rows(res)[0][4] is False  # slower than 0.5 s a row
 
 
 def test_saved_estimator_results_carry_the_version_their_header_names():
