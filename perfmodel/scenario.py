@@ -43,7 +43,10 @@ class LayoutName:
     engines: str  # how the serving engines spell it
 
     def label(self, n_gpus: int) -> str:
-        """'TP8', 'TP8 attention + EP8 MoE', 'DP8 attention + EP8 MoE'."""
+        """'TP8', 'TP8 attention + EP8 MoE', 'DP8 attention + EP8 MoE'; a mixed layout's own
+        ('TP4xDP2 attention + TP2xEP4 experts')."""
+        if self.key not in LAYOUT_BY_KEY:
+            return _parse_mixed(self.key).label()
         return {"tp": f"TP{n_gpus}", "tp-attn-ep-moe": f"TP{n_gpus} attention + EP{n_gpus} MoE",
                 "ep": f"DP{n_gpus} attention + EP{n_gpus} MoE"}[self.key]
 
@@ -98,7 +101,7 @@ class Split:
 
     def label(self) -> str:
         """'TP4xDP2 attention + TP2xEP4 experts'."""
-        return self.key().upper().replace("+", " attention + ") + " experts"
+        return self.key().upper().replace("X", "x").replace("+", " attention + ") + " experts"
 
 
 _MIXED = re.compile(r"^(?:tp(?P<at>\d+))?(?:x?dp(?P<ad>\d+))?\+(?:tp(?P<mt>\d+))?(?:x?ep(?P<me>\d+))?$")
@@ -133,14 +136,6 @@ def layout_split(key: str, n: int) -> Split:
         raise ValueError(f"--parallel {key}: attention {sp.attn_tp}x{sp.attn_dp} = {sp.attn_tp * sp.attn_dp} and experts "
                          f"{sp.moe_tp}x{sp.moe_ep} = {sp.moe_tp * sp.moe_ep} GPUs; both must be --gpus {n}")
     return sp
-
-
-def layout_label(key: str, n: int) -> str:
-    """'tp+ep (TP8 attention + EP8 MoE)', or a mixed layout's 'tp4xdp2+tp2xep4 (TP4xDP2 attention + TP2xEP4 experts)'."""
-    if key in LAYOUT_BY_KEY:
-        lay = LAYOUT_BY_KEY[key]
-        return f"{lay.name} ({lay.label(n)})"
-    return f"{key} ({_parse_mixed(key).label()})"
 
 
 def layout_hint(text: str) -> str:

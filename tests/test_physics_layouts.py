@@ -39,6 +39,13 @@ def test_a_mixed_layout_is_read_by_its_widths(text, key, split):
     assert layout_split(key, split.n_gpus) == split
 
 
+def test_a_mixed_layout_is_labelled_by_its_widths():
+    from perfmodel.scenario import layout_of
+
+    assert layout_of("tp4xdp2+tp2xep4").label(8) == "TP4xDP2 attention + TP2xEP4 experts"
+    assert layout_of("tp-attn-ep-moe").label(8) == "TP8 attention + EP8 MoE"
+
+
 def test_the_named_layouts_are_splits_too():
     assert layout_split("tp", 8) == Split(8, 1, 8, 1)
     assert layout_split("tp-attn-ep-moe", 8) == Split(8, 1, 1, 8)
@@ -208,3 +215,9 @@ def test_step_and_the_api_take_a_mixed_layout():
     assert r.exit_code == 0, r.output
     s = perfmodel.step(target="b200", gpus=16, model="deepseek-v3", parallel="tp4xdp4+tp2xep8", decode=["64@8192"])
     assert s.step_ms > 0 and "collectives" in s.breakdown_ms
+
+
+def test_a_reports_what_ifs_name_a_mixed_layout():
+    from perfmodel.model.whatif import _layout
+
+    assert _layout("tp4xdp2+tp2xep4", 8) == "tp4xdp2+tp2xep4 (TP4xDP2 attention + TP2xEP4 experts)"
