@@ -23,6 +23,9 @@ Parallel layouts (n GPUs):
                   runs its local experts on the pairs routed to them and the routed +
                   shared output is all-reduced: 2 all-reduces/layer, as vLLM's and SGLang's
                   TP + expert-parallel MoE run without DP attention (no all-to-all).
+  mixed           any other split (`perfmodel.scenario.Split`: `tp4xdp2+tp2xep4`): attention TP
+                  over attn_tp GPUs in attn_dp data-parallel groups, each routed expert TP over
+                  moe_tp GPUs in moe_ep expert-parallel groups; collectives `_mixed_collectives`.
 
 Under EP the step waits for the GPU whose local experts are touched most: the routed
 experts are priced at the expected maximum over GPUs of the distinct local experts touched
