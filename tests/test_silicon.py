@@ -321,7 +321,7 @@ def test_accuracy_rows_of_a_silicon_run():
                {"way": "local", "source": "aiconfigurator", "by": "overall", "group": "all", "ttft": st(0.5, 0, 4),
                 "tpot": st(0.1, 0, 4)}]}
     (k0, _, v0, _, met0), (k1, _, v1, _, met1), (k2, _, v2, _, met2) = silicon_rows(res)
-    assert (k0, v0, met0) == ("silicon-coverage", "expressed 97.0%, priced 94.0% (local) of 100 rows, at most 0.30 s a row",
+    assert (k0, v0, met0) == ("silicon-coverage", "expressed 97.0%, priced 94.0% (local) of 100 rows, 0.30 s a row (local)",
                               False)  # 94% priced < 95%
     assert k1 == "silicon-local" and "TPOT median 12.0%, signed -5.0%" in v1 and "over 10 rows, 0.30 s a row" in v1
     assert met1 is True  # 12% <= 15% and -5% within 8%
