@@ -115,14 +115,17 @@ def projection_table(res) -> None:
     tab = table(title, cols, right=set(cols) - {"bottleneck"})
     fit = [p for p in res.points if p.fits_in_memory]
     for p in res.points:
-        if not p.fits_in_memory:
+        if not p.fits_in_memory and p.serving is None:
             tab.add_row(str(p.concurrency), "—", "", "", "", "", "", "", "[red]does not fit in memory[/]")
+            continue
+        if not p.fits_in_memory:  # served: the engine queues what its KV pool cannot hold (the point's note)
+            tab.add_row(str(p.concurrency), "—", "", "", "", "", "", "", "[yellow]KV does not fit at once: queued[/]")
             continue
         tab.add_row(str(p.concurrency), f"{p.tokens_per_s_per_stream:.1f}", _fmt_iv(p.interval.tokens_per_s_per_stream),
                     f"{p.tokens_per_s:.0f}", f"{p.tokens_per_s_per_gpu:.0f}", f"{p.step_ms:.2f}", str(p.budget or "—"),
                     f"{p.tau:.2f}", p.bottleneck)
     out = [tab]
-    served = [p for p in fit if p.serving is not None]
+    served = [p for p in res.points if p.serving is not None]
     if served:
         s0 = served[0].serving
         cols_s = ("C", "TTFT median", "TTFT p90", "TPOT", "90% interval", "ITL", "e2e median", "tok/s/user", "tok/s/GPU",
@@ -178,6 +181,7 @@ def projection_table(res) -> None:
     out.append(f"largest concurrency that fits in memory: {res.max_concurrency_that_fits}")
     out += res.layout_notes or []
     out += [f"C={p.concurrency}: {p.budget_note}" for p in res.points if p.budget_note]
+    out += [f"C={p.concurrency}: warning: {p.note}" for p in res.points if p.note and p.serving is not None]
     out += [f"C={p.concurrency}: {n}" for p in res.points for n in (p.notes or [])]
     if res.sensitivity:
         st = table("sensitivity: tok/s change for ±20% in each input (C = first concurrency)",

@@ -14,6 +14,7 @@ Adding an option is one field here and its use where the model reads it (docs/ex
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -42,7 +43,10 @@ class LayoutName:
     engines: str  # how the serving engines spell it
 
     def label(self, n_gpus: int) -> str:
-        """'TP8', 'TP8 attention + EP8 MoE', 'DP8 attention + EP8 MoE'."""
+        """'TP8', 'TP8 attention + EP8 MoE', 'DP8 attention + EP8 MoE'; a mixed layout's own
+        ('TP4xDP2 attention + TP2xEP4 experts')."""
+        if self.key not in LAYOUT_BY_KEY:
+            return _parse_mixed(self.key).label()
         return {"tp": f"TP{n_gpus}", "tp-attn-ep-moe": f"TP{n_gpus} attention + EP{n_gpus} MoE",
                 "ep": f"DP{n_gpus} attention + EP{n_gpus} MoE"}[self.key]
 
@@ -64,7 +68,74 @@ _LAYOUT_NAMES = {n: lay.key for lay in LAYOUTS for n in (lay.name, lay.key, *lay
 
 
 def layout_of(key: str) -> LayoutName:
-    return LAYOUT_BY_KEY[key]
+    """A layout's name record; a mixed layout (`tp4xdp2+tp2xep4`) is named by its own spelling."""
+    if key in LAYOUT_BY_KEY:
+        return LAYOUT_BY_KEY[key]
+    return LayoutName(key, key, (), "mixed: attention TP x DP, routed experts TP x EP (TRT-LLM tp_size, "
+                                    "enable_attention_dp, moe_tp_size, moe_ep_size)")
+
+
+# ------------------------------------------------------------------ the split a layout makes
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """How a layout splits n GPUs: attention tensor-parallel over `attn_tp` GPUs in each of
+    `attn_dp` data-parallel groups (each group its own sequences), the routed experts in `moe_ep`
+    expert-parallel groups (E / moe_ep whole experts each), each expert's FFN tensor-parallel over
+    the `moe_tp` GPUs of its group; attn_tp x attn_dp = moe_tp x moe_ep = n (aiconfigurator's
+    `resolve_moe_parallelism`, TRT-LLM's mapping)."""
+
+    attn_tp: int
+    attn_dp: int
+    moe_tp: int
+    moe_ep: int
+
+    @property
+    def n_gpus(self) -> int:
+        return self.attn_tp * self.attn_dp
+
+    def key(self) -> str:
+        """The mixed layout's spelling: `tp4xdp2+tp2xep4` (a width of 1 left out: `dp8+ep8`)."""
+        def part(a: tuple[str, int], b: tuple[str, int]) -> str:
+            return "x".join(f"{n}{w}" for n, w in (a, b) if w > 1) or f"{a[0]}1"
+        return part(("tp", self.attn_tp), ("dp", self.attn_dp)) + "+" + part(("tp", self.moe_tp), ("ep", self.moe_ep))
+
+    def label(self) -> str:
+        """'TP4xDP2 attention + TP2xEP4 experts'."""
+        return self.key().upper().replace("X", "x").replace("+", " attention + ") + " experts"
+
+
+_MIXED = re.compile(r"^(?:tp(?P<at>\d+))?(?:x?dp(?P<ad>\d+))?\+(?:tp(?P<mt>\d+))?(?:x?ep(?P<me>\d+))?$")
+
+
+def _parse_mixed(text: str) -> Split | None:
+    """`tp4xdp2+tp2xep4` -> Split(4, 2, 2, 4); None where the text is not of that form (each side
+    names at least one width; a side's widths multiply to the GPUs)."""
+    m = _MIXED.match(text)
+    if m is None or not (m["at"] or m["ad"]) or not (m["mt"] or m["me"]):
+        return None
+    w = {k: int(v) if v else 1 for k, v in m.groupdict().items()}
+    if min(w.values()) < 1:
+        return None
+    return Split(w["at"], w["ad"], w["mt"], w["me"])
+
+
+def layout_split(key: str, n: int) -> Split:
+    """The split a layout key makes of n GPUs: the named layouts' (tp: attention and experts TP n;
+    tp-attn-ep-moe: attention TP n, experts EP n; ep: attention DP n, experts EP n), or a mixed
+    key's own widths. A mixed key whose widths do not make n GPUs: ValueError, one line."""
+    if key == "tp":
+        return Split(n, 1, n, 1)
+    if key == "tp-attn-ep-moe":
+        return Split(n, 1, 1, n)
+    if key == "ep":
+        return Split(1, n, 1, n)
+    sp = _parse_mixed(key)
+    if sp is None:
+        raise ValueError(f"unknown layout '{key}': {layout_hint(key)}")
+    if sp.attn_tp * sp.attn_dp != n or sp.moe_tp * sp.moe_ep != n:
+        raise ValueError(f"--parallel {key}: attention {sp.attn_tp}x{sp.attn_dp} = {sp.attn_tp * sp.attn_dp} and experts "
+                         f"{sp.moe_tp}x{sp.moe_ep} = {sp.moe_tp * sp.moe_ep} GPUs; both must be --gpus {n}")
+    return sp
 
 
 def layout_hint(text: str) -> str:
@@ -79,7 +150,9 @@ def layout_hint(text: str) -> str:
         return f"the GPU count goes in --gpus: --parallel {LAYOUT_BY_KEY[_LAYOUT_NAMES[base]].name} --gpus {n}"
     if n and base in ("dp", "dp-attn", "dpa"):
         return f"the GPU count goes in --gpus: --parallel dp-attn+ep --gpus {n}"
-    return f"expected one of {names} (or {', '.join(a for lay in LAYOUTS for a in lay.aliases)})"
+    return (f"expected one of {names} (or {', '.join(a for lay in LAYOUTS for a in lay.aliases)}), or a mixed layout "
+            "naming each side's widths: tp4xdp2+tp2xep4 (attention TP4 in 2 data-parallel groups, experts TP2 in 4 "
+            "expert-parallel groups)")
 
 
 def layout_memory_hint(key: str) -> str:
@@ -97,16 +170,21 @@ def layout_names() -> tuple[str, ...]:
 
 
 def parse_parallel(v: Any) -> Any:
-    """A layout name as engines and older perfmodel versions write it -> the model's key."""
+    """A layout name as engines and older perfmodel versions write it -> the model's key; a mixed
+    layout (`tp4xdp2+tp2xep4`) -> its spelling without widths of 1 (`Split.key`)."""
     if isinstance(v, str):
-        key = _LAYOUT_NAMES.get(v.strip().lower())
+        low = v.strip().lower()
+        key = _LAYOUT_NAMES.get(low)
         if key is None:
-            raise ValueError(f"unknown layout '{v}': {layout_hint(v)}")
+            sp = _parse_mixed(low)
+            if sp is None:
+                raise ValueError(f"unknown layout '{v}': {layout_hint(v)}")
+            return sp.key()
         return key
     return v
 
 
-ParallelName = Annotated[ParallelKind, BeforeValidator(parse_parallel)]
+ParallelName = Annotated[str, BeforeValidator(parse_parallel)]
 SpecKind = Literal["none", "chain", "ddtree"]
 Workload = Literal["chat", "code", "math", "long-context", "thinking"]
 EngineKind = Literal["vllm", "sglang", "trtllm"]
@@ -176,7 +254,9 @@ class Request:
     model: Annotated[str | ModelSpec, Cli(("--model", "-m"), "Model preset (perfmodel models list).")] = "kimi-k2.6"
     parallel: Annotated[ParallelName, Cli(("--parallel",), "Layout: tp (TP over --gpus) | tp+ep (attention TP, experts EP: "
                                                        "SGLang's EP8; also ep-moe, tp-attn-ep-moe) | dp-attn+ep (data-parallel "
-                                                       "attention, experts EP; also ep); compare: a comma list.",
+                                                       "attention, experts EP; also ep) | mixed, each side's widths: "
+                                                       "tp4xdp2+tp2xep4 (attention TP4 x DP2, experts TP2 x EP4); "
+                                                       "compare: a comma list.",
                                         grid=True)] = "tp"
     concurrency: Annotated[list[PosInt], Field(min_length=1),
                            Cli(("--concurrency", "-c"), "Comma-separated concurrencies.", parse=_concurrency,

@@ -22,11 +22,15 @@ predict_silicon_sample.py` pass a row's fields to `aiconfigurator.cli.api.cli_es
   silicon_ttft_ms,   the benchmark's mean time to first token and mean time per output token
   silicon_tpot_ms    (aiconfigurator compares its `ttft`/`tpot` estimates with them)
 
-Layouts perfmodel has (`perfmodel.scenario.LAYOUTS`): attention TP with experts TP (`tp`:
-moe_tp = tp, moe_ep = 1), attention TP with experts EP (`tp+ep`: moe_ep = tp, moe_tp = 1), and
-data-parallel attention with experts EP (`dp-attn+ep`: tp = 1, moe_ep = attention_dp); a dense
-model only `tp`. Other splits (experts both TP and EP, attention both TP and DP, pipeline
-stages) are not expressible.
+Layouts (`perfmodel.scenario`): attention TP with experts TP (`tp`: moe_tp = tp, moe_ep = 1),
+attention TP with experts EP (`tp+ep`: moe_ep = tp, moe_tp = 1), data-parallel attention with
+experts EP (`dp-attn+ep`: tp = 1, moe_ep = attention_dp), and any other split of attention TP x DP
+and experts TP x EP as a mixed layout (`tp4xdp2+tp2xep4`, `scenario.Split`); a dense model only
+`tp`; pipeline stages are not expressible. Two readings of recorded widths, each from what the
+engines can run (`_layout`, `_engine_widths`): the 2026 collections record an expert-parallel
+run's TP and EP multiplied (a `tp8_ep8` run as tp 64, moe_tp 8, moe_ep 8), and vLLM's data
+parallelism without expert parallelism splits the experts TP over every rank (a row's moe_tp
+wider than its tp is that).
 
 KV-cache dtype: the rows do not record it. aiconfigurator infers it from the checkpoint
 (`aiconfigurator_core.sdk.models.helpers._infer_quant_modes_from_raw_config`: an fp8, fp8_block
@@ -107,6 +111,7 @@ class Row:
     moe_ep_size: int
     ttft_ms: float  # measured mean TTFT
     tpot_ms: float  # measured mean TPOT
+    source: str = ""  # silicon_data_source: the collection the row came from, and its notes
 
     @property
     def concurrency(self) -> int:
@@ -147,7 +152,8 @@ def parse_rows(text: str) -> list[Row]:
                 gemm_quant_mode=(r.get("gemm_quant_mode") or "").strip(), moe_quant_mode=(r.get("moe_quant_mode") or "").strip(),
                 batch_size=_int(r["batch_size"], 0), tp_size=_int(r["tp_size"]), pp_size=_int(r.get("pp_size", "")),
                 attention_dp_size=_int(r.get("attention_dp_size", "")), moe_tp_size=_int(r.get("moe_tp_size", ""), 0),
-                moe_ep_size=_int(r.get("moe_ep_size", ""), 0), ttft_ms=ttft, tpot_ms=tpot))
+                moe_ep_size=_int(r.get("moe_ep_size", ""), 0), ttft_ms=ttft, tpot_ms=tpot,
+                source=(r.get("silicon_data_source") or "").strip()))
         except (KeyError, ValueError) as e:
             raise SiliconError(f"{CSV_NAME} line {i}: cannot read {e}") from None
     return out
@@ -231,8 +237,12 @@ def _weights(row: Row, moe: bool) -> dict[str, str]:
 
 
 def _layout(row: Row, moe: bool) -> tuple[str, int]:
-    """(layout key, GPUs) of the row's split, or NotExpressible."""
-    tp, dp, mtp, mep = row.tp_size, row.attention_dp_size, row.moe_tp_size, row.moe_ep_size
+    """(layout key, GPUs) of the row's split, or NotExpressible. The named layouts where the split
+    is one of them (tp, tp+ep, dp-attn+ep), else the mixed one (`scenario.Split`: attention TP x
+    DP, experts TP x EP)."""
+    from perfmodel.scenario import Split
+
+    tp, dp, mtp, mep = _engine_widths(row)
     if row.pp_size > 1:
         raise NotExpressible(f"pipeline parallel (pp {row.pp_size}): perfmodel has no pipeline stages")
     if not moe:
@@ -241,16 +251,45 @@ def _layout(row: Row, moe: bool) -> tuple[str, int]:
         return "tp", tp
     n = tp * dp
     mtp, mep = mtp or (n // mep if mep else n), mep or 1  # aiconfigurator infers a missing width from the other
+    if mtp * mep != n and row.backend == "vllm" and mep == 1 and dp == 1 and mtp > n and mtp % tp == 0:
+        # vLLM's data parallelism without --enable-expert-parallel splits the experts TP over all
+        # dp x tp ranks (FusedMoEParallelConfig: the MoE's TP flattened across DP), and nothing
+        # else puts experts over more GPUs than attention: the row's moe_tp is the world size and
+        # its unrecorded attention DP moe_tp / tp (one Qwen3-235B FP8 replica, 235 GB of weights,
+        # cannot sit on the one 141 GB H200 its tp_size says). Its batch_size is the whole
+        # benchmark's concurrency (the sample's silicon_concurrency note), so it stays the row's.
+        dp, n = mtp // tp, mtp
     if mtp * mep != n:
         raise NotExpressible(f"layout {row.layout_text}: experts split over {mtp * mep} GPUs, attention over {n}")
-    if dp == 1 and mep == 1 and mtp == tp:
-        return "tp", n
-    if dp == 1 and mtp == 1 and mep == tp:
-        return "tp-attn-ep-moe", n
-    if tp == 1 and mtp == 1 and mep == dp:
-        return "ep", n
-    raise NotExpressible(f"layout {row.layout_text}: perfmodel has tp, tp+ep and dp-attn+ep (experts split both "
-                         "ways, or attention both TP and DP, are not)")
+    sp = Split(tp, dp, mtp, mep)
+    named = {Split(n, 1, n, 1): "tp", Split(n, 1, 1, n): "tp-attn-ep-moe", Split(1, n, 1, n): "ep"}
+    return named.get(sp, sp.key()), n
+
+
+# The 2026 collections of the sample (`source_file=2026-...csv`, `db-dump/...`) record an expert-parallel
+# run's engine widths multiplied: a run the id names `tp8_ep8` (SGLang `--tp 8 --ep 8`, TRT-LLM
+# tp_size 8, moe_ep_size 8: 8 GPUs, experts EP8 inside them) is recorded tp 64, moe_tp 8, moe_ep 8
+# (attention DP: tp 1, attention_dp 64), and vLLM's `tp4_ep4` (`--tp 4 --enable-expert-parallel`)
+# tp 4, attention_dp 4, moe_ep 16. Read literally these are 64 GPUs for a DeepSeek replica at C=4
+# and 16 H100s of an 8-GPU node; the ids and the configs' own names say what ran.
+_MULTIPLIED_SOURCES = ("source_file=2026-", "db-dump/")
+
+
+def _engine_widths(row: Row) -> tuple[int, int, int, int]:
+    """(tp, attention_dp, moe_tp, moe_ep) the engine ran: the recorded cells, or, for a row of the
+    2026 collections whose widths are the engine's TP and EP multiplied (above), T = the engine's
+    TP GPUs with experts EP E inside them (moe_tp T / E), attention TP T or, where attention is
+    data-parallel, DP T. The row's concurrency (batch_size x the recorded attention DP, the
+    sample's silicon_concurrency) is the benchmark's whole concurrency either way."""
+    tp, dp, mtp, mep = row.tp_size, row.attention_dp_size, row.moe_tp_size, row.moe_ep_size
+    if not row.source.startswith(_MULTIPLIED_SOURCES):
+        return tp, dp, mtp, mep
+    if row.backend == "vllm" and tp > 1 and tp == dp and mtp <= 1 and mep == tp * dp:
+        return tp, 1, 1, tp  # vLLM --tp T --enable-expert-parallel: EP over the T GPUs
+    if mtp > 1 and 1 < mep <= mtp and mtp % mep == 0 and tp * dp == mtp * mep and (tp == 1 or dp == 1):
+        T = mtp
+        return (T, 1, T // mep, mep) if dp == 1 else (1, T, T // mep, mep)
+    return tp, dp, mtp, mep
 
 
 def express(row: Row) -> Expressed:
@@ -274,8 +313,11 @@ def express(row: Row) -> Expressed:
     dtypes = _weights(row, moe)
     if ck.kv_cache != "bf16":
         dtypes["kv_cache"] = ck.kv_cache
+    from perfmodel.scenario import layout_split
+
     return Expressed(row=row, target=gpu, gpus=n, model=ck.preset, parallel=parallel, concurrency=row.concurrency,
-                     engine=row.backend, dtypes=dtypes, max_batched_tokens=_budget(row, gpu, n if parallel == "ep" else 1))
+                     engine=row.backend, dtypes=dtypes,
+                     max_batched_tokens=_budget(row, gpu, layout_split(parallel, n).attn_dp))
 
 
 def _budget(row: Row, gpu_name: str, dp_ranks: int) -> int | None:

@@ -278,17 +278,34 @@ def run_aic(rows: Iterable[silicon.Row], out: Path | None = None,
     return res
 
 
+def _estimator_version(aic_res: dict | None) -> str | None:
+    """The estimator version of the results beside perfmodel's: the one their file names, else the installed one."""
+    if not aic_res:
+        return None
+    return next((r["aiconfigurator"] for r in aic_res.values() if r.get("aiconfigurator")), None) or aic_version()
+
+
 def read_aic(text: str, source: str = "--aic-results") -> dict[str, dict]:
     """Results written by `run_aic` (JSON lines; lines that are not records, such as a header
-    starting with '#', are skipped)."""
+    starting with '#', are skipped). A JSON header naming the estimator's version
+    (`# {"aiconfigurator": "0.12.0", ...}`, as `evidence/silicon-validation/run_aic.py` writes it)
+    puts it on each record as `aiconfigurator`: the version that priced them, installed or not."""
     out = {}
+    version = None
     for i, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
-        if not line or line.startswith("#"):
+        if line.startswith("#"):
+            try:
+                head = parse_json(line[1:].strip(), f"{source} line {i}", finite=False)
+                version = head.get("aiconfigurator", version) if isinstance(head, dict) else version
+            except InputError:
+                pass  # a comment
+            continue
+        if not line:
             continue
         try:
             rec = parse_json(line, f"{source} line {i}", finite=False)
-            out[rec["id"]] = {k: v for k, v in rec.items() if k != "id"}
+            out[rec["id"]] = {k: v for k, v in rec.items() if k != "id"} | ({"aiconfigurator": version} if version else {})
         except (InputError, KeyError, TypeError, AttributeError):
             raise silicon.SiliconError(f"{source} line {i}: not a result line of the estimator") from None
     return out
@@ -358,7 +375,7 @@ def run_silicon(*, ways: list[str], systems=None, engines=None, models=None, sam
                 c[silicon.reason_kind(p["errors"][src])] += 1
         unpriced[src] = dict(sorted(c.items(), key=lambda kv: -kv[1]))
     return {
-        "database": f"{aic.PACKAGE} {db.version}", "aiconfigurator": aic_version() if aic_res else None,
+        "database": f"{aic.PACKAGE} {db.version}", "aiconfigurator": _estimator_version(aic_res),
         "profile": profile or "embedded", "calibration": calibration, "ways": list(ways),
         "counts": {"agg_rows": len(rows), "rows_of_models_and_systems_with_specs": len(have),
                    "expressed": len(expressed), "expressed_share_of_those": len(expressed) / len(have) if have else None,

@@ -178,10 +178,16 @@ def silicon_rows(res: dict, beside_res: dict | None = None) -> list[tuple[str, s
     way's serving TPOT and TTFT errors, overall and beside aiconfigurator's estimator (from
     `beside_res`, another run's result, where given)."""
     c = res["counts"]
-    rows = [("silicon-expressed", f"the aggregated rows of aiconfigurator's measured serving points ({res['database']} "
-             "silicon_sample.csv) of the models and systems perfmodel has, expressed as serving requests",
-             f"{c['expressed_share_of_those']:.1%} of {c['rows_of_models_and_systems_with_specs']} rows",
-             ">= 95%", c["expressed_share_of_those"] >= 0.95)]
+    n = c["rows_of_models_and_systems_with_specs"]
+    priced = {w: c.get("priced", {}).get(w, 0) / n for w in res["ways"]} if n else {}
+    local_s = res["seconds_per_row"].get("local")
+    rows = [("silicon-coverage", f"the aggregated rows of aiconfigurator's measured serving points ({res['database']} "
+             "silicon_sample.csv) of the models and systems perfmodel has, expressed as serving requests and priced",
+             f"expressed {c['expressed_share_of_those']:.1%}, priced "
+             + ", ".join(f"{v:.1%} ({w})" for w, v in priced.items()) + f" of {n} rows"
+             + (f", {local_s:.2f} s a row (local)" if local_s is not None else ""),
+             ">= 95% priced, local <= 0.5 s a row",
+             bool(priced) and min(priced.values()) >= 0.95 and local_s is not None and local_s <= 0.5)]
     get = {(r["source"], r["by"], r["group"]): r for r in res["summary"]}
     both = {(r["way"], r["source"], r["by"], r["group"]): r for r in (beside_res or res)["beside_aiconfigurator"]}
     for way in res["ways"]:

@@ -60,7 +60,7 @@ def test_observed_takes_engine_layout_names():
 
 
 def test_the_data_parallel_memory_error_names_the_engine_layout():
-    r = run("project", "--target", "rtx-pro-6000", "--gpus", "8", "--parallel", "ep", "-c", "1")
+    r = run("project", "--target", "rtx-pro-6000", "--gpus", "4", "--parallel", "ep", "-c", "1")
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
     assert "does not fit" in r.output and "--parallel tp+ep" in r.output
 

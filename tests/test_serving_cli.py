@@ -93,3 +93,35 @@ def test_compare_serves_and_plots_the_pareto(tmp_path):
     d = json.loads(r.stdout)
     assert d["workload"] == "ISL/OSL 1024/256" and all(row["ttft_ms"] > 0 and row["tokens_per_s_per_user"] > 0 for row in d["rows"])
     assert plot.stat().st_size > 10_000
+
+
+def test_kv_that_does_not_fit_at_once_is_queued_as_an_engine_queues_it():
+    """Whole requests whose KV at C does not fit beside the weights are served as the engines serve
+    them (the pool's worth admitted, the rest queued: KV-limited), with a warning; a decode point
+    at C still does not fit."""
+    kw = dict(target="h200", gpus=8, model="deepseek-v3", parallel="tp", concurrency=[256])
+    pt = perfmodel.project(**kw, isl=8192, osl=64, engine="sglang").points[0]
+    assert not pt.fits_in_memory and pt.serving is not None and pt.serving.kv_limited
+    assert "queues the rest" in pt.note and pt.serving.tpot_ms["mean"] > 0
+    dec = perfmodel.project(**kw, context=8192).points[0]
+    assert not dec.fits_in_memory and dec.step_ms is None and dec.serving is None
+
+
+def test_weights_above_the_default_memory_share_load_with_a_smaller_reserve():
+    """DeepSeek-V3 FP8 on 4 B200s (168 GB of weights per GPU, above 90% of 180 GB) ran in the
+    silicon sample: priced with a 5% reserve, the rest beside the weights its KV pool; weights
+    above that still refuse, in one line."""
+    from perfmodel.model.layers import Layout
+    from perfmodel.model.memory import MIN_RESERVE_FRACTION, memory_use
+    from perfmodel.specs import registry
+    from perfmodel.specs.schema import ModelDtypes
+
+    gpu = registry.load_gpu("b200")
+    m = registry.load_model("deepseek-v3")
+    fp8 = m.model_copy(update={"dtypes": ModelDtypes(attention="fp8", routed_experts="fp8", shared_experts="fp8",
+                                                     dense_mlp="fp8", kv_cache="fp8")})
+    mem = memory_use(fp8, gpu, Layout("tp", 4), 8192)
+    assert mem.usable_GB == pytest.approx(gpu.memory.usable_GB.value * (1 - MIN_RESERVE_FRACTION))
+    assert 0.9 * gpu.memory.usable_GB.value < mem.weights_GB < mem.usable_GB and mem.max_concurrency >= 1
+    with pytest.raises(ProjectionError, match="does not fit"):
+        perfmodel.project(target="b200", gpus=2, model="deepseek-v3", concurrency=[1])

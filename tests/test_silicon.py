@@ -59,6 +59,33 @@ def test_tp_ep_row(rows):
     assert e.dtypes["routed_experts"] == "fp8" and e.dtypes["kv_cache"] == "fp8"
 
 
+def test_experts_tp_x_ep_row_is_a_mixed_layout(rows):
+    """TRT-LLM tp 4 with moe_tp 2 x moe_ep 2: attention TP4, each expert TP2 in 2 EP groups."""
+    e = silicon.express(_row(rows, "openai_gpt_oss_120b_openai_gpt_oss_120b_h100_sxm_trtllm_agg_4000x1000_c320_tp4"))
+    assert (e.parallel, e.gpus, e.model) == ("tp4+tp2xep2", 4, "gpt-oss-120b")
+    assert e.request().parallel == "tp4+tp2xep2"
+
+
+@pytest.mark.parametrize("prefix, parallel, gpus, concurrency", [
+    # SGLang/TRT-LLM `tp2 ep2` recorded tp 4, moe_tp 2, moe_ep 2: 2 GPUs, experts EP2
+    ("2026_04_06_gpt_oss_120b_h200_sxm_trtllm_fp4_agg_8192x1024_c16_tp2_ep2_927", "tp-attn-ep-moe", 2, 16),
+    # vLLM `--tp 4 --enable-expert-parallel` recorded tp 4, attention_dp 4, moe_ep 16; the 32 requests of the config
+    ("kimik2_5_b200_vllm_fp4_agg_1024x1024_c32_cfg635", "tp-attn-ep-moe", 4, 32),
+])
+def test_rows_recorded_with_the_engines_widths_multiplied(rows, prefix, parallel, gpus, concurrency):
+    r = _row(rows, prefix)
+    assert r.source.startswith(("source_file=2026-", "db-dump/"))
+    e = silicon.express(r)
+    assert (e.parallel, e.gpus, e.concurrency) == (parallel, gpus, concurrency)
+
+
+def test_vllm_data_parallel_rows_split_the_experts_over_every_rank(rows):
+    """tp 1 with moe_tp 2 (vLLM --dp 2 without expert parallelism): attention DP2, experts TP2; the
+    row's 8 requests in all."""
+    e = silicon.express(_row(rows, "qwen_qwen3_235b_a22b_fp8_qwen_qwen3_235b_a22b_fp8_h200_sxm_vllm_agg_1000x100_c8_tp1"))
+    assert (e.parallel, e.gpus, e.concurrency) == ("dp2+tp2", 2, 8)
+
+
 def test_dp_attention_row_counts_every_ranks_requests(rows):
     """batch_size is per attention-DP rank: 32 x 8 ranks = the 256 the id and provenance name."""
     r = _row(rows, "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_8192x1024_c256")
@@ -91,8 +118,6 @@ def test_int4_and_mxfp4_checkpoints(rows):
 @pytest.mark.parametrize("prefix, reason", [
     ("qwen3_5_b300_sglang_fp4_agg_8192x1024_c32_cfg736", "model Qwen/Qwen3.5-397B-A17B: no preset"),
     ("kimik2_5_gb200_trtllm_fp4_disagg", "mode disagg"),
-    ("kimik2_5_b200_vllm_fp4_agg_1024x1024_c32_cfg635", "perfmodel has tp, tp+ep and dp-attn+ep"),
-    ("qwen_qwen3_235b_a22b_fp8_qwen_qwen3_235b_a22b_fp8_h200_sxm_vllm_agg_1000x100_c8_tp1_epnone_2", "experts split over 2 GPUs"),
 ])
 def test_refusals_say_why_in_one_line(rows, prefix, reason):
     with pytest.raises(silicon.NotExpressible) as e:
@@ -106,6 +131,9 @@ def test_refused_rows_of_other_kinds():
                        tp_size=2, pp_size=1, attention_dp_size=1, moe_tp_size=0, moe_ep_size=0, ttft_ms=1.0, tpot_ms=1.0)
     from dataclasses import replace
 
+    moe = replace(base, model_path="Qwen/Qwen3-235B-A22B-FP8", backend="trtllm", moe_tp_size=3)
+    with pytest.raises(silicon.NotExpressible, match="experts split over 3 GPUs, attention over 2"):
+        silicon.express(moe)
     for change, reason in [({"pp_size": 2}, "pipeline"), ({"attention_dp_size": 2}, "dense model with attention DP"),
                            ({"system": "l4"}, "system l4"), ({"backend": "tgi"}, "engine tgi"),
                            ({"gemm_quant_mode": "w4a8"}, "gemm_quant_mode w4a8")]:
@@ -116,9 +144,9 @@ def test_refused_rows_of_other_kinds():
 
 def test_express_all_and_reason_kinds(rows):
     ok, refused = silicon.express_all(rows.values())
-    assert len(ok) + len(refused) == len(rows) and len(ok) == 9
+    assert len(ok) + len(refused) == len(rows) and len(ok) == 13
     kinds = {silicon.reason_kind(r) for _, r in refused}
-    assert "layout: experts split over N GPUs, attention over N" in kinds
+    assert kinds == {"model: no preset", "mode: perfmodel simulates aggregated serving only"}
 
 
 def test_stratified_sample_spans_each_group(rows):
@@ -264,13 +292,12 @@ def test_cli_silicon_table_on_the_fixture_with_the_estimators_results(cli_db, tm
     r = CliRunner().invoke(app, args + ["--format", "json"])
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
-    assert res["counts"]["expressed"] == 1 and res["counts"]["agg_rows"] == 2
-    (p,) = res["points"]
+    assert res["counts"]["expressed"] == 3 and res["counts"]["agg_rows"] == 3
+    p = next(p for p in res["points"] if p["id"] == rid)
     assert p["id"] == rid and {"local", "imported", "aiconfigurator"} <= set(p["predicted"])
     assert p["predicted"]["aiconfigurator"]["tpot_ms"] == 10.0
     assert any(b["source"] == "aiconfigurator" and b["way"] == "imported" for b in res["beside_aiconfigurator"])
-    assert "experts split over 2 GPUs" not in res["not_expressed"]  # counted by kind
-    assert res["not_expressed"] == {"layout: experts split over N GPUs, attention over N": 1}
+    assert res["not_expressed"] == {}
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0 and "beside aiconfigurator" in r.stdout and "TPOT med |err|" in r.stdout, r.output
     r = CliRunner().invoke(app, args + ["--format", "csv"])
@@ -278,15 +305,15 @@ def test_cli_silicon_table_on_the_fixture_with_the_estimators_results(cli_db, tm
 
 
 def test_accuracy_rows_of_a_silicon_run():
-    """The README's serving rows from a `validate --silicon` result: the expressed share against
-    95%, and the local way's TPOT against 15% / +-8% and 1.5x the estimator's on the same rows."""
+    """The README's serving rows from a `validate --silicon` result: the priced share against 95%
+    at <= 0.5 s a row, and the local way's TPOT against 15% / +-8% and 1.5x the estimator's on the same rows."""
     from perfmodel.reports.anchors import silicon_rows
 
     def st(med, signed, n=10):
         return {"n": n, "median_abs": med, "p90_abs": 2 * med, "signed_median": signed}
 
     res = {"database": "aiconfigurator-core 0.12.0", "aiconfigurator": "0.12.0", "ways": ["local"],
-           "counts": {"expressed_share_of_those": 0.9, "rows_of_models_and_systems_with_specs": 100},
+           "counts": {"expressed_share_of_those": 0.97, "rows_of_models_and_systems_with_specs": 100, "priced": {"local": 94}},
            "seconds_per_row": {"local": 0.3},
            "summary": [{"source": "local", "by": "overall", "group": "all", "ttft": st(0.3, 0.1), "tpot": st(0.12, -0.05)}],
            "beside_aiconfigurator": [
@@ -294,7 +321,8 @@ def test_accuracy_rows_of_a_silicon_run():
                {"way": "local", "source": "aiconfigurator", "by": "overall", "group": "all", "ttft": st(0.5, 0, 4),
                 "tpot": st(0.1, 0, 4)}]}
     (k0, _, v0, _, met0), (k1, _, v1, _, met1), (k2, _, v2, _, met2) = silicon_rows(res)
-    assert (k0, v0, met0) == ("silicon-expressed", "90.0% of 100 rows", False)
+    assert (k0, v0, met0) == ("silicon-coverage", "expressed 97.0%, priced 94.0% (local) of 100 rows, 0.30 s a row (local)",
+                              False)  # 94% priced < 95%
     assert k1 == "silicon-local" and "TPOT median 12.0%, signed -5.0%" in v1 and "over 10 rows, 0.30 s a row" in v1
     assert met1 is True  # 12% <= 15% and -5% within 8%
     assert k2 == "silicon-local-beside-aiconfigurator" and v2.startswith("TPOT 20.0% (aiconfigurator 10.0%)")
@@ -302,3 +330,16 @@ def test_accuracy_rows_of_a_silicon_run():
     res["beside_aiconfigurator"][1]["tpot"] = st(0.15, 0, 4)
     assert silicon_rows(res)[2][4] is True
     assert len(silicon_rows(res, {"aiconfigurator": "x", "beside_aiconfigurator": []})) == 2  # another run's comparison
+    res["counts"]["priced"]["local"] = 95
+    assert silicon_rows(res)[0][4] is True
+    res["seconds_per_row"]["local"] = 0.6
+    assert silicon_rows(res)[0][4] is False  # slower than 0.5 s a row
+
+
+def test_saved_estimator_results_carry_the_version_their_header_names():
+    from perfmodel.silicon_validate import _estimator_version, read_aic
+
+    text = '# {"command": "run_aic.py 4", "aiconfigurator": "0.12.0"}\n{"id": "a", "ttft_ms": 1.0, "tpot_ms": 2.0}\n'
+    res = read_aic(text)
+    assert res["a"]["aiconfigurator"] == "0.12.0" and _estimator_version(res) == "0.12.0"
+    assert "aiconfigurator" not in read_aic('# a comment\n{"id": "a", "ttft_ms": 1.0, "tpot_ms": 2.0}\n')["a"]

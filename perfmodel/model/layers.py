@@ -23,6 +23,9 @@ Parallel layouts (n GPUs):
                   runs its local experts on the pairs routed to them and the routed +
                   shared output is all-reduced: 2 all-reduces/layer, as vLLM's and SGLang's
                   TP + expert-parallel MoE run without DP attention (no all-to-all).
+  mixed           any other split (`perfmodel.scenario.Split`: `tp4xdp2+tp2xep4`): attention TP
+                  over attn_tp GPUs in attn_dp data-parallel groups, each routed expert TP over
+                  moe_tp GPUs in moe_ep expert-parallel groups; collectives `_mixed_collectives`.
 
 Under EP the step waits for the GPU whose local experts are touched most: the routed
 experts are priced at the expected maximum over GPUs of the distinct local experts touched
@@ -42,35 +45,51 @@ from pydantic import BaseModel, ConfigDict, Field
 from perfmodel.model.lookup import Probe
 from perfmodel.model.ops import Op
 from perfmodel.profile import attention_units
+from perfmodel.scenario import Split, layout_split
 from perfmodel.specs.schema import WEIGHT_BYTES, GQASpec, MLASpec, ModelSpec
 
-Parallel = Literal["tp", "ep", "tp-attn-ep-moe"]
+Parallel = str
 ACT = 2.0  # bf16 activation bytes
 
 
 @dataclass(frozen=True)
 class Layout:
-    parallel: Parallel
+    parallel: Parallel  # a layout key (perfmodel.scenario: tp, tp-attn-ep-moe, ep, or a mixed tp4xdp2+tp2xep4)
     n_gpus: int
     tp_shape: int | None = None  # shard shapes of this degree (self-check stacks); default n_gpus
     comm: bool = True  # False: one GPU computing a shard, no collectives (synthetic stacks)
 
     @property
+    def split(self) -> Split:
+        return layout_split(self.parallel, self.n_gpus)
+
+    @property
     def t_attn(self) -> int:
-        s = self.tp_shape or self.n_gpus
-        return 1 if self.parallel == "ep" else s
+        """GPUs attention's heads are split over (attention TP)."""
+        if self.parallel in ("tp", "tp-attn-ep-moe"):
+            return self.tp_shape or self.n_gpus
+        return self.split.attn_tp
 
     @property
     def dp_attn(self) -> int:
-        return self.n_gpus if self.parallel == "ep" else 1
+        return self.split.attn_dp
 
     @property
     def moe_split(self) -> int:
+        """Ways each routed expert's weights are split in all (E/moe_ep experts, each 1/moe_tp)."""
         return self.tp_shape or self.n_gpus
 
     @property
+    def moe_ep(self) -> int:
+        return self.split.moe_ep
+
+    @property
+    def moe_tp(self) -> int:
+        return self.split.moe_tp
+
+    @property
     def experts_ep(self) -> bool:
-        return self.parallel in ("ep", "tp-attn-ep-moe")
+        return self.parallel in ("ep", "tp-attn-ep-moe") or self.moe_ep > 1
 
 
 @dataclass(frozen=True)
@@ -79,6 +98,7 @@ class Collective:
     op: Literal["all_reduce", "all_to_all"]
     bytes_per_gpu: float
     count: int
+    group: int | None = None  # GPUs taking part (a TP group of a mixed layout); None: all of the layout's
 
 
 def expected_distinct(n_experts: int, top_k: int, tokens: float) -> float:
@@ -467,11 +487,9 @@ def _ffn_ops(m: ModelSpec, lay: Layout, T: int, Ta: int, count_moe: int, count_d
     `T_decode` decode tokens alone."""
     H = m.hidden_size
     ops: list[Op] = []
-    s = lay.moe_split
     if count_dense:
         I = m.dense_intermediate_size
-        tp = s if lay.parallel != "ep" else 1
-        Td = T if lay.parallel != "ep" else Ta
+        tp, Td = lay.t_attn, Ta  # the dense MLP is split as attention is, over its attention rank's tokens
         ops += [_elt("mlp_norm_dense", Td, H, count_dense, "add_rmsnorm"),
                 _gemm("dense_gate_up", "dense", Td, H, 2 * I // tp, m.dtypes.dense_mlp, count_dense),
                 _elt("dense_silu_mul", Td, 3 * I // tp, count_dense, "silu_mul"),
@@ -484,7 +502,7 @@ def _ffn_ops(m: ModelSpec, lay: Layout, T: int, Ta: int, count_moe: int, count_d
                 _routed_experts(m, lay, T, count_moe, prefill, T_decode)]
         if e.n_shared_experts:
             Is = e.shared_intermediate_size or e.expert_intermediate_size * e.n_shared_experts
-            ts = 1 if lay.parallel == "ep" else lay.t_attn
+            ts = lay.t_attn
             ops += [_gemm("shared_gate_up", "dense", Ta, H, 2 * Is // ts, m.dtypes.shared_experts, count_moe),
                     _elt("shared_silu_mul", Ta, 3 * Is // ts, count_moe, "silu_mul"),
                     _gemm("shared_down", "dense", Ta, Is // ts, H, m.dtypes.shared_experts, count_moe)]
@@ -499,8 +517,11 @@ def _routed_experts(m: ModelSpec, lay: Layout, T: int, count: int, prefill: bool
     wd = m.dtypes.routed_experts
     expert_bytes = 3.0 * H * I * WEIGHT_BYTES[wd]
     if lay.experts_ep:
-        touched = expected_max_distinct_per_gpu(E, k, T, s)  # the busiest GPU sets the step
-        bytes_w = touched * expert_bytes
+        # E / groups whole experts per expert-parallel group, each expert's FFN split moe_tp ways in it;
+        # the busiest group sets the step
+        groups = s // lay.moe_tp
+        touched = expected_max_distinct_per_gpu(E, k, T, groups)
+        bytes_w = touched * expert_bytes / lay.moe_tp
     else:
         touched = expected_distinct(E, k, T)
         bytes_w = touched * expert_bytes / s
@@ -518,10 +539,10 @@ def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_den
     return _ffn_ops(m, lay, C * q, math.ceil(C / lay.dp_attn) * q, count_moe, count_dense)
 
 
-def _collectives(m: ModelSpec, lay: Layout, T: int, Ta_ep: int, rows: int, n_moe: int, n_dense: int,
+def _collectives(m: ModelSpec, lay: Layout, T: int, Ta: int, Ta_ep: int, rows: int, n_moe: int, n_dense: int,
                  lm_head: bool) -> list[Collective]:
-    """T tokens in the step (all GPUs), Ta_ep on the busiest rank of DP attention (what its
-    all-to-all sends), `rows` logits rows (all GPUs)."""
+    """T tokens in the step (all GPUs), Ta on the busiest attention data-parallel group, Ta_ep its
+    share per GPU (what an all-to-all sends), `rows` logits rows (all GPUs)."""
     if not lay.comm or lay.n_gpus == 1:
         return []
     H = m.hidden_size
@@ -534,17 +555,51 @@ def _collectives(m: ModelSpec, lay: Layout, T: int, Ta_ep: int, rows: int, n_moe
             # after attention, and after each FFN (routed + shared partial sums, or the TP dense MLP)
             out.append(Collective("attn_allreduce", "all_reduce", T * H * ACT, L))
             out.append(Collective("ffn_allreduce", "all_reduce", T * H * ACT, L))
-        elif n_moe and m.moe:
-            # DP attention: dispatch + combine, each token's hidden state to its k experts' owners.
-            out.append(Collective("ep_alltoall", "all_to_all", Ta_ep * m.moe.top_k * H * ACT, 2 * n_moe))
+        elif lay.parallel == "ep":
+            if n_moe and m.moe:
+                # DP attention: dispatch + combine, each token's hidden state to its k experts' owners.
+                out.append(Collective("ep_alltoall", "all_to_all", Ta_ep * m.moe.top_k * H * ACT, 2 * n_moe))
+        else:
+            out += _mixed_collectives(m, lay.split, T, Ta, Ta_ep, n_moe, L)
     if lm_head:
         # Greedy/verify sampling: local argmax, then gather (value, index) pairs.
         out.append(Collective("logits_gather", "all_reduce", rows * 8.0, 1))
     return out
 
 
+def _mixed_collectives(m: ModelSpec, sp: Split, T: int, Ta: int, Ta_ep: int, n_moe: int, L: int) -> list[Collective]:
+    """A mixed layout's collectives per step: attention TP over attn_tp GPUs, experts TP x EP.
+
+    One data-parallel group (attn_dp = 1): every GPU holds all T tokens after attention's
+    all-reduce, runs its experts' slices on the pairs routed to them, and the routed, shared and
+    dense partial sums are all-reduced over the n GPUs, as tp-attn-ep-moe (2 all-reduces a layer).
+    Several groups: attention and the TP-split shared and dense MLPs are all-reduced within each
+    group (over Ta tokens, when attn_tp > 1); the MoE exchanges tokens between groups: with whole
+    experts per GPU (moe_tp = 1) an all-to-all dispatch and combine of each GPU's Ta_ep tokens to
+    their k experts' owners (as dp-attn+ep); with experts split TP (moe_tp > 1) every GPU needs
+    every token, so an all-gather of the T tokens' hidden states before the experts and a
+    reduce-scatter after (TRT-LLM's attention-DP MoE without all-to-all), which move what one
+    all-reduce of T tokens moves (an all-reduce is a reduce-scatter plus an all-gather)."""
+    H = m.hidden_size
+    n = sp.n_gpus
+    if sp.attn_dp == 1:
+        return [Collective("attn_allreduce", "all_reduce", T * H * ACT, L),
+                Collective("ffn_allreduce", "all_reduce", T * H * ACT, L)]
+    out: list[Collective] = []
+    if sp.attn_tp > 1:
+        out += [Collective("attn_allreduce", "all_reduce", Ta * H * ACT, L, group=sp.attn_tp),
+                Collective("ffn_allreduce", "all_reduce", Ta * H * ACT, L, group=sp.attn_tp)]
+    if n_moe and m.moe:
+        if sp.moe_tp == 1:
+            out.append(Collective("ep_alltoall", "all_to_all", Ta_ep * m.moe.top_k * H * ACT, 2 * n_moe))
+        else:
+            out.append(Collective("moe_allgather_reducescatter", "all_reduce", T * H * ACT, n_moe, group=n))
+    return out
+
+
 def collectives(m: ModelSpec, lay: Layout, C: int, q: int, n_moe: int, n_dense: int, lm_head: bool) -> list[Collective]:
-    return _collectives(m, lay, C * q, math.ceil(C / lay.n_gpus) * q, C * q, n_moe, n_dense, lm_head)
+    return _collectives(m, lay, C * q, math.ceil(C / lay.dp_attn) * q, math.ceil(C / lay.n_gpus) * q, C * q, n_moe,
+                        n_dense, lm_head)
 
 
 def lm_head_ops(m: ModelSpec, lay: Layout, tokens: int) -> list[Op]:
@@ -585,7 +640,7 @@ def batch_ops(m: ModelSpec, lay: Layout, batch: Batch, *, n_layers: int | None =
         ops += lm_head_ops(m, lay, sum(g.seqs * rows(g.q, g.kind) for g in groups))
     Ta_ep = sum(math.ceil(g.n / lay.n_gpus) * q for g, q in zip(batch.groups, (s.q for s in groups), strict=True))
     rows_all = sum(g.n * rows(s.q, s.kind) for g, s in zip(batch.groups, groups, strict=True))
-    return ops, _collectives(m, lay, T, Ta_ep, rows_all, nm, nd, lm_head)
+    return ops, _collectives(m, lay, T, Ta, Ta_ep, rows_all, nm, nd, lm_head)
 
 
 def decode_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, *, n_layers: int | None = None,

@@ -11,6 +11,11 @@ from perfmodel.specs.schema import WEIGHT_BYTES, GpuSpec, GQASpec, MLASpec, Mode
 # Share of device memory kept for activations, CUDA graphs, NCCL buffers and fragmentation
 # (assumption; serving engines default to 0.85–0.9 memory utilisation for weights + KV).
 RESERVE_FRACTION = 0.10
+# Weights above the default share still load when the engine is told a higher one (SGLang
+# --mem-fraction-static, vLLM --gpu-memory-utilization, TRT-LLM free_gpu_memory_fraction): priced
+# with this smaller reserve (a memory fraction of 0.95: an assumption), what is left beside the
+# weights the KV pool; the silicon sample's DeepSeek-V3 FP8 rows on 4 B200s ran so.
+MIN_RESERVE_FRACTION = 0.05
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,8 @@ def memory_use(m: ModelSpec, gpu: GpuSpec, lay: Layout, context: int, spec_token
         w += drafter_weight_bytes(m, lay)
     cap = gpu.memory.usable_GB.value if gpu.memory.usable_GB else gpu.memory.capacity_GB.value
     usable = cap * (1 - RESERVE_FRACTION)
+    if w / 1e9 > usable:
+        usable = cap * (1 - MIN_RESERVE_FRACTION)
     kv_tok = kv_bytes_per_token(m, lay) + (draft_kv_bytes_per_token(m, lay) if drafter and m.drafter else 0.0)
     kv_seq = kv_tok * (context + spec_tokens)
     return MemoryUse(weights_GB=w / 1e9, kv_per_seq_GB=kv_seq / 1e9, usable_GB=usable)

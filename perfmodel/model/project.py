@@ -16,7 +16,7 @@ from perfmodel.model.acceptance import combine_intervals
 from perfmodel.model.calibration import ADDITIVE, HOST, Factors, calibrated, factors_of, projection_sigma, scaled_tau
 from perfmodel.model.layers import Layout
 from perfmodel.model.machine import Machine, build_machine
-from perfmodel.model.memory import memory_use
+from perfmodel.model.memory import MIN_RESERVE_FRACTION, RESERVE_FRACTION, memory_use
 from perfmodel.model.resolved import Resolved
 from perfmodel.model.result import (
     Acceptance,
@@ -231,10 +231,16 @@ class Projector:
         off = r.spec != "none" and r.spec_off_above is not None and C > r.spec_off_above
         if r.spec == "none" or budget == 0 or off:
             mem = memory_use(self.model, self.gpu, self.layout, r.context)
-            if not mem.fits(C):
+            queued = not mem.fits(C) and self._serving_queues(mem)
+            if not mem.fits(C) and not queued:
                 return self._unfit(C, mem, 0)
             est, tau = self._estimate(C, 0)
             note = {"budget_note": f"speculation off above batch size {r.spec_off_above} (--spec-off-above)"} if off else {}
+            if queued:
+                note["note"] = (f"KV of {C} sequences at {r.context} tokens: weights {mem.weights_GB:.1f} GB + KV "
+                                f"{mem.kv_GB(C):.1f} GB > usable {mem.usable_GB:.1f} GB per GPU; an engine holds at most "
+                                f"{mem.max_concurrency} such sequences at once and queues the rest, as the serving figures "
+                                "simulate (KV-limited)")
             return self._point(C, est, tau, 0, mem, **note)
         auto = r.budget == "auto" and budget is None
         budgets = (budget,) if budget is not None else BUDGET_CANDIDATES if r.budget == "auto" else (r.budget,)
@@ -270,6 +276,14 @@ class Projector:
                         f"> usable {m.usable_GB:.1f} GB per GPU")
         return self._point(C, est, best.tau, best.budget, mem, budget_curve=[c[0] for c in curve], budget_note=note,
                            speculation_fits=spec_fits)
+
+    def _serving_queues(self, mem) -> bool:
+        """Whether a point whose C sequences' KV does not fit beside the weights is still served:
+        whole requests (--isl/--osl) under an engine, which admits what its KV pool holds and queues
+        the rest rather than refusing (vLLM, SGLang and TRT-LLM schedulers alike; the serving
+        simulation's KV pool, `serving.simulate`), where the weights fit with room for one sequence."""
+        r = self.req
+        return (r.isl is not None or bool(self.resolved.lengths)) and mem.max_concurrency >= 1
 
     # --------------------------------------------------------------- any batch
     def batch(self, batch) -> StepResult:
@@ -351,7 +365,7 @@ class Projector:
                                                                                 self._estimate(pt.concurrency, pt.budget)[0])})
                       if pt.fits_in_memory else pt for pt in points]
         if r.isl is not None or self.resolved.lengths:
-            points = [self._serving(p) if p.fits_in_memory else p for p in points]
+            points = [self._serving(p) if p.step_ms is not None else p for p in points]
         p = self.profile.provenance
         m = self.machine
         return Projection(
@@ -384,11 +398,20 @@ class Projector:
                 "compute_dtypes": "; ".join(
                     f"{dt}: target {dt}/bf16 peak ratio x {eff:.3f}, the profile GPU's measured {dt} GEMM fraction of "
                     f"peak over bf16's" for dt, eff in m.dtype_efficiency.items()) or "peak ratios"},
-            points=points, layout_notes=sanity.layout_notes(self.model, r.parallel, r.gpus) or None)
+            points=points, layout_notes=sanity.layout_notes(self.model, r.parallel, r.gpus) + _memory_notes(mem0) or None)
 
     def run(self) -> dict:
         """The projection as its JSON dict (for callers that predate `projection()`)."""
         return self.projection().to_dict()
+
+
+def _memory_notes(mem) -> list[str]:
+    """What the projection assumes of the memory share, where its default does not hold the weights."""
+    if mem.weights_GB <= mem.usable_GB * (1 - RESERVE_FRACTION) / (1 - MIN_RESERVE_FRACTION):
+        return []
+    return [f"weights {mem.weights_GB:.1f} GB per GPU are above the default {1 - RESERVE_FRACTION:.0%} memory share: priced "
+            f"as an engine told a memory fraction of {1 - MIN_RESERVE_FRACTION:.2f} runs them (SGLang --mem-fraction-static, "
+            f"vLLM --gpu-memory-utilization), {mem.usable_GB - mem.weights_GB:.1f} GB per GPU left for the KV cache"]
 
 
 def _memory(mem, C: int) -> MemoryGB:

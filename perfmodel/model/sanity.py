@@ -64,30 +64,44 @@ def check_request(req, model: ModelSpec) -> None:
 
 
 def layout_problem(model: ModelSpec, parallel: str, n: int, drafter: bool = False) -> str | None:
-    """Why engines cannot run `model` over `n` GPUs with `parallel`, or None."""
+    """Why engines cannot run `model` over `n` GPUs with `parallel`, or None. Attention's TP width
+    (n for tp and tp+ep, 1 for dp-attn+ep, a mixed layout's attn_tp) must split the heads and the
+    TP-split MLPs evenly; the expert-parallel width (n for tp+ep and dp-attn+ep, a mixed layout's
+    moe_ep) the experts."""
+    from perfmodel.scenario import layout_split
+
+    try:
+        sp = layout_split(parallel, n)
+    except ValueError as e:
+        return str(e).split(": ", 1)[1] if str(e).startswith("--parallel") else str(e)
     if n <= 1:
         return None
-    if parallel in ("tp", "tp-attn-ep-moe"):
+    t = sp.attn_tp
+    whole = "over the GPUs" if t == n else f"over attention's {t}-GPU tensor-parallel groups"
+    if t > 1:
         h = model.attention.n_heads
-        if h % n:
+        if h % t:
             return (f"tensor parallelism splits {model.name}'s {h} attention heads evenly (vLLM and SGLang require "
-                    f"n_heads % TP == 0); use a GPU count that divides {h} ({_divisors(h)})")
+                    f"n_heads % TP == 0); use a " + ("GPU count" if t == n else "attention TP width")
+                    + f" that divides {h} ({_divisors(h)})")
         a = model.attention
-        if isinstance(a, GQASpec) and a.n_kv_heads % n and n % a.n_kv_heads:
-            return (f"{model.name}'s {a.n_kv_heads} KV heads can be neither split nor replicated evenly over {n} GPUs "
+        if isinstance(a, GQASpec) and a.n_kv_heads % t and t % a.n_kv_heads:
+            return (f"{model.name}'s {a.n_kv_heads} KV heads can be neither split nor replicated evenly over {t} GPUs "
                     f"(engines need n_kv_heads % TP == 0 or TP % n_kv_heads == 0)")
-        if drafter and model.drafter is not None and model.drafter.n_heads % n:
+        if drafter and model.drafter is not None and model.drafter.n_heads % t:
             return (f"the drafter {model.drafter.name}'s {model.drafter.n_heads} attention heads do not split evenly "
-                    f"over {n} GPUs")
+                    f"over {t} GPUs")
         for what, size in _tp_split_mlps(model, drafter):
-            if size % n:
-                return (f"tensor parallelism splits {what} intermediate size {size} evenly over the GPUs (engines "
+            if size % t:
+                return (f"tensor parallelism splits {what} intermediate size {size} evenly {whole} (engines "
                         f"require intermediate_size % TP == 0); use a GPU count that divides {size}")
-    if parallel in ("ep", "tp-attn-ep-moe") and model.moe is not None:
+    e_ways = sp.moe_ep
+    if e_ways > 1 and model.moe is not None:
         e = model.moe.n_routed_experts
-        if e % n:
-            return (f"expert parallelism places whole experts, {e} / {n} = {e / n:.2f} per GPU; this model prices an "
-                    f"even split, so use a GPU count that divides {e} ({_divisors(e)})")
+        if e % e_ways:
+            return (f"expert parallelism places whole experts, {e} / {e_ways} = {e / e_ways:.2f} per GPU; this model "
+                    f"prices an even split, so use " + ("a GPU count" if e_ways == n else "an expert-parallel width")
+                    + f" that divides {e} ({_divisors(e)})")
     return None
 
 
@@ -106,9 +120,12 @@ def _tp_split_mlps(model: ModelSpec, drafter: bool) -> list[tuple[str, int]]:
 
 def layout_notes(model: ModelSpec, parallel: str, n: int) -> list[str]:
     """What the projection assumes about replicated state, said in the output."""
+    from perfmodel.scenario import layout_split
+
     a = model.attention
-    if n > 1 and parallel in ("tp", "tp-attn-ep-moe") and isinstance(a, GQASpec) and n > a.n_kv_heads:
-        return [(f"TP {n} > {a.n_kv_heads} KV heads: each KV head is replicated on {n // a.n_kv_heads} GPUs "
+    t = layout_split(parallel, n).attn_tp
+    if t > 1 and isinstance(a, GQASpec) and t > a.n_kv_heads:
+        return [(f"TP {t} > {a.n_kv_heads} KV heads: each KV head is replicated on {t // a.n_kv_heads} GPUs "
                  f"(one KV head per GPU, as vLLM and SGLang do); the KV cache is priced per GPU that way")]
     return []
 

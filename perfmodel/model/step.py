@@ -229,7 +229,9 @@ def _price_collectives(acc: _Acc, mach: Machine, colls: list[Collective], comp: 
     total = 0.0
     for c in colls:
         law = mach.all_reduce if c.op == "all_reduce" else mach.all_to_all
-        n = mach.n_gpus
+        n = c.group or mach.n_gpus
+        if n <= 1:
+            continue
         factor = bus_factor(c.op, n)
         lat = law.latency_us * c.count
         bw = c.bytes_per_gpu * factor / (law.busbw_GBps * 1e3) * c.count
@@ -269,9 +271,10 @@ def drafter_model(m: ModelSpec) -> ModelSpec:
 
 
 def drafter_layout(m: ModelSpec, lay: Layout) -> Layout:
-    """A separate (dense) drafter runs TP where the target splits attention and experts apart
-    (tp-attn-ep-moe); an MTP module is a layer of the target and runs in the target's layout."""
-    if m.drafter is not None and m.drafter.kind != "mtp" and lay.parallel == "tp-attn-ep-moe":
+    """A separate (dense) drafter runs TP where the target splits attention and experts apart with
+    attention TP over every GPU (tp-attn-ep-moe, a mixed layout of one attention group); an MTP
+    module is a layer of the target and runs in the target's layout."""
+    if m.drafter is not None and m.drafter.kind != "mtp" and lay.parallel not in ("tp", "ep") and lay.dp_attn == 1:
         return Layout("tp", lay.n_gpus, lay.tp_shape, lay.comm)
     return lay
 
