@@ -133,7 +133,7 @@ class Prepared:
         if self.draft:
             tau = scaled_tau(self.tau, f, self.tau_cap)
             spec = SpecDecode(width=self.q, tau=min(tau, float(self.q)), draft=True, tree_budget=self.tree_budget)
-        wl = Workload(isl=p.isl, osl=p.osl, concurrency=p.concurrency, spec=spec)
+        wl = Workload(isl=p.isl, osl=p.osl, min_length_ratio=p.min_length_ratio, concurrency=p.concurrency, spec=spec)
         pricer = StepPricer(self.model, mach, self.layout, graph=p.graphs, spec=spec, tree_impl=p.tree_build)
         if memo is not None:
             pricer.memo = memo  # the op terms of this calibrated machine, shared with the fit's other points

@@ -62,7 +62,7 @@ class _Strict(BaseModel):
 # count defaults to one, and its budget is a number (no 'auto').
 POINT_SCENARIO = ("target", "hw_file", "gpus", "link", "model", "model_file", "profile", "parallel", "context", "spec", "budget",
                   "acceptance", "workload", "acceptance_length", "acceptance_at", "draft_tokens", "drafter", "spec_off_above", "graphs",
-                  "tree_build", "dtypes", "isl", "osl", "engine", "max_batched_tokens")
+                  "tree_build", "dtypes", "isl", "osl", "min_length_ratio", "engine", "max_batched_tokens")
 _POINT_TYPES: dict[str, tuple[Any, Any]] = {
     "target": (str | None, None), "model": (str | None, None), "gpus": (PosInt, 1),
     "budget": (PosInt | None, None), "acceptance": (str | None, None), "engine": (EngineKind | None, None)}
@@ -120,8 +120,10 @@ class ObservedPoint(_PointScenario):
             raise ValueError("isl and osl go together")
         if self.isl is not None and not set(given) <= {"tokens_per_s", *SERVING}:
             raise ValueError(f"isl/osl describe whole requests: give tokens_per_s, ttft_ms or tpot_ms, not {given[0]}")
-        if self.isl is None and (self.ttft_ms is not None or self.engine is not None or self.max_batched_tokens is not None):
-            what = "ttft_ms" if self.ttft_ms is not None else "engine" if self.engine is not None else "max_batched_tokens"
+        whole = {"ttft_ms": self.ttft_ms is not None, "engine": self.engine is not None,
+                 "max_batched_tokens": self.max_batched_tokens is not None, "min_length_ratio": self.min_length_ratio < 1}
+        if self.isl is None and any(whole.values()):
+            what = next(k for k, v in whole.items() if v)
             raise ValueError(f"{what} is for whole requests: give isl and osl")
         if self.isl is not None and self.osl < 2 and self.tpot_ms is not None:
             raise ValueError("tpot_ms needs osl >= 2 (the time per output token after the first)")

@@ -37,6 +37,17 @@ def test_rows_are_read_typed_with_their_measurements(rows):
     assert r.ttft_ms > 0 and r.tpot_ms > 0
 
 
+def test_inferencex_rows_draw_their_lengths_from_08_of_isl_and_osl(rows):
+    """InferenceX's runs (its database dump and its dated CSV exports) use the random dataset with
+    RANDOM_RANGE_RATIO 0.8; aiconfigurator's own gap-analysis runs say nothing: fixed lengths."""
+    for prefix in ("dsr1_h200_sglang_fp8_agg_1024x1024_c4_cfg81", "2026_03_25_gpt_oss_120b_h100_sxm_vllm"):
+        r = _row(rows, prefix)
+        assert r.min_length_ratio == 0.8
+        assert silicon.express(r).request().min_length_ratio == 0.8
+    gap = _row(rows, "meta_llama_llama_3_1_8b_instruct_meta_llama_llama_3_1_8b_instruct_h100_sxm_trtllm")
+    assert gap.min_length_ratio == 1.0 and silicon.express(gap).request().min_length_ratio == 1.0
+
+
 def test_only_agg_rows_by_default(db):
     modes = {r.mode for r in silicon.load_rows(db)}
     assert modes == {"agg"}
