@@ -33,9 +33,16 @@ GROUPS = ("attention", "attention_verify", "moe", "gemm", "elementwise")
 FAMILIES = ("pcie", "nvlink", "xgmi")
 HOST = "engine_host_us"
 DRAFT_HOST = "engine_draft_host_us"
-ADDITIVE = (HOST, DRAFT_HOST)  # additive µs terms (≥ 0); every other factor is multiplicative
+# The engine's wait before a prompt's first token reaches the client, in the request's own decode
+# steps: scheduler settings the serving rows do not record (TensorRT-LLM's batch waiting,
+# `batch_wait_timeout_iters`; SGLang's `scheduler_recv_interval`), perfmodel/model/SOURCES.md [V11].
+TTFT_STEPS = "engine_ttft_steps"
+ADDITIVE = (HOST, DRAFT_HOST, TTFT_STEPS)  # additive terms (≥ 0); every other factor is multiplicative
 FACTOR_MAX = 50.0  # the fit's bounds on a multiplicative factor: [1 / FACTOR_MAX, FACTOR_MAX]
 HOST_MAX_US = 1e6  # ... and on the engine host terms
+TTFT_STEPS_MAX = 500.0  # ... and on the first token's wait
+ADDITIVE_MAX = {HOST: HOST_MAX_US, DRAFT_HOST: HOST_MAX_US, TTFT_STEPS: TTFT_STEPS_MAX}
+ADDITIVE_UNIT = {HOST: " µs", DRAFT_HOST: " µs", TTFT_STEPS: " steps"}
 
 
 def in_figure_range(figure: str, v: float) -> float:
@@ -200,9 +207,9 @@ class FactorResult(_Strict):
     @classmethod
     def _in_range(cls, v: float, info) -> float:
         name = info.data.get("name")
-        lo, hi = (0.0, HOST_MAX_US) if name in ADDITIVE else (1 / FACTOR_MAX, FACTOR_MAX)
+        lo, hi = (0.0, ADDITIVE_MAX[name]) if name in ADDITIVE else (1 / FACTOR_MAX, FACTOR_MAX)
         if not lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9):
-            unit = " µs" if name in ADDITIVE else ""
+            unit = ADDITIVE_UNIT.get(name, "")
             raise ValueError(f"{name} = {v!r}{unit} is outside [{lo:g}, {hi:g}{unit}], the range the fit can reach")
         return v
 

@@ -157,6 +157,22 @@ def test_staggered_arrivals_wait_less_than_a_burst(llama):
     assert spread.tpot_ms.mean == pytest.approx(burst.tpot_ms.mean, rel=0.25)
 
 
+def test_a_first_token_wait_of_k_steps_adds_k_decode_steps_to_the_ttft_only():
+    """A calibration's `engine_ttft_steps` k: each request's first token (and every later one)
+    reaches the client k of its own decode steps later. On the stub (10 ms decode steps) TTFT and
+    e2e grow by 10 k ms; the TPOT does not move."""
+    from dataclasses import replace
+
+    pj = _pj()
+    wl = Workload(isl=100, osl=5, concurrency=1, n_requests=2)
+    base = simulate(pj.model, pj.machine, pj.layout, wl, VLLM, pricer=StubPricer(), kv_tokens=10**6)
+    mach = replace(pj.machine, overheads=replace(pj.machine.overheads, engine_ttft_steps=2.5))
+    p = simulate(pj.model, mach, pj.layout, wl, VLLM, pricer=StubPricer(), kv_tokens=10**6)
+    assert p.ttft_ms.mean == pytest.approx(base.ttft_ms.mean + 25.0)
+    assert p.e2e_latency_ms.mean == pytest.approx(base.e2e_latency_ms.mean + 25.0)
+    assert p.tpot_ms.mean == pytest.approx(base.tpot_ms.mean) == pytest.approx(10.0)
+
+
 # ----------------------------------------------------------------------------- physics
 
 @pytest.fixture(scope="module")

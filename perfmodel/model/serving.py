@@ -517,6 +517,11 @@ def simulate(model: ModelSpec, machine: Machine, layout: Layout, workload: Workl
     e2e = finish - arrival
     many = osl > 1
     tpot = (e2e[many] - ttft[many]) / (osl[many] - 1)
+    wait = machine.overheads.engine_ttft_steps
+    if wait > 0:  # a calibration's first-token wait: k of the request's own decode steps, every later token shifted alike
+        step = np.full(R, float(np.mean(tpot)) if tpot.size else 0.0) * tau
+        step[many] = tpot * tau
+        ttft, e2e = ttft + wait * step, e2e + wait * step
     duration = float(np.max(finish) - np.min(sched))
     tps = float(osl.sum()) / (duration / 1e6)
     st = _stat(tpot / 1e3)
