@@ -11,7 +11,13 @@ cmd=(perfmodel validate --silicon "$@" --format json)
 {
   echo "command: ${cmd[*]}"
   echo "perfmodel git commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- perfmodel || echo ' (perfmodel/ modified)')"
-  python -c "from importlib import metadata as m; print('aiconfigurator-core', m.version('aiconfigurator-core')); print('aiconfigurator', m.version('aiconfigurator'))"
+  python -c "
+from importlib import metadata as m
+for p in ('aiconfigurator-core', 'aiconfigurator'):
+    try:
+        print(p, m.version(p))
+    except m.PackageNotFoundError:
+        print(p, 'not installed')"
   echo "started: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 } > "$out.meta.txt"
 /usr/bin/time -f "wall %e s, cpu %U s user %S s sys, max rss %M kB" "${cmd[@]}" > "$out.json" 2>> "$out.meta.txt"
