@@ -1,5 +1,6 @@
 """TTFT and TPOT errors of a `validate --silicon` run by group (run from the repository root:
-python evidence/ttft-diagnosis/by_group.py RUN.json [WAY]).
+python evidence/ttft-diagnosis/by_group.py RUN.json [WAY]; `git show REV:PATH > FILE` reads
+an earlier run).
 
 RUN.json: the JSON a `bash evidence/silicon-validation/run.sh` run wrote (every row's measured
 and predicted figures). Each row's benchmark comes from its `silicon_data_source` note in the
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 
@@ -36,7 +38,7 @@ def main() -> None:
         pts.append({"engine": p["engine"], "bench": "inferencex" if r.min_length_ratio < 1 else "gap-analysis",
                     "C": bucket(r.concurrency), "isl": r.isl, "model": p["model"],
                     "ttft": pr["ttft_ms"] / p["measured"]["ttft_ms"] - 1, "tpot": pr["tpot_ms"] / p["measured"]["tpot_ms"] - 1})
-    print(f"{sys.argv[1]}, way {way}: {len(pts)} rows priced")
+    print(f"{Path(sys.argv[1]).name} ({run['profile']} profile), way {way}: {len(pts)} rows priced")
     for by in (("engine",), ("engine", "bench"), ("engine", "C"), ("engine", "isl"), ("model",)):
         g = defaultdict(list)
         for x in pts:
