@@ -9,6 +9,7 @@ figures only; nothing is priced.
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 
 from perfmodel import silicon
@@ -22,13 +23,21 @@ def main() -> None:
         by[key][r.backend] = r
     print(f"{'model':<34} {'system':<9} {'prec':<5} {'isl/osl':<10} {'C':>4}  {'layout':<34} {'TTFT trt':>9} "
           f"{'TTFT vllm':>9} {'TPOT trt':>8} {'TPOT vllm':>9} {'wait (trt steps)':>16}")
+    waits = defaultdict(list)
     for key in sorted(by, key=str):
         pair = by[key]
         if len(pair) < 2:
             continue
         t, v = pair["trtllm"], pair["vllm"]
+        # InferenceX's 70B TRT-LLM script batch-waits at ISL = OSL = 1024 and TP < 8 (SOURCES.md V11)
+        waiting = t.isl == t.osl == 1024 and t.tp_size < 8
+        waits[(key[0], "ISL = OSL = 1024, TP < 8" if waiting else "other lengths or TP 8")].append(
+            (t.ttft_ms - v.ttft_ms) / t.tpot_ms)
         print(f"{key[0]:<34} {key[1]:<9} {key[2]:<5} {f'{key[3]}/{key[4]}':<10} {key[5]:>4}  {key[6]:<34} {t.ttft_ms:9.1f} "
               f"{v.ttft_ms:9.1f} {t.tpot_ms:8.2f} {v.tpot_ms:9.2f} {(t.ttft_ms - v.ttft_ms) / t.tpot_ms:16.1f}")
+    print("\nwait in TRT-LLM decode steps, by model and configuration: n, median, min, max")
+    for (model, cfg), w in sorted(waits.items()):
+        print(f"  {model:<34} {cfg:<26} n {len(w):3d}  median {statistics.median(w):5.1f}  min {min(w):5.1f}  max {max(w):5.1f}")
 
 
 if __name__ == "__main__":
