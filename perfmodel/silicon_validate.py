@@ -268,6 +268,20 @@ def run_aic(rows: Iterable[silicon.Row], out: Path | None = None,
     return res
 
 
+def results_version(text: str) -> str | None:
+    """The estimator's version a `run_aic` results file names in its '# {...}' header line (None
+    without one): the version that priced the rows, whether or not it is installed here."""
+    first = text.lstrip().partition("\n")[0]
+    if not first.startswith("#"):
+        return None
+    try:
+        head = parse_json(first[1:].strip(), "--aic-results header", finite=False)
+    except InputError:
+        return None
+    v = head.get("aiconfigurator") if isinstance(head, dict) else None
+    return v if isinstance(v, str) else None
+
+
 def read_aic(text: str, source: str = "--aic-results") -> dict[str, dict]:
     """Results written by `run_aic` (JSON lines; lines that are not records, such as a header
     starting with '#', are skipped)."""
@@ -303,7 +317,7 @@ def select(rows: list[silicon.Row], *, systems=None, engines=None, models=None) 
 def run_silicon(*, ways: list[str], systems=None, engines=None, models=None, sample: int | None = None,
                 limit: int | None = None, profile: str | None = None, calibration: str | None = None,
                 aic_results: dict[str, dict] | None = None, aic_live: bool = False, aic_out: Path | None = None,
-                db: aic.Database | None = None, progress=None) -> dict:
+                db: aic.Database | None = None, progress=None, aic_results_version: str | None = None) -> dict:
     """The silicon table (module docstring) as a dict: counts, reasons, per-group statistics of
     each way (and of aiconfigurator's estimator beside them), and every row's figures."""
     for w in ways:
@@ -347,8 +361,9 @@ def run_silicon(*, ways: list[str], systems=None, engines=None, models=None, sam
             if src in p["errors"]:
                 c[silicon.reason_kind(p["errors"][src])] += 1
         unpriced[src] = dict(sorted(c.items(), key=lambda kv: -kv[1]))
+    aic_ver = (aic_version() if aic_live else aic_results_version or aic_version()) if aic_res else None
     return {
-        "database": f"{aic.PACKAGE} {db.version}", "aiconfigurator": aic_version() if aic_res else None,
+        "database": f"{aic.PACKAGE} {db.version}", "aiconfigurator": aic_ver,
         "profile": profile or "embedded", "calibration": calibration, "ways": list(ways),
         "counts": {"agg_rows": len(rows), "rows_of_models_and_systems_with_specs": len(have),
                    "expressed": len(expressed), "expressed_share_of_those": len(expressed) / len(have) if have else None,

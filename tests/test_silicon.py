@@ -48,6 +48,17 @@ def test_inferencex_rows_draw_their_lengths_from_08_of_isl_and_osl(rows):
     assert gap.min_length_ratio == 1.0 and silicon.express(gap).request().min_length_ratio == 1.0
 
 
+def test_the_estimators_version_comes_from_its_results_header():
+    """--aic-results names the version that priced the rows in its header line; a file without
+    one names none."""
+    from perfmodel.silicon_validate import results_version
+
+    head = '# {"command": "run_aic.py 4", "aiconfigurator": "0.12.0", "rows": 1}\n{"id": "x", "error": "e"}\n'
+    assert results_version(head) == "0.12.0"
+    assert results_version('{"id": "x", "error": "e"}\n') is None
+    assert results_version("# not json\n") is None
+
+
 def test_only_agg_rows_by_default(db):
     modes = {r.mode for r in silicon.load_rows(db)}
     assert modes == {"agg"}
