@@ -82,6 +82,7 @@ def main() -> None:
     ap.add_argument("--per-group", type=int, default=2)
     ap.add_argument("--engines", default="vllm,sglang,trtllm")
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--held-out", default="gpu,model", help="the leave-one-out fits run: gpu, model or both")
     a = ap.parse_args()
     db = aic.Database.installed()
     local = resolve_profile(None)
@@ -99,7 +100,7 @@ def main() -> None:
                 print(f"  skipped {s}")
             versions = sorted({p.label.split()[-1].rstrip("]") for p in pts})
             runs = {}
-            for held in ("gpu", "model"):
+            for held in a.held_out.split(","):
                 inp = CalibrationInput(engine=f"{engine} (aiconfigurator-core {db.version} silicon sample; versions "
                                               f"{', '.join(versions)})", points=pts, factors=FACTORS, held_out=held)
                 t0 = time.perf_counter()
