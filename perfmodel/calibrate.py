@@ -47,11 +47,13 @@ from perfmodel.errors import ProjectionError
 from perfmodel.inputs import InputError, NotJSON, load_json, load_yaml, parse_json, read_text, validated, validation_line
 from perfmodel.model.calibration import (
     ADDITIVE,
+    ADDITIVE_MAX,
     DRAFT_HOST,
     FAMILIES,
     GROUPS,
     HOST,
     OUTSIDE,
+    TTFT_STEPS,
     VERIFY,
     Factors,
     calibrated,
@@ -73,6 +75,10 @@ HOST_PRIOR_US = 1000.0
 # draft forward to the engine once the heads are priced from their shapes
 # (evidence/acceptance-by-workload/check.txt, section 2); 1 ms spans it.
 DRAFT_HOST_PRIOR_US = 1000.0
+# The first token's wait (TTFT_STEPS): InferenceX's TensorRT-LLM servers that batch-wait hold a
+# prompt up to 20 or 40 iterations (SemiAnalysisAI/InferenceX, its 70B and DeepSeek-R1 trtllm
+# scripts); 10 steps spans none to about half of the shorter one.
+TTFT_STEPS_PRIOR = 10.0
 DETERMINED = 0.7  # posterior σ below this fraction of the prior σ: the data pinned the factor
 TAU_PRIOR = 0.15  # acceptance models' spread against published τ (model/acceptance.py)
 
@@ -133,7 +139,7 @@ class Prepared:
         if self.draft:
             tau = scaled_tau(self.tau, f, self.tau_cap)
             spec = SpecDecode(width=self.q, tau=min(tau, float(self.q)), draft=True, tree_budget=self.tree_budget)
-        wl = Workload(isl=p.isl, osl=p.osl, concurrency=p.concurrency, spec=spec)
+        wl = Workload(isl=p.isl, osl=p.osl, min_length_ratio=p.min_length_ratio, concurrency=p.concurrency, spec=spec)
         pricer = StepPricer(self.model, mach, self.layout, graph=p.graphs, spec=spec, tree_impl=p.tree_build)
         if memo is not None:
             pricer.memo = memo  # the op terms of this calibrated machine, shared with the fit's other points
@@ -242,6 +248,9 @@ def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmode
         tau, cap = float(rs.acc.tau(budget)), float(min(budget + 1, model.drafter.block_size))
     chain = draft and model.drafter.kind != "dflash"  # k draft forwards per step: a host cost per forward
     keys, prior = _keys(model, mach, draft and p.acceptance_length is None, q, chain)  # a given acceptance length pins τ
+    if p.serving and p.ttft_ms is not None:  # the first token's wait moves a TTFT only
+        prior[TTFT_STEPS] = TTFT_STEPS_PRIOR
+        keys = tuple(sorted(prior))
     prep = Prepared(i, p, model, mach, lay, q, tau, cap, draft, budget if p.spec == "ddtree" else 0, keys, prior,
                     memory_note)
     _check_physics(prep, gpu)
@@ -335,7 +344,7 @@ def _fit(preps: list[Prepared], keys: list[str], prior: dict[str, float], x0=Non
         return np.concatenate([np.array(r), x / psig])
 
     lo = np.array([0.0 if k in ADDITIVE else -math.log(FACTOR_MAX) for k in keys])
-    hi = np.array([HOST_MAX_US if k in ADDITIVE else math.log(FACTOR_MAX) for k in keys])
+    hi = np.array([ADDITIVE_MAX[k] if k in ADDITIVE else math.log(FACTOR_MAX) for k in keys])
     x0 = np.zeros(len(keys)) if x0 is None else np.clip(x0, lo, hi)
     sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=np.maximum(psig, 1e-3), diff_step=1e-4,
                         xtol=1e-8, ftol=1e-8, max_nfev=400)

@@ -33,9 +33,16 @@ GROUPS = ("attention", "attention_verify", "moe", "gemm", "elementwise")
 FAMILIES = ("pcie", "nvlink", "xgmi")
 HOST = "engine_host_us"
 DRAFT_HOST = "engine_draft_host_us"
-ADDITIVE = (HOST, DRAFT_HOST)  # additive µs terms (≥ 0); every other factor is multiplicative
+# The engine's wait before a prompt's first token reaches the client, in the request's own decode
+# steps: scheduler settings the serving rows do not record (TensorRT-LLM's batch waiting,
+# `batch_wait_timeout_iters`; SGLang's `scheduler_recv_interval`), perfmodel/model/SOURCES.md [V11].
+TTFT_STEPS = "engine_ttft_steps"
+ADDITIVE = (HOST, DRAFT_HOST, TTFT_STEPS)  # additive terms (≥ 0); every other factor is multiplicative
 FACTOR_MAX = 50.0  # the fit's bounds on a multiplicative factor: [1 / FACTOR_MAX, FACTOR_MAX]
 HOST_MAX_US = 1e6  # ... and on the engine host terms
+TTFT_STEPS_MAX = 500.0  # ... and on the first token's wait
+ADDITIVE_MAX = {HOST: HOST_MAX_US, DRAFT_HOST: HOST_MAX_US, TTFT_STEPS: TTFT_STEPS_MAX}
+ADDITIVE_UNIT = {HOST: " µs", DRAFT_HOST: " µs", TTFT_STEPS: " steps"}
 
 
 def in_figure_range(figure: str, v: float) -> float:
@@ -62,7 +69,7 @@ class _Strict(BaseModel):
 # count defaults to one, and its budget is a number (no 'auto').
 POINT_SCENARIO = ("target", "hw_file", "gpus", "link", "model", "model_file", "profile", "parallel", "context", "spec", "budget",
                   "acceptance", "workload", "acceptance_length", "acceptance_at", "draft_tokens", "draft_topk", "drafter", "spec_off_above", "graphs",
-                  "tree_build", "dtypes", "isl", "osl", "engine", "max_batched_tokens")
+                  "tree_build", "dtypes", "isl", "osl", "min_length_ratio", "engine", "max_batched_tokens")
 _POINT_TYPES: dict[str, tuple[Any, Any]] = {
     "target": (str | None, None), "model": (str | None, None), "gpus": (PosInt, 1),
     "budget": (PosInt | None, None), "acceptance": (str | None, None), "engine": (EngineKind | None, None)}
@@ -120,8 +127,10 @@ class ObservedPoint(_PointScenario):
             raise ValueError("isl and osl go together")
         if self.isl is not None and not set(given) <= {"tokens_per_s", *SERVING}:
             raise ValueError(f"isl/osl describe whole requests: give tokens_per_s, ttft_ms or tpot_ms, not {given[0]}")
-        if self.isl is None and (self.ttft_ms is not None or self.engine is not None or self.max_batched_tokens is not None):
-            what = "ttft_ms" if self.ttft_ms is not None else "engine" if self.engine is not None else "max_batched_tokens"
+        whole = {"ttft_ms": self.ttft_ms is not None, "engine": self.engine is not None,
+                 "max_batched_tokens": self.max_batched_tokens is not None, "min_length_ratio": self.min_length_ratio < 1}
+        if self.isl is None and any(whole.values()):
+            what = next(k for k, v in whole.items() if v)
             raise ValueError(f"{what} is for whole requests: give isl and osl")
         if self.isl is not None and self.osl < 2 and self.tpot_ms is not None:
             raise ValueError("tpot_ms needs osl >= 2 (the time per output token after the first)")
@@ -198,9 +207,9 @@ class FactorResult(_Strict):
     @classmethod
     def _in_range(cls, v: float, info) -> float:
         name = info.data.get("name")
-        lo, hi = (0.0, HOST_MAX_US) if name in ADDITIVE else (1 / FACTOR_MAX, FACTOR_MAX)
+        lo, hi = (0.0, ADDITIVE_MAX[name]) if name in ADDITIVE else (1 / FACTOR_MAX, FACTOR_MAX)
         if not lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9):
-            unit = " µs" if name in ADDITIVE else ""
+            unit = ADDITIVE_UNIT.get(name, "")
             raise ValueError(f"{name} = {v!r}{unit} is outside [{lo:g}, {hi:g}{unit}], the range the fit can reach")
         return v
 

@@ -426,13 +426,17 @@ def _validate_silicon(profile, system, engine, model, way, sample, limit, calibr
 
         if aic_version() is None:
             fail(f"--aic-estimator: aiconfigurator's estimator is not installed: {aic.INSTALL.replace('[aic]', '[aic-dev]')}")
-    prior = _guard(read_aic, _guard(read_text, aic_results, "--aic-results"), str(aic_results)) if aic_results else None
+    from perfmodel.silicon_validate import results_version
+
+    text = _guard(read_text, aic_results, "--aic-results") if aic_results else None
+    prior = _guard(read_aic, text, str(aic_results)) if aic_results else None
     progress = None
     if fmt == Fmt.table and sys.stderr.isatty():
         progress = lambda what, i, n: typer.echo(f"\r{what}: row {i + 1}/{n}", err=True, nl=False)  # noqa: E731
     res = _guard(run_silicon, ways=ways, systems=split(system), engines=split(engine), models=split(model), sample=sample,
                  limit=limit, profile=profile[0] if profile else None, calibration=calibration, aic_results=prior,
-                 aic_live=aic_estimator, aic_out=aic_out, db=db, progress=progress)
+                 aic_live=aic_estimator, aic_out=aic_out, db=db, progress=progress,
+                 aic_results_version=results_version(text) if text else None)
     if progress:
         typer.echo("", err=True)
     _emit(res, fmt, render.silicon_csv, render.silicon_table)

@@ -378,8 +378,12 @@ def _lengths(req: Request) -> tuple[Request, tuple[tuple[int, int], ...] | None]
                     if v is not None] + (["--prefix-hit"] if req.prefix_hit else [])
     if serving_only and req.isl is None and not req.lengths_file:
         raise ProjectionError(f"{serving_only[0]} shapes serving whole requests: give --isl and --osl (or --lengths-file)")
+    if req.min_length_ratio < 1 and req.isl is None:
+        raise ProjectionError("--min-length-ratio draws each request's lengths up to --isl/--osl: give them")
     if req.isl is not None:
-        return dataclasses.replace(req, context=req.isl + req.osl // 2), None
+        r = req.min_length_ratio  # the mean of the uniform draw from floor(r x len) to len
+        isl, osl = (req.isl + int(req.isl * r)) / 2, (req.osl + int(req.osl * r)) / 2
+        return dataclasses.replace(req, context=max(1, round(isl + osl / 2) if r < 1 else req.isl + req.osl // 2)), None
     if not req.lengths_file:
         return req, None
     where = f"--lengths-file {req.lengths_file}"

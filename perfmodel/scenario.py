@@ -297,7 +297,13 @@ class Request:
     osl: Annotated[PosInt | None, Cli(("--osl",), "Output tokens per request (with --isl).")] = None
     lengths_file: Annotated[str | None, Cli(("--lengths-file",), "A JSON list of [isl, osl] pairs the requests draw from (a "
                                                                  "ShareGPT sample), instead of --isl/--osl.")] = None
-    seed: Annotated[int, Field(ge=0, strict=True), Cli(("--seed",), "Seed of the lengths drawn from --lengths-file.")] = 0
+    seed: Annotated[int, Field(ge=0, strict=True), Cli(("--seed",), "Seed of the lengths drawn from --lengths-file "
+                                                                 "or --min-length-ratio.")] = 0
+    min_length_ratio: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False),
+                                Cli(("--min-length-ratio",), "Each request's input and output lengths drawn uniformly "
+                                                             "from this share of --isl/--osl up to them, as InferenceX's "
+                                                             "benchmark_serving.py --random-range-ratio draws them (1: "
+                                                             "fixed lengths).")] = 1.0
     engine: Annotated[EngineKind, Cli(("--engine",), "Serving engine whose scheduler forms the steps: vllm | sglang | trtllm "
                                                      "(its default token budget and prefill policy).")] = "vllm"
     max_batched_tokens: Annotated[PosInt | None, Cli(("--max-batched-tokens",), "Token budget of a step (vLLM "
@@ -348,7 +354,7 @@ class Request:
     def _paths(cls, v: Any) -> Any:
         return str(v) if isinstance(v, Path) else v
 
-    @field_validator("host_cpu_factor", "acceptance_length", "request_rate", "prefix_hit", mode="before")
+    @field_validator("host_cpu_factor", "acceptance_length", "request_rate", "prefix_hit", "min_length_ratio", mode="before")
     @classmethod
     def _number(cls, v: Any) -> Any:
         if v is None:

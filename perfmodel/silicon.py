@@ -21,6 +21,13 @@ predict_silicon_sample.py` pass a row's fields to `aiconfigurator.cli.api.cli_es
                      experts' (empty: the checkpoint's own, as aiconfigurator infers it)
   silicon_ttft_ms,   the benchmark's mean time to first token and mean time per output token
   silicon_tpot_ms    (aiconfigurator compares its `ttft`/`tpot` estimates with them)
+  silicon_data_source  where the row was measured. InferenceX's runs ('db-dump/...; config_id=',
+                     or 'source_file=<date>.csv; model=...; wip=...') send 10 x C requests of the
+                     random dataset, C in flight, all at once after a warm-up, each request's
+                     input and output lengths drawn uniformly from 0.8 x isl/osl to isl/osl
+                     (perfmodel/model/SOURCES.md [V6], [V10]): `min_length_ratio` 0.8. The other
+                     rows (aiconfigurator's own gap-analysis runs) do not say how their lengths
+                     were drawn: fixed.
 
 Layouts (`perfmodel.scenario`): attention TP with experts TP (`tp`: moe_tp = tp, moe_ep = 1),
 attention TP with experts EP (`tp+ep`: moe_ep = tp, moe_tp = 1), data-parallel attention with
@@ -84,6 +91,11 @@ MODELS: dict[str, Checkpoint] = {
 }
 
 
+# InferenceX's runs: its database dump, or its dated CSV exports (a `wip=` flag in the note)
+_INFERENCEX = re.compile(r"db-dump/|source_file=\d{4}-\d{2}-\d{2}\.csv;.*\bwip=")
+INFERENCEX_RANGE_RATIO = 0.8  # RANDOM_RANGE_RATIO of InferenceX's benchmark workflows (SOURCES.md [V10])
+
+
 class SiliconError(ValueError):
     """The sample cannot be read: one line."""
 
@@ -111,7 +123,12 @@ class Row:
     moe_ep_size: int
     ttft_ms: float  # measured mean TTFT
     tpot_ms: float  # measured mean TPOT
-    source: str = ""  # silicon_data_source: the collection the row came from, and its notes
+    source: str = ""  # silicon_data_source: where and how the row was measured
+
+    @property
+    def min_length_ratio(self) -> float:
+        """The share of isl/osl the benchmark drew each request's lengths from (module docstring)."""
+        return INFERENCEX_RANGE_RATIO if _INFERENCEX.match(self.source) else 1.0
 
     @property
     def concurrency(self) -> int:
@@ -197,7 +214,8 @@ class Expressed:
         """The serving request (`perfmodel project --isl --osl --engine ...`); `kw` sets other
         scenario fields (profile, calibration, ...)."""
         return Request(target=self.target, gpus=self.gpus, model=self.model, parallel=self.parallel,
-                       concurrency=[self.concurrency], isl=self.row.isl, osl=self.row.osl, engine=self.engine,
+                       concurrency=[self.concurrency], isl=self.row.isl, osl=self.row.osl,
+                       min_length_ratio=self.row.min_length_ratio, engine=self.engine,
                        dtypes=dict(self.dtypes) or None, max_batched_tokens=self.max_batched_tokens, **kw)
 
     def describe(self) -> str:

@@ -278,34 +278,31 @@ def run_aic(rows: Iterable[silicon.Row], out: Path | None = None,
     return res
 
 
-def _estimator_version(aic_res: dict | None) -> str | None:
-    """The estimator version of the results beside perfmodel's: the one their file names, else the installed one."""
-    if not aic_res:
+def results_version(text: str) -> str | None:
+    """The estimator's version a `run_aic` results file names in its '# {...}' header line (None
+    without one): the version that priced the rows, whether or not it is installed here."""
+    first = text.lstrip().partition("\n")[0]
+    if not first.startswith("#"):
         return None
-    return next((r["aiconfigurator"] for r in aic_res.values() if r.get("aiconfigurator")), None) or aic_version()
+    try:
+        head = parse_json(first[1:].strip(), "--aic-results header", finite=False)
+    except InputError:
+        return None
+    v = head.get("aiconfigurator") if isinstance(head, dict) else None
+    return v if isinstance(v, str) else None
 
 
 def read_aic(text: str, source: str = "--aic-results") -> dict[str, dict]:
     """Results written by `run_aic` (JSON lines; lines that are not records, such as a header
-    starting with '#', are skipped). A JSON header naming the estimator's version
-    (`# {"aiconfigurator": "0.12.0", ...}`, as `evidence/silicon-validation/run_aic.py` writes it)
-    puts it on each record as `aiconfigurator`: the version that priced them, installed or not."""
+    starting with '#', are skipped); the estimator's version its header names is `results_version`'s."""
     out = {}
-    version = None
     for i, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
-        if line.startswith("#"):
-            try:
-                head = parse_json(line[1:].strip(), f"{source} line {i}", finite=False)
-                version = head.get("aiconfigurator", version) if isinstance(head, dict) else version
-            except InputError:
-                pass  # a comment
-            continue
-        if not line:
+        if not line or line.startswith("#"):
             continue
         try:
             rec = parse_json(line, f"{source} line {i}", finite=False)
-            out[rec["id"]] = {k: v for k, v in rec.items() if k != "id"} | ({"aiconfigurator": version} if version else {})
+            out[rec["id"]] = {k: v for k, v in rec.items() if k != "id"}
         except (InputError, KeyError, TypeError, AttributeError):
             raise silicon.SiliconError(f"{source} line {i}: not a result line of the estimator") from None
     return out
@@ -330,7 +327,7 @@ def select(rows: list[silicon.Row], *, systems=None, engines=None, models=None) 
 def run_silicon(*, ways: list[str], systems=None, engines=None, models=None, sample: int | None = None,
                 limit: int | None = None, profile: str | None = None, calibration: str | None = None,
                 aic_results: dict[str, dict] | None = None, aic_live: bool = False, aic_out: Path | None = None,
-                db: aic.Database | None = None, progress=None) -> dict:
+                db: aic.Database | None = None, progress=None, aic_results_version: str | None = None) -> dict:
     """The silicon table (module docstring) as a dict: counts, reasons, per-group statistics of
     each way (and of aiconfigurator's estimator beside them), and every row's figures."""
     for w in ways:
@@ -374,8 +371,9 @@ def run_silicon(*, ways: list[str], systems=None, engines=None, models=None, sam
             if src in p["errors"]:
                 c[silicon.reason_kind(p["errors"][src])] += 1
         unpriced[src] = dict(sorted(c.items(), key=lambda kv: -kv[1]))
+    aic_ver = (aic_version() if aic_live else aic_results_version or aic_version()) if aic_res else None
     return {
-        "database": f"{aic.PACKAGE} {db.version}", "aiconfigurator": _estimator_version(aic_res),
+        "database": f"{aic.PACKAGE} {db.version}", "aiconfigurator": aic_ver,
         "profile": profile or "embedded", "calibration": calibration, "ways": list(ways),
         "counts": {"agg_rows": len(rows), "rows_of_models_and_systems_with_specs": len(have),
                    "expressed": len(expressed), "expressed_share_of_those": len(expressed) / len(have) if have else None,

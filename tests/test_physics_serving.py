@@ -129,6 +129,50 @@ def test_speculation_advances_tau_tokens_per_verify_step():
     assert p.itl_ms.mean == pytest.approx(10.0)
 
 
+def test_lengths_drawn_between_the_min_ratio_and_the_given_lengths():
+    """--min-length-ratio 0.8 (InferenceX's random dataset): every request's prompt and output
+    lie in [floor(0.8 x len), len], their means near 0.9 x len; ratio 1 keeps them fixed."""
+    pj = _pj()
+    wl = Workload(isl=1000, osl=50, min_length_ratio=0.8, concurrency=4, n_requests=400, seed=3)
+    p = simulate(pj.model, pj.machine, pj.layout, wl, VLLM, pricer=StubPricer(), kv_tokens=10**6)
+    fixed = simulate(pj.model, pj.machine, pj.layout, wl.model_copy(update={"min_length_ratio": 1.0}), VLLM,
+                     pricer=StubPricer(), kv_tokens=10**6)
+    # the stub's steps cost the same whatever their lengths: the output tokens alone set the duration
+    assert p.tokens_per_s * p.duration_s == pytest.approx(400 * 45, rel=0.03)  # mean osl 0.9 x 50
+    assert fixed.tokens_per_s * fixed.duration_s == 400 * 50
+    with pytest.raises(ValidationError, match="min_length_ratio"):
+        Workload(lengths=((10, 2),), min_length_ratio=0.5, concurrency=1)
+
+
+def test_staggered_arrivals_wait_less_than_a_burst(llama):
+    """Closed loop with fixed lengths: every request of a wave finishes in the same step and the
+    next C prompts arrive at once, each waiting for the others' prefill. Output lengths drawn
+    from 0.8 x osl to osl spread the finishes, the arrivals with them: the mean TTFT falls,
+    towards one prompt's prefill step, while the TPOT barely moves (InferenceX's rows)."""
+    wl = Workload(isl=2048, osl=256, concurrency=32)
+    burst = simulate(llama.model, llama.machine, llama.layout, wl, engine_defaults("vllm", llama.gpu))
+    spread = simulate(llama.model, llama.machine, llama.layout, wl.model_copy(update={"min_length_ratio": 0.8}),
+                      engine_defaults("vllm", llama.gpu))
+    assert spread.ttft_ms.mean < 0.6 * burst.ttft_ms.mean
+    assert spread.tpot_ms.mean == pytest.approx(burst.tpot_ms.mean, rel=0.25)
+
+
+def test_a_first_token_wait_of_k_steps_adds_k_decode_steps_to_the_ttft_only():
+    """A calibration's `engine_ttft_steps` k: each request's first token (and every later one)
+    reaches the client k of its own decode steps later. On the stub (10 ms decode steps) TTFT and
+    e2e grow by 10 k ms; the TPOT does not move."""
+    from dataclasses import replace
+
+    pj = _pj()
+    wl = Workload(isl=100, osl=5, concurrency=1, n_requests=2)
+    base = simulate(pj.model, pj.machine, pj.layout, wl, VLLM, pricer=StubPricer(), kv_tokens=10**6)
+    mach = replace(pj.machine, overheads=replace(pj.machine.overheads, engine_ttft_steps=2.5))
+    p = simulate(pj.model, mach, pj.layout, wl, VLLM, pricer=StubPricer(), kv_tokens=10**6)
+    assert p.ttft_ms.mean == pytest.approx(base.ttft_ms.mean + 25.0)
+    assert p.e2e_latency_ms.mean == pytest.approx(base.e2e_latency_ms.mean + 25.0)
+    assert p.tpot_ms.mean == pytest.approx(base.tpot_ms.mean) == pytest.approx(10.0)
+
+
 # ----------------------------------------------------------------------------- physics
 
 @pytest.fixture(scope="module")

@@ -62,7 +62,9 @@ def test_project_serving_options_and_errors(tmp_path):
     bad.write_text("[[1, 0]]")
     for args, word in ((("--isl", "1024"), "--osl"), (("--max-batched-tokens", "512"), "--isl"),
                        (("--lengths-file", str(bad)), "--lengths-file"), (("--isl", "8", "--osl", "8", "--engine", "tgi"), "--engine"),
-                       (("--isl", "8", "--osl", "8", "--prefix-hit", "1"), "--prefix-hit")):
+                       (("--isl", "8", "--osl", "8", "--prefix-hit", "1"), "--prefix-hit"),
+                       (("--min-length-ratio", "0.8"), "--min-length-ratio"),
+                       (("--isl", "8", "--osl", "8", "--min-length-ratio", "1.5"), "--min-length-ratio")):
         r = _run("project", "--concurrency", "1", *args)
         assert r.exit_code == 2 and word in r.output and "Traceback" not in r.output, (args, r.output)
     with pytest.raises(ProjectionError):

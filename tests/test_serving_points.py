@@ -42,6 +42,27 @@ def test_a_serving_point_is_the_simulation_mean_or_median():
     assert s.predict(Factors(values={HOST: 400.0})) - s.predict(Factors()) == pytest.approx(0.4, rel=0.02)
 
 
+def test_the_first_token_wait_moves_ttft_points_only():
+    """`engine_ttft_steps` is a key of a point with a TTFT only: a TPOT point neither depends on
+    it nor is moved by it. A TTFT point at C = 1 grows by k of its own decode steps (its TPOT)."""
+    from perfmodel.model.calibration import TTFT_STEPS
+
+    s, t = (prepare(0, q, PROFILE) for q in _pt(concurrency=1, ttft_ms=50.0, tpot_ms=10.0).singles())
+    assert TTFT_STEPS in t.keys and TTFT_STEPS not in s.keys
+    tpot = s.predict(Factors())
+    assert s.predict(Factors(values={TTFT_STEPS: 4.0})) == pytest.approx(tpot, rel=1e-12)
+    assert t.predict(Factors(values={TTFT_STEPS: 4.0})) - t.predict(Factors()) == pytest.approx(4 * tpot, rel=1e-6)
+    assert t.prior[TTFT_STEPS] > 0
+
+
+def test_drawn_lengths_reach_a_serving_point():
+    """`min_length_ratio` on a point draws its requests' lengths as the benchmark did: the mean
+    prompt shrinks (0.9 x isl) and so does the TTFT at C = 1."""
+    fixed = prepare(0, _pt(isl=8000, concurrency=1, ttft_ms=100.0), PROFILE).predict(Factors())
+    drawn = prepare(0, _pt(isl=8000, concurrency=1, ttft_ms=100.0, min_length_ratio=0.8), PROFILE).predict(Factors())
+    assert 0.8 * fixed < drawn < 0.97 * fixed
+
+
 def test_max_batched_tokens_is_the_schedulers_budget():
     """A smaller step budget chunks a prompt into more prefill steps: TTFT at C=1 grows."""
     big = prepare(0, _pt(isl=8000, concurrency=1, ttft_ms=100.0), PROFILE).predict(Factors())

@@ -37,6 +37,28 @@ def test_rows_are_read_typed_with_their_measurements(rows):
     assert r.ttft_ms > 0 and r.tpot_ms > 0
 
 
+def test_inferencex_rows_draw_their_lengths_from_08_of_isl_and_osl(rows):
+    """InferenceX's runs (its database dump and its dated CSV exports) use the random dataset with
+    RANDOM_RANGE_RATIO 0.8; aiconfigurator's own gap-analysis runs say nothing: fixed lengths."""
+    for prefix in ("dsr1_h200_sglang_fp8_agg_1024x1024_c4_cfg81", "2026_03_25_gpt_oss_120b_h100_sxm_vllm"):
+        r = _row(rows, prefix)
+        assert r.min_length_ratio == 0.8
+        assert silicon.express(r).request().min_length_ratio == 0.8
+    gap = _row(rows, "meta_llama_llama_3_1_8b_instruct_meta_llama_llama_3_1_8b_instruct_h100_sxm_trtllm")
+    assert gap.min_length_ratio == 1.0 and silicon.express(gap).request().min_length_ratio == 1.0
+
+
+def test_the_estimators_version_comes_from_its_results_header():
+    """--aic-results names the version that priced the rows in its header line; a file without
+    one names none."""
+    from perfmodel.silicon_validate import results_version
+
+    head = '# {"command": "run_aic.py 4", "aiconfigurator": "0.12.0", "rows": 1}\n{"id": "x", "error": "e"}\n'
+    assert results_version(head) == "0.12.0"
+    assert results_version('{"id": "x", "error": "e"}\n') is None
+    assert results_version("# not json\n") is None
+
+
 def test_only_agg_rows_by_default(db):
     modes = {r.mode for r in silicon.load_rows(db)}
     assert modes == {"agg"}
@@ -334,12 +356,3 @@ def test_accuracy_rows_of_a_silicon_run():
     assert silicon_rows(res)[0][4] is True
     res["seconds_per_row"]["local"] = 0.6
     assert silicon_rows(res)[0][4] is False  # slower than 0.5 s a row
-
-
-def test_saved_estimator_results_carry_the_version_their_header_names():
-    from perfmodel.silicon_validate import _estimator_version, read_aic
-
-    text = '# {"command": "run_aic.py 4", "aiconfigurator": "0.12.0"}\n{"id": "a", "ttft_ms": 1.0, "tpot_ms": 2.0}\n'
-    res = read_aic(text)
-    assert res["a"]["aiconfigurator"] == "0.12.0" and _estimator_version(res) == "0.12.0"
-    assert "aiconfigurator" not in read_aic('# a comment\n{"id": "a", "ttft_ms": 1.0, "tpot_ms": 2.0}\n')["a"]

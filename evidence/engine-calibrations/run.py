@@ -29,11 +29,13 @@ from perfmodel.request import resolve_profile
 from perfmodel.silicon_validate import error_stats
 
 ROOT = Path(__file__).resolve().parents[2]
-# The engine beyond its kernels: its host work per step. The per-op rows underneath are the
-# engine's own kernels on the row's system, so kernel factors are left at 1: fitted beside the
-# host term on a few rows per engine they moved far (SGLang's bw.gemm x0.15) and carried worse to
-# held-out models (run_five_factors_sglang_6a02438.txt: TPOT leave-one-model-out median +166%).
-FACTORS = ["engine_host_us"]
+# The engine beyond its kernels: its host work per step, and its wait before a prompt's first
+# token (in decode steps: the scheduler settings the rows do not record, InferenceX's TRT-LLM
+# batch waiting and SGLang scheduler_recv_interval). The per-op rows underneath are the engine's
+# own kernels on the row's system, so kernel factors are left at 1: fitted beside the host term on
+# a few rows per engine they moved far (SGLang's bw.gemm x0.15) and carried worse to held-out
+# models (run_five_factors_sglang_6a02438.txt: TPOT leave-one-model-out median +166%).
+FACTORS = ["engine_host_us", "engine_ttft_steps"]
 
 
 def sha() -> str:
@@ -64,7 +66,8 @@ def points_for(expressed, folder: Path, db, local) -> tuple[list[ObservedPoint],
             paths[key] = p
         try:
             pt = ObservedPoint(target=e.target, gpus=e.gpus, model=e.model, parallel=e.parallel,
-                               concurrency=e.concurrency, isl=r.isl, osl=r.osl, engine=e.engine,
+                               concurrency=e.concurrency, isl=r.isl, osl=r.osl, min_length_ratio=r.min_length_ratio,
+                               engine=e.engine,
                                dtypes=dict(e.dtypes) or None, max_batched_tokens=e.max_batched_tokens, profile=str(paths[key]),
                                ttft_ms=r.ttft_ms, tpot_ms=r.tpot_ms, label=f"{r.id} [{r.system} {version}]")
             prepare(len(out), pt.singles()[0], local)  # refused as the fit would refuse it: kept out, with the reason
@@ -79,6 +82,7 @@ def main() -> None:
     ap.add_argument("--per-group", type=int, default=2)
     ap.add_argument("--engines", default="vllm,sglang,trtllm")
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--held-out", default="gpu,model", help="the leave-one-out fits run: gpu, model or both")
     a = ap.parse_args()
     db = aic.Database.installed()
     local = resolve_profile(None)
@@ -96,7 +100,7 @@ def main() -> None:
                 print(f"  skipped {s}")
             versions = sorted({p.label.split()[-1].rstrip("]") for p in pts})
             runs = {}
-            for held in ("gpu", "model"):
+            for held in a.held_out.split(","):
                 inp = CalibrationInput(engine=f"{engine} (aiconfigurator-core {db.version} silicon sample; versions "
                                               f"{', '.join(versions)})", points=pts, factors=FACTORS, held_out=held)
                 t0 = time.perf_counter()

@@ -16,6 +16,10 @@ plus an additive per-step engine host term:
   engine_draft_host_us  the engine's host work per draft forward that the GPU does not hide
                      (its drafting loop between the forwards), µs, additive and ≥ 0 —
                      points of chain drafters only (EAGLE-3, MTP: k forwards per step)
+  engine_ttft_steps  the engine's wait before a prompt's first token reaches the client, in the
+                     request's own decode steps (scheduler settings a serving figure does not
+                     record: TRT-LLM's batch waiting, SGLang's scheduler_recv_interval), additive
+                     and ≥ 0 — serving points with a TTFT only
 
 groups: attention (MLA, GQA decode, q = 1), attention_verify (q > 1: tree / chain verification,
 often another kernel in an engine), moe (W4A16, bf16), gemm (dense GEMMs, lm_head), elementwise.
@@ -34,7 +38,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from perfmodel.calibration_schema import ADDITIVE, DRAFT_HOST, FAMILIES, GROUPS, HOST  # noqa: F401 (the factor names, declared with the schema)
+from perfmodel.calibration_schema import (  # noqa: F401 (the factor names, declared with the schema)
+    ADDITIVE,
+    ADDITIVE_MAX,
+    DRAFT_HOST,
+    FAMILIES,
+    GROUPS,
+    HOST,
+    TTFT_STEPS,
+)
 from perfmodel.kernel_classes import of_key
 from perfmodel.model.machine import CollectiveLaw, Machine
 
@@ -107,9 +119,10 @@ def calibrated(mach: Machine, f: Factors) -> Machine:
                  launch_eager_call_us={c: v * fl for c, v in o.launch_eager_call_us.items()},
                  rel_unc_node=unc_node, engine_host_us=f.get(HOST),
                  engine_host_sigma_us=f.sigma.get(HOST, 0.0), engine_draft_host_us=f.get(DRAFT_HOST),
-                 engine_draft_host_sigma_us=f.sigma.get(DRAFT_HOST, 0.0),
+                 engine_draft_host_sigma_us=f.sigma.get(DRAFT_HOST, 0.0), engine_ttft_steps=f.get(TTFT_STEPS),
                  rule=o.rule + f"; calibrated: launch x {fl:.3g}, engine host {f.get(HOST):.0f} us/step"
-                 + (f" + {f.get(DRAFT_HOST):.0f} us/draft forward" if DRAFT_HOST in f.values else ""))
+                 + (f" + {f.get(DRAFT_HOST):.0f} us/draft forward" if DRAFT_HOST in f.values else "")
+                 + (f", first token after {f.get(TTFT_STEPS):.1f} more steps" if TTFT_STEPS in f.values else ""))
     return replace(mach, laws=laws, overheads=ov, **coll)
 
 

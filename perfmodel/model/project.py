@@ -322,8 +322,8 @@ class Projector:
         if pt.budget:
             spec = SpecDecode(width=pt.budget + 1, tau=min(pt.tau, pt.budget + 1.0), draft=True,
                               tree_budget=pt.budget if r.spec == "ddtree" else 0)
-        wl = Workload(isl=r.isl, osl=r.osl, lengths=rs.lengths, seed=r.seed, concurrency=pt.concurrency,
-                      request_rate=r.request_rate, prefix_hit=r.prefix_hit, spec=spec)
+        wl = Workload(isl=r.isl, osl=r.osl, lengths=rs.lengths, min_length_ratio=r.min_length_ratio, seed=r.seed,
+                      concurrency=pt.concurrency, request_rate=r.request_rate, prefix_hit=r.prefix_hit, spec=spec)
         sp = simulate(self.model, self.machine, self.layout, wl, eng, graph=r.graphs, tree_impl=r.tree_build)
         err = self.model_error()
 

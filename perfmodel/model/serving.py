@@ -1,8 +1,11 @@
 """Serving at a workload: continuous batching over the step model, as a serving benchmark sees it.
 
 Requests arrive to keep C in flight (closed loop, as `vllm bench serve --max-concurrency C
---request-rate inf`) or at a request rate (Poisson), with input/output lengths fixed or drawn
-from a list of (isl, osl) pairs with a seed. Each engine step is formed as the engine's
+--request-rate inf`) or at a request rate (Poisson), with input/output lengths fixed, drawn
+uniformly from a share of them up to them (`min_length_ratio`, InferenceX's random dataset:
+[V10]), or drawn from a list of (isl, osl) pairs with a seed. With fixed lengths a closed loop
+runs in waves (every request of a wave finishes in the same step, and the next C prompts arrive
+at once); drawn output lengths spread the finishes and the arrivals with them. Each engine step is formed as the engine's
 scheduler forms it (`Engine`: a token budget, chunked or whole prefills, prefills sharing the
 step with decodes or not) and priced by `step.batch_estimate`. Out come the figures users read,
 defined as `vllm bench serve` defines them (perfmodel/model/SOURCES.md [V1]):
@@ -147,6 +150,9 @@ class Workload(BaseModel):
     osl: int | None = Field(None, ge=1, description="output tokens per request")
     lengths: tuple[tuple[int, int], ...] | None = Field(None, min_length=1,
                                                         description="(isl, osl) pairs each request draws from")
+    min_length_ratio: float = Field(1.0, gt=0.0, le=1.0, description="each request's input and output lengths drawn "
+                                    "uniformly from [floor(r x isl), isl] and [floor(r x osl), osl] (1: fixed; "
+                                    "perfmodel/model/SOURCES.md [V10])")
     seed: int = 0
     concurrency: int | None = Field(None, ge=1, description="requests in flight at most (closed loop)")
     request_rate: float | None = Field(None, gt=0, description="requests/s, Poisson arrivals")
@@ -162,6 +168,8 @@ class Workload(BaseModel):
             raise ValueError("give either isl/osl or a list of (isl, osl) lengths")
         if self.lengths is not None and any(i < 1 or o < 1 for i, o in self.lengths):
             raise ValueError("every (isl, osl) pair needs isl >= 1 and osl >= 1")
+        if self.min_length_ratio < 1 and self.isl is None:
+            raise ValueError("a min_length_ratio below 1 draws around isl/osl: give them, not a list of lengths")
         if self.concurrency is None and self.request_rate is None:
             raise ValueError("give a concurrency, a request rate or both")
         if self.concurrency is None and self.n_requests is None:
@@ -335,7 +343,14 @@ def simulate(model: ModelSpec, machine: Machine, layout: Layout, workload: Workl
         kv_tokens = kv_capacity_tokens(model, machine.gpu, layout, drafter=bool(sp and sp.draft))
     R = wl.requests
     rng = random.Random(wl.seed)
-    pairs = [rng.choice(wl.lengths) for _ in range(R)] if wl.lengths else [(wl.isl, wl.osl)] * R
+    if wl.lengths:
+        pairs = [rng.choice(wl.lengths) for _ in range(R)]
+    elif wl.min_length_ratio < 1:  # as InferenceX's benchmark_serving.py samples them (SOURCES.md [V10])
+        r = wl.min_length_ratio
+        pairs = [(rng.randint(max(1, int(wl.isl * r)), wl.isl), rng.randint(max(1, int(wl.osl * r)), wl.osl))
+                 for _ in range(R)]
+    else:
+        pairs = [(wl.isl, wl.osl)] * R
     isl = np.array([p[0] for p in pairs], dtype=np.int64)
     osl = np.array([p[1] for p in pairs], dtype=np.int64)
     need = isl + osl + (W - 1)  # KV tokens a request holds at most
@@ -502,6 +517,11 @@ def simulate(model: ModelSpec, machine: Machine, layout: Layout, workload: Workl
     e2e = finish - arrival
     many = osl > 1
     tpot = (e2e[many] - ttft[many]) / (osl[many] - 1)
+    wait = machine.overheads.engine_ttft_steps
+    if wait > 0:  # a calibration's first-token wait: k of the request's own decode steps, every later token shifted alike
+        step = np.full(R, float(np.mean(tpot)) if tpot.size else 0.0) * tau
+        step[many] = tpot * tau
+        ttft, e2e = ttft + wait * step, e2e + wait * step
     duration = float(np.max(finish) - np.min(sched))
     tps = float(osl.sum()) / (duration / 1e6)
     st = _stat(tpot / 1e3)
