@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from perfmodel.calibration_schema import ObservedPoint
 from perfmodel.inputs import load_yaml, parse_yaml, validated
-from perfmodel.silicon import NotExpressible
+from perfmodel.silicon import INFERENCEX_RANGE_RATIO, NotExpressible
 
 DATA = "published_serving.yaml"
 RUN_URL = "https://github.com/SemiAnalysisAI/InferenceX/actions/runs/"
@@ -228,6 +228,12 @@ def _layout(s: Setup) -> str:
                          "and dp-attn+ep (experts over as many GPUs as attention)")
 
 
+def _length_ratio(source: str) -> float:
+    """The share of isl/osl each request's lengths were drawn from: InferenceX's benchmark draws
+    them uniformly from 0.8 x isl/osl up to isl/osl (`perfmodel.silicon.INFERENCEX_RANGE_RATIO`)."""
+    return INFERENCEX_RANGE_RATIO if source == "inferencex" else 1.0
+
+
 def express(p: Published) -> ObservedPoint:
     """The point as an observed serving point (mean TTFT and TPOT in ms), or `NotExpressible`."""
     s = p.setup
@@ -249,7 +255,7 @@ def express(p: Published) -> ObservedPoint:
     parallel = _layout(s)
     q = p.point
     return ObservedPoint(target=gpu, gpus=s.tp, model=ck.preset, parallel=parallel, dtypes=dict(ck.dtypes) or None,
-                         isl=q.isl, osl=q.osl, engine=engine,
+                         isl=q.isl, osl=q.osl, engine=engine, min_length_ratio=_length_ratio(s.source),
                          max_batched_tokens=trtllm_budget(q.isl, q.conc) if engine == "trtllm" else None,
                          concurrency=q.conc, ttft_ms=q.mean_ttft_s * 1e3, tpot_ms=q.mean_tpot_s * 1e3, label=p.id)
 
