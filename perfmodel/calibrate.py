@@ -31,10 +31,17 @@ from pathlib import Path
 from typing import Literal
 
 from perfmodel.calibration_schema import (  # noqa: F401 (the file schemas, re-exported)
+    ADDITIVE,
+    ADDITIVE_MAX,
+    DRAFT_HOST,
     FACTOR_MAX,
+    FAMILIES,
     FIGURES,
+    GROUPS,
+    HOST,
     HOST_MAX_US,
     REL_SIGMA,
+    TTFT_STEPS,
     BenchRecord,
     CalibrationInput,
     CalibrationResult,
@@ -46,14 +53,7 @@ from perfmodel.calibration_schema import (  # noqa: F401 (the file schemas, re-e
 from perfmodel.errors import ProjectionError
 from perfmodel.inputs import InputError, NotJSON, load_json, load_yaml, parse_json, read_text, validated, validation_line
 from perfmodel.model.calibration import (
-    ADDITIVE,
-    ADDITIVE_MAX,
-    DRAFT_HOST,
-    FAMILIES,
-    GROUPS,
-    HOST,
     OUTSIDE,
-    TTFT_STEPS,
     VERIFY,
     Factors,
     calibrated,

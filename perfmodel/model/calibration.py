@@ -38,15 +38,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from perfmodel.calibration_schema import (  # noqa: F401 (the factor names, declared with the schema)
-    ADDITIVE,
-    ADDITIVE_MAX,
-    DRAFT_HOST,
-    FAMILIES,
-    GROUPS,
-    HOST,
-    TTFT_STEPS,
-)
+from perfmodel.calibration_schema import ADDITIVE, DRAFT_HOST, FAMILIES, HOST, TTFT_STEPS  # the factor names, declared with the schema
 from perfmodel.kernel_classes import of_key
 from perfmodel.model.machine import CollectiveLaw, Machine
 
