@@ -188,10 +188,13 @@ def _streaming_rate(bw_fit: float, read_src: float, roof_t: float, slot_ratio: f
     """A bandwidth-bound law carried to another GPU (Little's law): the fit's rate is the
     source's read ceiling in series with the rate its bytes in flight sustain,
     1/bw_fit = 1/read_src + 1/C; on the target that in-flight rate scales with the SMs and
-    the ceiling is `roof_t`. Returns (target rate, C); C is infinite for a fit at the ceiling,
-    and on the profile's own GPU (roof_t = read_src, slot_ratio 1) the rate is the fit's."""
+    the ceiling is `roof_t`. Returns (target rate, C); C is infinite for a fit at or above the
+    ceiling, which scales with it; on the profile's own GPU (roof_t = read_src, slot_ratio 1)
+    the rate is the fit's."""
     gap = 1.0 / bw_fit - 1.0 / read_src
-    conc = 1.0 / gap if gap > 0 else math.inf
+    if gap <= 0:  # at or above the read ceiling (a fit between it and the datasheet peak): scaled with it
+        return bw_fit * roof_t / read_src, math.inf
+    conc = 1.0 / gap
     return 1.0 / (1.0 / roof_t + 1.0 / (conc * slot_ratio)), conc
 
 
