@@ -55,3 +55,50 @@ def test_rule_text_names_the_in_flight_rate():
     # the H200 fit is short of its ceiling, so on the H100 it keeps a larger share of the roof
     fit = prof.fits["moe_w4a16"].bw_GBps
     assert law.bw_GBps > fit * h100.memory.bandwidth_GBps.value / h200.memory.bandwidth_GBps.value
+
+
+def _moe_op(T: int):
+    """The embedded profile's own W4A16 MoE bench shape (Kimi, TP8 slice) at T tokens."""
+    from perfmodel.model.lookup import Probe
+    from perfmodel.model.ops import Op
+
+    E, k, H, I = 384, 8, 7168, 256
+    hit = E * (1 - (1 - k / E) ** T)
+    nbytes = hit * 3 * H * I * 0.5 * (1 + 2 / 32)
+    return Op("routed_experts", "moe", "moe_w4a16", bytes=nbytes, flops=2.0 * T * k * 3 * H * I, count=1,
+              probe=Probe("moe", (("shape", "kimi_tp8_I256"),), "T", T, "triton_w4a16"))
+
+
+def test_overlap_share_carried_to_another_gpu_only():
+    """An op whose sample sits above its law on the profile's GPU keeps, on another GPU, that
+    share of its shorter roof term in series (never more than the whole shorter term); on the
+    profile's own GPU the sample prices it as before."""
+    from dataclasses import replace
+
+    from perfmodel.model.ops import estimate
+    from perfmodel.model.step import _with_overlap
+
+    prof = resolve_profile(None)
+    mk = registry.load_memory_kinds()
+    h200, h100 = registry.load_gpu("h200"), registry.load_gpu("h100")
+    other = build_machine(h100, 1, None, prof, h200, mk)
+    op = _moe_op(256)
+    law = estimate(op, other.law(op), other.flops_scale(op.compute_dtype))
+    with_share = _with_overlap(op, other, law)
+    assert law.total_us <= with_share.total_us <= law.total_us + min(law.memory_us, law.compute_us) + 1e-9
+    # a sample no higher than its law adds nothing
+    low = replace(other, table=_Table(0.0))
+    assert _with_overlap(op, low, law).total_us == law.total_us
+    # a sample far above its law adds the whole shorter term, no more
+    high = replace(other, table=_Table(1e9))
+    assert _with_overlap(op, high, law).total_us == pytest.approx(law.total_us + min(law.memory_us, law.compute_us))
+    # no sample of the op: the law alone
+    assert _with_overlap(op, replace(other, table=_Table(None)), law).total_us == law.total_us
+
+
+class _Table:
+    def __init__(self, us):
+        self.us = us
+
+    def lookup(self, probe):
+        return self.us

@@ -19,6 +19,11 @@ One rule per kind of term, each with its stated uncertainty (relative, 1σ):
   compute-bound     F_t = F_fit · peak_t(dtype) / peak_s(dtype); unc 15% across architectures
   measured samples  where the profile timed the very op (same kernel and shape), its sample
                     is used on the profile's own GPU (lookup.py; unc 5%); other GPUs use the laws
+  overlap           the laws price max(memory, compute); a sample above its law on the profile
+                    GPU shows how much of the shorter term the kernel did not overlap (alpha =
+                    (sample - law) / min(memory, compute), clipped to [0, 1]: W4A16 dequant,
+                    MLA verify at q > 1). On another GPU the op adds alpha x min(memory,
+                    compute) of its own terms (step._with_overlap; evidence/h100-profile/)
   per-unit rate     (unsplit kernels, KernelFit.unit_GBps) one SM's stream: latency-bound, carried
                     unchanged like the floor; the units run in waves over the target's SMs
   latency floor     t0 carried unchanged (a per-kernel GPU-side floor, similar across recent
