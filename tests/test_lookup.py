@@ -57,13 +57,19 @@ def test_measured_op_on_profile_gpu_only():
     bw_t = min(1 / (1 / (read * bw_ratio) + 1 / (in_flight * slots)),
                b.memory.bandwidth_GBps.value * b.memory.streaming_fraction(mk))
     # the fit's floor holds the op's graph node (shown apart as dispatch)
-    law_t = f.t0_us + max(op.bytes / (bw_t * 1e3), op.flops / (f.tflops * f_ratio * 1e6))
+    mem_t, comp_t = op.bytes / (bw_t * 1e3), op.flops / (f.tflops * f_ratio * 1e6)
+    law_t = f.t0_us + max(mem_t, comp_t)
     from perfmodel.model.step import _Acc, _price_ops
 
-    for pj, want in ((pj_same, sample), (pj_b300, law_t)):
+    def price(pj):
         acc = _Acc()
         _price_ops(acc, pj.machine, [op])
-        assert sum(acc.by_comp.values()) == pytest.approx(want, rel=1e-9)
+        return sum(acc.by_comp.values())
+
+    assert price(pj_same) == pytest.approx(sample, rel=1e-9)
+    # on the B300 the law, plus at most the whole shorter roof term (the share the H200 sample
+    # did not overlap: tests/test_physics_streaming_transfer.py)
+    assert law_t * (1 - 1e-9) <= price(pj_b300) <= (law_t + min(mem_t, comp_t)) * (1 + 1e-9)
 
 
 def test_second_swept_field_interpolated_and_bounded():
