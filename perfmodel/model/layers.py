@@ -462,11 +462,11 @@ MOE_PROVIDERS = {"int4_g32": "triton_w4a16", "bf16": "triton_bf16"}
 # What one expert slice costs a grouped GEMM of the engines beyond streaming its weights (the
 # tiles' pipeline fill and epilogue, the block scales, the scheduling of one more group), as the
 # bytes-equivalent streamed at the kernel's rate: fitted on aiconfigurator-core 0.12.0's per-op rows
-# of DeepSeek-V3's experts split TP1 to TP16 (every expert touched, T = 32 to 256), the median of
-# 12 system x engine x format groups (H100, H200, B200, B300; SGLang, TRT-LLM; fp8 block-scaled,
-# NVFP4), which range 1.0 to 5.5 MB (evidence/moe-slice-width/compare.txt). It makes DeepSeek's TP8
-# slices (256 columns of fp8, 5.5 MB) stream at 1 / 1.30 of the whole experts' rate.
-SLICE_OVERHEAD_BYTES = 1.96e6
+# of DeepSeek-V3's experts split TP2 to TP8 against TP1 (every expert touched, T = 32 to 256), the
+# median of 12 system x engine x format groups (H100, H200, B200, B300; SGLang, TRT-LLM; fp8
+# block-scaled, NVFP4), which range 0.6 to 4.6 MB (evidence/moe-slice-width/compare.txt). It makes
+# DeepSeek's TP8 slices (256 columns of fp8, 5.5 MB) stream at 1 / 1.24 of the whole experts' rate.
+SLICE_OVERHEAD_BYTES = 1.56e6
 
 
 def routed_experts_op(T: int, H: int, I: int, k: int, s: int, weight_dtype: str, weight_bytes: float, count: int = 1,
