@@ -1,6 +1,6 @@
 """Routed experts split tensor-parallel into narrow slices, priced as the engines' block-scaled
 grouped GEMMs run them: each expert slice a call walks costs as if it held
-`layers.SLICE_OVERHEAD_BYTES` more weight bytes (evidence/moe-slice-width/). Checked against hand
+`layers.slice_overhead_bytes(hidden)` more weight bytes (evidence/moe-slice-width/). Checked against hand
 formulas: narrow slices cost more per byte than wide ones, monotone in the width, bounded by the
 unsplit call; the formats perfmodel has a measured kernel for keep their own law."""
 
@@ -13,11 +13,13 @@ import pytest
 
 from perfmodel.model.layers import (
     SLICE_OVERHEAD_BYTES,
+    SLICE_OVERHEAD_BYTES_PER_HIDDEN,
     Layout,
     decode_ops,
     expected_distinct,
     expected_max_distinct_per_gpu,
     routed_experts_op,
+    slice_overhead_bytes,
 )
 from perfmodel.model.ops import KernelLaw, estimate
 from perfmodel.specs import registry
@@ -41,7 +43,7 @@ def test_a_slice_streams_as_if_it_held_the_overhead_bytes_more():
     touched = expected_distinct(E, K, T)
     weights = touched * 3.0 * H * (I // tp) * WEIGHT_BYTES["fp8"]
     act = T * K / tp * 2 * H * 2.0
-    expect = (weights + act + touched * SLICE_OVERHEAD_BYTES) / (LAW.bw_GBps * 1e3)
+    expect = (weights + act + touched * slice_overhead_bytes(H)) / (LAW.bw_GBps * 1e3)
     assert _call(T, tp) == pytest.approx(expect, rel=1e-12)
 
 
@@ -62,12 +64,20 @@ def test_a_split_call_lies_between_its_share_and_the_whole_call(T, tp):
     assert whole / tp < part < whole
 
 
-def test_the_penalty_at_deepseeks_tp8_width_matches_the_per_op_data_it_was_fitted_on():
+def test_the_penalty_at_deepseeks_tp8_width_lies_in_the_span_of_the_per_op_data():
     """Bounded by what the public rows show: at DeepSeek's TP8 slices (256 columns of fp8) the
-    rule's time per byte over the unsplit experts' lies in the span of the fitted groups' ratios
+    rule's time per byte over the unsplit experts' lies in the span of the DeepSeek groups' ratios
     (evidence/moe-slice-width/compare.txt: 1.02 to 1.72 at T >= 32)."""
-    ratio = (1 + SLICE_OVERHEAD_BYTES / (3 * H * 256)) / (1 + SLICE_OVERHEAD_BYTES / (3 * H * I))
+    b0 = slice_overhead_bytes(H)
+    ratio = (1 + b0 / (3 * H * 256)) / (1 + b0 / (3 * H * I))
     assert 1.02 <= ratio <= 1.72
+
+
+def test_the_overhead_grows_with_the_hidden_size_less_than_in_proportion():
+    """A slice of a wider hidden size costs more beyond its weights, but less per weight byte: the
+    fitted c0 + beta x H, with both terms positive."""
+    assert SLICE_OVERHEAD_BYTES > 0 and SLICE_OVERHEAD_BYTES_PER_HIDDEN > 0
+    assert slice_overhead_bytes(2048) < slice_overhead_bytes(7168) < slice_overhead_bytes(2048) * 7168 / 2048
 
 
 @pytest.mark.parametrize("wd", ["bf16", "int4_g32"])
@@ -83,12 +93,14 @@ def test_the_step_counts_the_slices_each_gpu_walks():
     C = 8
     tp_op = next(o for o in decode_ops(DSV3, Layout("tp", 8), C, 1, 1024)[0] if o.name == "routed_experts")
     ep_op = next(o for o in decode_ops(DSV3, Layout("tp-attn-ep-moe", 8), C, 1, 1024)[0] if o.name == "routed_experts")
-    assert tp_op.slice_overhead_bytes == pytest.approx(expected_distinct(E, K, C) * SLICE_OVERHEAD_BYTES)
-    assert ep_op.slice_overhead_bytes == pytest.approx(expected_max_distinct_per_gpu(E, K, C, 8) * SLICE_OVERHEAD_BYTES)
+    assert tp_op.slice_overhead_bytes == pytest.approx(expected_distinct(E, K, C) * slice_overhead_bytes(H))
+    assert ep_op.slice_overhead_bytes == pytest.approx(
+        expected_max_distinct_per_gpu(E, K, C, 8) * slice_overhead_bytes(H))
 
 
-def test_the_constant_is_the_one_the_evidence_fitted():
-    """layers.SLICE_OVERHEAD_BYTES is the median the committed fit printed (to its rounding)."""
+def test_the_constants_are_the_ones_the_evidence_fitted():
+    """layers' two constants are the fit the committed evidence printed (to its rounding)."""
     text = (Path(__file__).parents[1] / "evidence/moe-slice-width/compare.txt").read_text()
-    (mb,) = re.findall(r"median over \d+ groups: b0 = ([0-9.]+) MB", text)
-    assert SLICE_OVERHEAD_BYTES == pytest.approx(float(mb) * 1e6, abs=0.005e6)
+    ((c0, beta),) = re.findall(r"over \d+ groups: b0 = ([0-9.]+) MB \+ (\d+) bytes per hidden unit", text)
+    assert SLICE_OVERHEAD_BYTES == pytest.approx(float(c0) * 1e6, abs=0.005e6)
+    assert SLICE_OVERHEAD_BYTES_PER_HIDDEN == float(beta)

@@ -25,15 +25,21 @@ The slice-width table below it holds, per system/engine/format, the measured tim
 rows (tpK ep1: 1/K of every touched expert) over the tp1ep1 row's time divided by K, floor removed,
 at T >= 32 (every expert touched): 1.0 means the narrow slices stream as well as whole experts.
 
-The fit: per system/engine/format, the one number b0 (MB) for which "each expert slice a call
-walks streams as if it held b0 more bytes" reproduces that table: relative cost
+The DeepSeek fit: per system/engine/format, the one number b0 (MB) for which "each expert slice a
+call walks streams as if it held b0 more bytes" reproduces that table: relative cost
 (1 + b0/s(w)) / (1 + b0/s(2048)) with s(w) = 3 x H x w x the format's bytes per weight, least
 squares over w = 1024, 512, 256 (TP2 to TP8, the widths the served layouts run at) and T = 32 ... 256
 (scipy). TP16's 128 columns are left out of the fit: there every group's cost rises faster than one
-constant per slice describes (its per-width b0, printed beside, is above its 256 value in each group). The median over the groups is the
-constant perfmodel takes (`layers.SLICE_OVERHEAD_BYTES`); the same fit on the local profile's own
-W4A16 samples (perfmodel's kernel, I = 256 against I = 2048 of E = 384, T = 16 ... 128) is printed
-beside it.
+constant per slice describes (its per-width b0, printed beside, is above its 256 value in each group).
+
+The rule perfmodel takes (`layers.SLICE_OVERHEAD_BYTES` + `layers.SLICE_OVERHEAD_BYTES_PER_HIDDEN`
+x H): the same fit on every MoE shape of the database (each system above, each engine, each weight
+format the rule prices: all but bf16 and INT4, which perfmodel's own kernels price; each
+(H, I, E, k) with TP-only rows), over the widths I/tp >= 192 of TP2 to TP8 and the token counts that
+touch every expert (T x k >= E, T <= 256); then b0 = c0 + beta x H fitted over the groups by least
+absolute deviations (scipy linprog): b0 grows with the hidden size H, less than in proportion
+(its median residual beside that of one constant and of beta x H alone). The same fit on the local
+profile's own W4A16 samples (perfmodel's kernel, I = 256 against I = 2048 of E = 384, T = 16 ... 128) beside it.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-from scipy.optimize import least_squares
+from scipy.optimize import least_squares, linprog
 
 from perfmodel import aic
 from perfmodel.model.layers import routed_experts_op
@@ -57,6 +63,7 @@ H, I, E, K = 7168, 2048, 256, 8
 LAYOUTS = ((1, 8), (2, 4), (4, 2), (8, 1))
 TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm")
+MEASURED = ("bf16", "int4_g32")  # formats perfmodel prices by its own measured kernels: the rule leaves them out
 
 
 def touched_on_gpu(T: int, ep: int) -> int:
@@ -72,11 +79,58 @@ def touched_on_gpu(T: int, ep: int) -> int:
     return max(per.values())
 
 
-def fit_b0(pairs: list[tuple[int, float]], wb: float) -> float:
-    """b0 (bytes) fitting relative costs rel(w) = (1 + b0/s(w)) / (1 + b0/s(I)), s(w) = 3 H w wb."""
-    s = lambda w: 3.0 * H * w * wb  # noqa: E731
-    res = lambda x: [(1 + x[0] / s(w)) / (1 + x[0] / s(I)) - r for w, r in pairs]  # noqa: E731
+def fit_b0(pairs: list[tuple[int, float]], wb: float, hidden: int = H, whole: int = I) -> float:
+    """b0 (bytes) fitting relative costs rel(w) = (1 + b0/s(w)) / (1 + b0/s(whole)), s(w) = 3 hidden w wb."""
+    s = lambda w: 3.0 * hidden * w * wb  # noqa: E731
+    res = lambda x: [(1 + x[0] / s(w)) / (1 + x[0] / s(whole)) - r for w, r in pairs]  # noqa: E731
     return float(least_squares(res, [1e6], bounds=([0.0], [1e9])).x[0])
+
+
+def lad_fit(hs: list[int], b0s: list[float]) -> tuple[float, float, tuple[float, float, float]]:
+    """b0 = c0 + beta H by least absolute deviations; the median |residual| of that, of the median
+    constant and of the median b0/H times H."""
+    n = len(hs)
+    cost = [0.0, 0.0] + [1.0] * (2 * n)
+    rows = [[1.0, float(h)] + [1.0 if j == i else 0.0 for j in range(n)] + [-1.0 if j == i else 0.0 for j in range(n)]
+            for i, h in enumerate(hs)]
+    sol = linprog(cost, A_eq=rows, b_eq=b0s, bounds=[(None, None), (None, None)] + [(0, None)] * (2 * n)).x
+    c0, beta = float(sol[0]), float(sol[1])
+    med_b0, med_beta = statistics.median(b0s), statistics.median(b / h for h, b in zip(hs, b0s, strict=True))
+    resid = tuple(statistics.median(abs(b - f(h)) for h, b in zip(hs, b0s, strict=True))
+                  for f in (lambda h: c0 + beta * h, lambda h: med_b0, lambda h: med_beta * h))
+    return c0, beta, resid
+
+
+def all_shapes(db) -> list[tuple[str, int, float]]:
+    """Per system, engine, format and MoE shape with TP-only rows: (label, H, b0 in bytes)."""
+    out = []
+    for system in SYSTEMS:
+        for engine in aic.ENGINES:
+            version = db.current(system, engine)
+            hit = version and db.table(system, engine, version, "moe")
+            if not hit:
+                continue
+            best: dict = {}
+            for r in aic._read_table(hit[0], {"distribution": {"balanced"}, "moe_ep_size": {1}}):
+                if r["latency"] > 0 and aic.MOE_DTYPES.get(r["moe_dtype"]) in WEIGHT_BYTES and \
+                        aic.MOE_DTYPES[r["moe_dtype"]] not in MEASURED:
+                    key = (r["moe_dtype"], int(r["hidden_size"]), int(r["inter_size"]), int(r["num_experts"]), int(r["topk"]))
+                    at = (int(r["moe_tp_size"]), int(r["num_tokens"]))
+                    best.setdefault(key, {})
+                    best[key][at] = min(best[key].get(at, math.inf), r["latency"] * 1e3)
+            for (dtype, h, i, e, k), t in sorted(best.items()):
+                floor = min(t.values())
+                pairs = []
+                for T in (32, 48, 64, 96, 128, 192, 256):
+                    if T * k < e or (1, T) not in t:
+                        continue
+                    for tp in (2, 4, 8):
+                        if (tp, T) in t and i % tp == 0 and i // tp >= 192:
+                            pairs.append((i // tp, (t[(tp, T)] - floor) / ((t[(1, T)] - floor) / tp)))
+                if len(pairs) >= 3:
+                    b0 = fit_b0(pairs, WEIGHT_BYTES[aic.MOE_DTYPES[dtype]], h, i)
+                    out.append((f"{system} {engine} {dtype} H{h} I{i} E{e} k{k} ({len(pairs)} rows)", h, b0))
+    return out
 
 
 def local_b0(local) -> float:
@@ -173,8 +227,16 @@ def main() -> None:
         fits.append(b0)
         one = [fit_b0([(I // tp, rels[0][tp])], wb) for tp in (2, 4, 8, 16) if tp in rels[0]]
         print(f"{system:>10} {engine:>7} {dtype:>12} b0 {b0 / 1e6:6.2f} MB   per width: " + " ".join(f"{x / 1e6:6.2f}" for x in one))
-    print(f"median over {len(fits)} groups: b0 = {statistics.median(fits) / 1e6:.2f} MB"
+    print(f"median over {len(fits)} DeepSeek groups: b0 = {statistics.median(fits) / 1e6:.2f} MB"
           f" (range {min(fits) / 1e6:.2f} to {max(fits) / 1e6:.2f})")
+    print("\nb0 per expert slice (MB), every MoE shape of the database with TP-only rows")
+    shapes = all_shapes(db)
+    for label, h, b0 in shapes:
+        print(f"{label:>62} {b0 / 1e6:6.2f}")
+    c0, beta, resid = lad_fit([h for _, h, _ in shapes], [b for _, _, b in shapes])
+    print(f"least absolute deviations over {len(shapes)} groups: b0 = {c0 / 1e6:.2f} MB + {beta:.0f} bytes per hidden unit")
+    print(f"median |residual|: {resid[0] / 1e6:.2f} MB (c0 + beta H), {resid[1] / 1e6:.2f} MB (one constant),"
+          f" {resid[2] / 1e6:.2f} MB (beta H alone)")
     print(f"local profile's own W4A16 kernel: b0 = {local_b0(local) / 1e6:.2f} MB")
     print(f"\nlocal profile's GPU: {profile_source_gpu(local).name}", file=sys.stderr)
 

@@ -459,14 +459,22 @@ def gqa_attention_op(Cg: int, q: int, span: int, hq: int, hkv: int, D: int, kvb:
 MOE_PROVIDERS = {"int4_g32": "triton_w4a16", "bf16": "triton_bf16"}
 
 
-# What one expert slice costs a grouped GEMM of the engines beyond streaming its weights (the
+# What one expert slice costs a grouped GEMM of the engines beyond streaming its weights (its
 # tiles' pipeline fill and epilogue, the block scales, the scheduling of one more group), as the
-# bytes-equivalent streamed at the kernel's rate: fitted on aiconfigurator-core 0.12.0's per-op rows
-# of DeepSeek-V3's experts split TP2 to TP8 against TP1 (every expert touched, T = 32 to 256), the
-# median of 12 system x engine x format groups (H100, H200, B200, B300; SGLang, TRT-LLM; fp8
-# block-scaled, NVFP4), which range 0.6 to 4.6 MB (evidence/moe-slice-width/compare.txt). It makes
-# DeepSeek's TP8 slices (256 columns of fp8, 5.5 MB) stream at 1 / 1.24 of the whole experts' rate.
-SLICE_OVERHEAD_BYTES = 1.56e6
+# bytes-equivalent streamed at the kernel's rate: SLICE_OVERHEAD_BYTES + SLICE_OVERHEAD_BYTES_PER_HIDDEN
+# x the hidden size, fitted by least absolute deviations on aiconfigurator-core 0.12.0's per-op rows
+# of every MoE shape split TP2 to TP8 against TP1 (443 groups: H100, H200, B200, B300; SGLang, vLLM,
+# TRT-LLM; fp8, fp8 block-scaled, NVFP4, MXFP4; slices of 192 columns or more, every expert touched;
+# evidence/moe-slice-width/compare.txt). The groups spread widely about it (the kernels differ):
+# DeepSeek-V3's TP8 slices (hidden 7168, 256 columns of fp8) then stream at 1 / 1.13 of its whole
+# experts' rate, where the 12 groups of that shape span 1.02 to 1.72.
+SLICE_OVERHEAD_BYTES = 0.48e6
+SLICE_OVERHEAD_BYTES_PER_HIDDEN = 52.0
+
+
+def slice_overhead_bytes(H: int) -> float:
+    """The bytes-equivalent one expert slice of hidden size H costs beyond its weights."""
+    return SLICE_OVERHEAD_BYTES + SLICE_OVERHEAD_BYTES_PER_HIDDEN * H
 
 
 def routed_experts_op(T: int, H: int, I: int, k: int, s: int, weight_dtype: str, weight_bytes: float, count: int = 1,
@@ -480,15 +488,15 @@ def routed_experts_op(T: int, H: int, I: int, k: int, s: int, weight_dtype: str,
     grouped GEMM: their laws and samples hold what their slices cost. Other formats (int8, fp8,
     MXFP4, NVFP4) have no kernel in the profile: they are priced as the engines' grouped GEMMs run
     them, streaming their (smaller) weights at the measured bf16 grouped GEMM's rate plus
-    SLICE_OVERHEAD_BYTES per slice, so narrow tensor-parallel slices cost more per byte than whole
-    experts, as the engines' kernels run them."""
+    SLICE_OVERHEAD_BYTES + SLICE_OVERHEAD_BYTES_PER_HIDDEN x H per slice, so narrow tensor-parallel
+    slices cost more per byte than whole experts, as the engines' kernels run them."""
     cls = "moe_w4a16" if weight_dtype.startswith("int4") else "moe_bf16"
     measured = cls == "moe_w4a16" or weight_dtype == "bf16"
     return Op("routed_experts", "moe", cls,
               bytes=weight_bytes + (T * k / s) * 2 * H * ACT,
               flops=2.0 * T * k * 3 * H * I / s, count=count,
               compute_dtype=compute_dtype(weight_dtype), tokens=T, probe=probe, variant=variant, at_least=at_least,
-              slice_overhead_bytes=0.0 if measured else slices * SLICE_OVERHEAD_BYTES)
+              slice_overhead_bytes=0.0 if measured else slices * slice_overhead_bytes(H))
 
 
 def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int) -> list[Op]:

@@ -4,7 +4,7 @@
 
 (routed experts in a format the profile has no kernel for also stream, per expert slice they
 walk, the bytes-equivalent of what such a slice costs beyond its weights: `Op.slice_overhead_bytes`,
-`layers.SLICE_OVERHEAD_BYTES`; a kernel that walks each sequence's prefix unsplit, on one SM per
+`layers.slice_overhead_bytes`; a kernel that walks each sequence's prefix unsplit, on one SM per
 work unit, also takes at least the busiest SM's waves of units at the law's per-unit rate:
 `KernelLaw.unit_GBps`)
 
@@ -53,7 +53,7 @@ class Op:
     tokens: int = 1  # rows per call (MoE: routed tokens): picks the eager wrapper cost measured nearest below
     at_least: Op | None = None  # a call this one never costs less than (the same kernel over a subset of its tokens)
     slice_overhead_bytes: float = 0.0  # streamed at the law's rate beside `bytes`: what the call's expert slices cost
-    # beyond their weights (layers.SLICE_OVERHEAD_BYTES each), where its kernel is not the profile's own
+    # beyond their weights (layers.slice_overhead_bytes each), where its kernel is not the profile's own
 
     @property
     def n_kernels(self) -> int:
