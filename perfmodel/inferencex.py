@@ -42,8 +42,13 @@ Scripts read (paths at the commits named; the scripts moved from `benchmarks/<na
     196608, 32768 at 8k/1k above CONC 32; dsr1_fp8_mi325x: 196608 at 15b7c00b0, 131072 at
     f267602ff (2026-02-27); dsr1_fp8_mi355x: 196608).
 
-vLLM's scripts set `--max-num-seqs` to CONC or more (never binding a closed loop of CONC) and are
-not listed. Not modelled here: `stream_interval` (TRT-LLM and SGLang send a request's first token
+  vLLM MiniMax-M2.5 (minimaxm2.5_fp8_b200 from 2026-04-03, bddbf4031; minimaxm2.5_fp8_b300 from
+    its first version, 2026-04-17, 340d7854c; minimaxm2.5_fp4_b200 from 2026-04-08, 79bd988e9;
+    minimaxm2.5_fp4_b300 from its first version, 2026-04-17, 22d0f12f7):
+    `--max-num-batched-tokens` 2 x ISL.
+
+vLLM's other scripts set `--max-num-seqs` to CONC or more (never binding a closed loop of CONC)
+and no budget, and are not listed. Not modelled here: `stream_interval` (TRT-LLM and SGLang send a request's first token
 at once whatever it is: `py_executor._handle_responses`, SGLang's `len(output_ids) % interval ==
 1`), CUDA-graph batch sizes, and TRT-LLM's attention-DP balancing (`batching_wait_iters: 0`).
 
@@ -61,6 +66,9 @@ CITE = "hwspecs/SOURCES.md Part 3 row 28 [S69]"
 TRT_BUDGET_FLOOR_FROM = "2026-01-21"  # 64af5a771: MAX_NUM_TOKENS at least 8192
 DSR1_FP8_B200_TRT_DELAY_BATCHING_FROM = "2026-01-29"  # ec7bafaae: DELAY_BATCHING at 1k/1k, CONC >= 64
 MI325X_PREFILL_131072_FROM = "2026-02-27"  # f267602ff: dsr1_fp8_mi325x --chunked-prefill-size 131072
+# vLLM MiniMax-M2.5: --max-num-batched-tokens 2 x ISL from these dates (bddbf4031, 340d7854c, 79bd988e9, 22d0f12f7)
+MINIMAX_VLLM_BUDGET_FROM = {("fp8", "b200"): "2026-04-03", ("fp8", "b300"): "2026-04-17", ("fp4", "b200"): "2026-04-08",
+                            ("fp4", "b300"): "2026-04-17"}
 TRT_LAYOUT_IN_SCRIPT_UNTIL = "2025-11-03"  # 17d5e204f: EP_SIZE and DP_ATTENTION come from the run's config after
 
 
@@ -119,7 +127,7 @@ def trtllm_budget(isl: int, conc: int, date: str) -> int:
 def settings(engine: str, model: str, precision: str, gpu: str, *, tp: int, isl: int, osl: int, conc: int,
              date: str) -> ServerSettings | None:
     """The settings InferenceX's script set for one run: `engine` trtllm | sglang | vllm, `model` dsr1 |
-    70b | gptoss, `precision` fp8 | fp4, `gpu` h200 | b200 | b300 | mi325x | mi355x, `tp` the GPUs the
+    70b | gptoss | minimaxm2.5, `precision` fp8 | fp4, `gpu` h200 | b200 | b300 | mi325x | mi355x, `tp` the GPUs the
     server spans (its --tp / TP), the run's ISL, OSL, concurrency (CONC) and date (YYYY-MM-DD). None:
     no script of that kind is read here (the engine's defaults stand)."""
     one_k = isl == 1024 and osl == 1024
@@ -152,6 +160,11 @@ def settings(engine: str, model: str, precision: str, gpu: str, *, tp: int, isl:
     if engine == "sglang" and model == "dsr1" and gpu == "mi355x":
         size = 32768 if precision == "fp4" and isl == 8192 and osl == 1024 and conc > 32 else 196608
         return ServerSettings(max_batched_tokens=size, script=_cite(f"benchmarks/dsr1_{precision}_mi355x.sh"))
+    if engine == "vllm" and model == "minimaxm2.5":
+        since = MINIMAX_VLLM_BUDGET_FROM.get((precision, gpu))
+        if since is None or date < since:
+            return None
+        return ServerSettings(max_batched_tokens=2 * isl, script=_cite(f"benchmarks/single_node/minimaxm2.5_{precision}_{gpu}.sh"))
     if engine == "sglang" and model == "dsr1" and gpu == "mi325x":
         return ServerSettings(max_batched_tokens=131072 if date >= MI325X_PREFILL_131072_FROM else 196608,
                               script=_cite("benchmarks/dsr1_fp8_mi325x.sh"))

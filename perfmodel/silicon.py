@@ -363,7 +363,7 @@ def express(row: Row) -> Expressed:
 
 # The sample's model paths and systems as InferenceX's scripts name them (`perfmodel.inferencex`)
 INFERENCEX_MODELS = {"deepseek-ai/DeepSeek-R1": "dsr1", "deepseek-ai/DeepSeek-V3": "dsr1", "nvidia/DeepSeek-R1-NVFP4": "dsr1",
-                     "meta-llama/Llama-3.1-70B": "70b", "openai/gpt-oss-120b": "gptoss"}
+                     "meta-llama/Llama-3.1-70B": "70b", "openai/gpt-oss-120b": "gptoss", "MiniMaxAI/MiniMax-M2.5": "minimaxm2.5"}
 INFERENCEX_GPUS = {"h100_sxm": "h100", "h200_sxm": "h200", "b200_sxm": "b200", "b300_sxm": "b300"}
 _MEASURED = re.compile(r"\bmeasured=(\d{4}-\d{2}-\d{2})")
 

@@ -190,6 +190,17 @@ def test_inferencex_sglang_recv_interval_by_concurrency():
     assert "SemiAnalysisAI/InferenceX" in hi.script
 
 
+def test_inferencex_vllm_budget_only_where_a_script_sets_one():
+    """vLLM's MiniMax-M2.5 scripts set --max-num-batched-tokens 2 x ISL from their dates; before, and
+    in vLLM's other scripts (--max-num-seqs of CONC or more, never binding), nothing."""
+    s = inferencex.settings("vllm", "minimaxm2.5", "fp8", "b200", tp=4, isl=8192, osl=1024, conc=64, date="2026-04-10")
+    assert s.request_fields() == {"max_batched_tokens": 16384}
+    assert inferencex.settings("vllm", "minimaxm2.5", "fp8", "b200", tp=4, isl=8192, osl=1024, conc=64,
+                               date="2026-03-20") is None
+    assert inferencex.settings("vllm", "minimaxm2.5", "fp8", "h200", tp=4, isl=8192, osl=1024, conc=64,
+                               date="2026-04-10") is None
+
+
 def test_published_points_carry_their_scripts_settings():
     from perfmodel import published_serving as ps
 

@@ -15,7 +15,6 @@ from collections import defaultdict
 from perfmodel.silicon_validate import error_stats
 
 
-
 def _scripted() -> set[str]:
     """The ids of the silicon rows and published points whose run a script's settings cover."""
     from perfmodel import published_serving, silicon
