@@ -50,7 +50,9 @@ Scripts read (paths at the commits named; the scripts moved from `benchmarks/<na
 vLLM's other scripts set `--max-num-seqs` to CONC or more (never binding a closed loop of CONC)
 and no budget, and are not listed. Not modelled here: `stream_interval` (TRT-LLM and SGLang send a request's first token
 at once whatever it is: `py_executor._handle_responses`, SGLang's `len(output_ids) % interval ==
-1`), CUDA-graph batch sizes, and TRT-LLM's attention-DP balancing (`batching_wait_iters: 0`).
+1`), the overlap schedulers (TRT-LLM's and SGLang's send a step's tokens once the next step is
+launched, about a step's host time later, not a step later), CUDA-graph batch sizes, and
+TRT-LLM's attention-DP balancing (`batching_wait_iters: 0`).
 
 Pure: no file is read.
 """

@@ -1,7 +1,8 @@
 """TTFT and TPOT errors of two validate runs (before / after the InferenceX servers' settings) on the
-same rows, per engine: all rows both priced, and those a script's settings cover ("scripts":
+same rows, per engine: all rows both priced, those a script's settings cover ("scripts":
 `perfmodel.silicon.server_settings` of the silicon row, `perfmodel.published_serving.server_settings`
-of the published point, not None).
+of the published point, not None), and those whose server waits (the after run's scenario names
+batch_wait_iters or recv_interval).
 
     python evidence/server-settings/compare.py BEFORE.json AFTER.json > NAME.txt
 
@@ -46,13 +47,16 @@ def main(before: str, after: str) -> None:
     both = sorted(set(b) & set(a))
     print(f"before: {before}\nafter:  {after}\nrows priced by both: {len(both)}")
     print("median |error| (signed median) of the mean TTFT and TPOT, predicted / measured - 1\n")
-    print(f"{'rows':14} {'n':>5}  {'TTFT before':>17} {'TTFT after':>17}  {'TPOT before':>17} {'TPOT after':>17}")
+    print(f"{'rows':24} {'n':>5}  {'TTFT before':>17} {'TTFT after':>17}  {'TPOT before':>17} {'TPOT after':>17}")
     groups: dict[str, list[str]] = defaultdict(list)
     scripted = _scripted()
     for i in both:
         eng = a[i]["engine"]
         groups[eng].append(i)
         groups["all"].append(i)
+        for setting in ("batch_wait_iters", "recv_interval"):  # the rows that wait, by the after run's scenario
+            if setting in a[i]["scenario"]:
+                groups[f"{eng}, {setting}"].append(i)
         if i in scripted:
             groups[f"{eng}, scripts"].append(i)
             groups["all, scripts"].append(i)
@@ -60,7 +64,7 @@ def main(before: str, after: str) -> None:
         ids = groups[g]
         eb, ea = [_errs(b[i]) for i in ids], [_errs(a[i]) for i in ids]
         row = [error_stats(e[k] for e in es) for k in (0, 1) for es in (eb, ea)]
-        print(f"{g:14} {len(ids):5}  {_fmt(row[0]):>17} {_fmt(row[1]):>17}  {_fmt(row[2]):>17} {_fmt(row[3]):>17}")
+        print(f"{g:24} {len(ids):5}  {_fmt(row[0]):>17} {_fmt(row[1]):>17}  {_fmt(row[2]):>17} {_fmt(row[3]):>17}")
 
 
 if __name__ == "__main__":
