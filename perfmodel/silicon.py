@@ -218,13 +218,18 @@ class Expressed:
     def measured_tpot_ms(self) -> float:
         return self.row.tpot_ms
 
+    def scenario(self) -> dict:
+        """The row's serving setup as the scenario fields a `Request` and a calibration point
+        (`calibration_schema.ObservedPoint`) share, its server's settings included; the
+        concurrency apart (a list in a Request, a number in a point)."""
+        return dict(target=self.target, gpus=self.gpus, model=self.model, parallel=self.parallel, isl=self.row.isl,
+                    osl=self.row.osl, min_length_ratio=self.row.min_length_ratio, engine=self.engine,
+                    dtypes=dict(self.dtypes) or None, max_batched_tokens=self.max_batched_tokens, **self.server)
+
     def request(self, **kw) -> Request:
         """The serving request (`perfmodel project --isl --osl --engine ...`); `kw` sets other
         scenario fields (profile, calibration, ...)."""
-        return Request(target=self.target, gpus=self.gpus, model=self.model, parallel=self.parallel,
-                       concurrency=[self.concurrency], isl=self.row.isl, osl=self.row.osl,
-                       min_length_ratio=self.row.min_length_ratio, engine=self.engine,
-                       dtypes=dict(self.dtypes) or None, max_batched_tokens=self.max_batched_tokens, **self.server, **kw)
+        return Request(**self.scenario(), concurrency=[self.concurrency], **kw)
 
     def describe(self) -> str:
         from perfmodel.scenario import layout_of

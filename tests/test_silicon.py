@@ -265,6 +265,11 @@ def test_inferencex_rows_get_their_scripts_settings(rows):
     e = silicon.express(_row(rows, "dsr1_h200_sglang_fp8_agg_1024x1024_c4_cfg81"))
     assert (e.max_batched_tokens, e.server) == (32768, {"max_running": 512})
     assert e.request().max_running == 512
+    # a calibration point of the row carries them too
+    from perfmodel.calibration_schema import ObservedPoint
+
+    pt = ObservedPoint(**e.scenario(), concurrency=e.concurrency, ttft_ms=e.measured_ttft_ms)
+    assert (pt.max_running, pt.max_batched_tokens, pt.engine) == (512, 32768, "sglang")
 
 
 def test_trtllm_rows_without_a_script_get_the_budget_that_serves_them(rows):
