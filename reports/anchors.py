@@ -167,8 +167,8 @@ def accuracy_rows(validation: dict) -> list[tuple[str, str, str, str, bool | Non
 # extra, so the table is not re-run here).
 SILICON_EVIDENCE = Path("evidence") / "silicon-validation" / "all_rows.json"
 # aiconfigurator's estimator ran on a stratified sample (seconds a row): the comparison beside it
-# comes from the run on those rows
-SILICON_BESIDE = Path("evidence") / "silicon-validation" / "sample8_beside_aiconfigurator.json"
+# comes from a run over every row with those results beside (the rows both priced)
+SILICON_BESIDE = Path("evidence") / "silicon-validation" / "beside_aiconfigurator.json"
 SILICON_WHAT = {"local": "from the local H200 profile through the transfer rules",
                 "imported": "from the target's per-op rows imported from aiconfigurator's database"}
 
