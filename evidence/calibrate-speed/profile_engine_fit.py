@@ -1,10 +1,10 @@
 """Where an engine calibration's time goes: `perfmodel.calibrate.fit` (leave-one-system-out) of the
 engine's FACTORS on a stratified subset of the silicon rows aiconfigurator's estimator priced,
 under cProfile, with the fitted factors and every point's prediction and held-out error printed
-in full precision (two runs of this script at two commits give the same lines where the results
+in full precision, its wall and CPU time (two runs of this script at two commits give the same lines where the results
 are identical). Run from the repository root:
 
-    python evidence/calibration-speed/profile_fit.py ENGINE PER_GROUP"""
+    python evidence/calibrate-speed/profile_engine_fit.py ENGINE PER_GROUP > OUT"""
 
 import cProfile
 import pstats
@@ -40,11 +40,11 @@ pts, skipped = run.points_for(sub, Path(tempfile.mkdtemp()), db, local)
 print(f"{engine}: {len(pts)} rows, {len(skipped)} skipped; factors {', '.join(run.FACTORS)}")
 inp = CalibrationInput(engine=engine, points=pts, factors=run.FACTORS, held_out="gpu")
 prof = cProfile.Profile()
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 prof.enable()
 res = fit(inp, local, "imported per-op profiles")
 prof.disable()
-print(f"fit: {time.perf_counter() - t0:.1f} s")
+print(f"fit: {time.perf_counter() - t0:.1f} s wall, {time.process_time() - c0:.1f} s CPU (under cProfile)")
 for f in res.factors:
     print(f"factor {f.name} {f.value!r} sigma {f.sigma_post!r}")
 for p in res.points:
