@@ -145,6 +145,8 @@ class Prepared:
             pricer = StepPricer(self.model, mach, self.layout, graph=p.graphs, spec=spec, tree_impl=p.tree_build,
                                 terms=shared.terms.setdefault((setup, f.get(DRAFT_HOST)), {}))
             pricer.memo = shared.memo  # the op terms, shared with the fit's other points and factor values
+            if len(shared.times) > TIMES_KEPT:
+                shared.times.clear()
             times = shared.times[key] = request_times(self.model, mach, self.layout, wl, eng, graph=p.graphs,
                                                       tree_impl=p.tree_build, pricer=pricer)
         return figures(times, mach.overheads.engine_ttft_steps)
@@ -172,6 +174,7 @@ _KERNEL: dict[tuple, _Shared] = {}  # (machine, factor values but the engine's a
 # The factors that move no op's price (the engine's time per step and per draft forward, added to
 # the step; its first-token wait, added to the TTFT): every value of them shares the op terms.
 NOT_OPS = ADDITIVE
+TIMES_KEPT = 2048  # simulated benchmarks kept per machine (each holds every request's times)
 
 
 @dataclass
