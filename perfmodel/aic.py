@@ -338,7 +338,8 @@ def moe_points(rows: list[dict]) -> list[Point]:
             continue
         touched = balanced_experts(T, E, k)
         probe = Probe("moe", (("E", E), ("H", H), ("I", I // tp), ("k", k)), "T", T, MOE_PROVIDERS[wd]) if wd in MOE_PROVIDERS else None
-        op = routed_experts_op(T, H, I, k, tp, wd, touched * 3.0 * H * (I // tp) * WEIGHT_BYTES[wd], probe=probe)
+        op = routed_experts_op(T, H, I, k, tp, wd, touched * 3.0 * H * (I // tp) * WEIGHT_BYTES[wd], probe=probe,
+                               slices=touched)
         out.append(Point(op.kernel_class, "moe", r["moe_dtype"], op, r["latency"] * 1e3, r["kernel_source"],
                          {"shape": f"E{E}_H{H}_I{I}_k{k}_tp{tp}", "T": T, "E": E, "k": k, "H": H, "I": I // tp}))
     return _fastest(out)

@@ -45,9 +45,11 @@ def published_rows() -> list[dict]:
 def _e2e_rows(prof: Profile, base: Profile, path: str) -> list[dict]:
     rows = []
     # Multi-GPU points: the 1-GPU benches plus the link spec (measured collectives dropped).
-    src = profile_source_gpu(base)
-    models, link = e2e_inputs(prof, src)
-    for p, est in predict_e2e(prof.e2e, base, src, registry.load_memory_kinds(), models, link):
+    # Predicted on the GPU the points were measured on, from `base`'s benches: another GPU's
+    # base goes through the transfer rules (measure there, project here).
+    src, target = profile_source_gpu(base), profile_source_gpu(prof)
+    models, link = e2e_inputs(prof, target)
+    for p, est in predict_e2e(prof.e2e, base, src, registry.load_memory_kinds(), models, link, target=target):
         pred = est.step_us / 1e3
         lo, hi = pred - Z90 * est.sigma_us / 1e3, pred + Z90 * est.sigma_us / 1e3
         kind = f"e2e-{p.n_gpus}gpu" + ("" if p.parallel == "tp" else "-ep")  # EP layouts apart from TP

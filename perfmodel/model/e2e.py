@@ -14,20 +14,23 @@ from perfmodel.specs.schema import GpuSpec, InterconnectSpec, MemoryKinds, Model
 
 
 def predict_e2e(points: Iterable[E2EPoint], base: Profile, src: GpuSpec, mk: MemoryKinds,
-                models: Mapping[str, ModelSpec], link: InterconnectSpec | None) -> Iterator[tuple[E2EPoint, StepEstimate]]:
+                models: Mapping[str, ModelSpec], link: InterconnectSpec | None,
+                target: GpuSpec | None = None) -> Iterator[tuple[E2EPoint, StepEstimate]]:
     """Each point's predicted step, without the host loop (the e2e bench replays the GPU work).
-    1-GPU points are predicted from `base`'s benches on `src`; multi-GPU points from them plus
-    the spec of `src`'s default interconnect (`link`), with `base`'s measured collectives dropped so that
+    1-GPU points are predicted from `base`'s benches (measured on `src`) on `target` (default
+    `src`; another GPU goes through the transfer rules); multi-GPU points from them plus the spec
+    of the GPU's default interconnect (`link`), with `base`'s measured collectives dropped so that
     the link spec is what is checked."""
+    target = target or src
     machines: dict[tuple, Machine] = {}
     for p in points:
         key = (1,) if p.n_gpus == 1 else (p.n_gpus, p.graph)
         if key not in machines:
             if p.n_gpus == 1:
-                machines[key] = build_machine(src, 1, None, base, src, mk)
+                machines[key] = build_machine(target, 1, None, base, src, mk)
             else:
                 base_nc = base.model_copy(update={"collectives": []})
-                machines[key] = build_machine(src, p.n_gpus, link, base_nc, src, mk, graph=p.graph)
+                machines[key] = build_machine(target, p.n_gpus, link, base_nc, src, mk, graph=p.graph)
         lay = Layout(p.parallel, p.n_gpus, tp_shape=p.tp_shape, comm=p.n_gpus > 1)
         est = step_estimate(models[p.model], machines[key], lay, p.concurrency, p.q, p.context,
                             graph=p.graph, lm_head=p.lm_head, n_layers=p.n_layers, n_dense=p.n_dense_layers, host=False)

@@ -459,19 +459,44 @@ def gqa_attention_op(Cg: int, q: int, span: int, hq: int, hkv: int, D: int, kvb:
 MOE_PROVIDERS = {"int4_g32": "triton_w4a16", "bf16": "triton_bf16"}
 
 
-def routed_experts_op(T: int, H: int, I: int, k: int, s: int, weight_dtype: str, weight_bytes: float, count: int = 1,
-                      probe: Probe | None = None, variant: str = "", at_least: Op | None = None) -> Op:
-    """The routed experts of T tokens (top-k of hidden H, expert intermediate I), split s ways,
-    reading `weight_bytes` of expert weights on this GPU.
+# What one expert slice costs a grouped GEMM of the engines beyond streaming its weights (its
+# tiles' pipeline fill and epilogue, the block scales, the scheduling of one more group), as the
+# bytes-equivalent streamed at the kernel's rate: SLICE_OVERHEAD_BYTES + SLICE_OVERHEAD_BYTES_PER_HIDDEN
+# x the hidden size, fitted by least absolute deviations on aiconfigurator-core 0.12.0's per-op rows
+# of every MoE shape split TP2 to TP8 against TP1 (443 groups: H100, H200, B200, B300; SGLang, vLLM,
+# TRT-LLM; fp8, fp8 block-scaled, NVFP4, MXFP4; slices of 192 columns or more, every expert touched;
+# evidence/moe-slice-width/compare.txt). The groups spread widely about it (the kernels differ):
+# DeepSeek-V3's TP8 slices (hidden 7168, 256 columns of fp8) then stream at 1 / 1.13 of its whole
+# experts' rate, where the 12 groups of that shape span 1.02 to 1.72.
+SLICE_OVERHEAD_BYTES = 0.48e6
+SLICE_OVERHEAD_BYTES_PER_HIDDEN = 52.0
 
-    INT4 weight-only experts are priced by the measured W4A16 kernel. Other formats (int8, fp8,
-    MXFP4, NVFP4) have no kernel in the profile: they are assumed to stream their (smaller)
-    weights as efficiently as the measured bf16 grouped GEMM does."""
+
+def slice_overhead_bytes(H: int) -> float:
+    """The bytes-equivalent one expert slice of hidden size H costs beyond its weights."""
+    return SLICE_OVERHEAD_BYTES + SLICE_OVERHEAD_BYTES_PER_HIDDEN * H
+
+
+def routed_experts_op(T: int, H: int, I: int, k: int, s: int, weight_dtype: str, weight_bytes: float, count: int = 1,
+                      probe: Probe | None = None, variant: str = "", at_least: Op | None = None,
+                      slices: float = 0.0) -> Op:
+    """The routed experts of T tokens (top-k of hidden H, expert intermediate I), split s ways,
+    reading `weight_bytes` of expert weights on this GPU from `slices` expert slices (the touched
+    experts it holds, each 1/s of its expert).
+
+    INT4 weight-only experts are priced by the measured W4A16 kernel, bf16 ones by the measured bf16
+    grouped GEMM: their laws and samples hold what their slices cost. Other formats (int8, fp8,
+    MXFP4, NVFP4) have no kernel in the profile: they are priced as the engines' grouped GEMMs run
+    them, streaming their (smaller) weights at the measured bf16 grouped GEMM's rate plus
+    SLICE_OVERHEAD_BYTES + SLICE_OVERHEAD_BYTES_PER_HIDDEN x H per slice, so narrow tensor-parallel
+    slices cost more per byte than whole experts, as the engines' kernels run them."""
     cls = "moe_w4a16" if weight_dtype.startswith("int4") else "moe_bf16"
+    measured = cls == "moe_w4a16" or weight_dtype == "bf16"
     return Op("routed_experts", "moe", cls,
               bytes=weight_bytes + (T * k / s) * 2 * H * ACT,
               flops=2.0 * T * k * 3 * H * I / s, count=count,
-              compute_dtype=compute_dtype(weight_dtype), tokens=T, probe=probe, variant=variant, at_least=at_least)
+              compute_dtype=compute_dtype(weight_dtype), tokens=T, probe=probe, variant=variant, at_least=at_least,
+              slice_overhead_bytes=0.0 if measured else slices * slice_overhead_bytes(H))
 
 
 def attention_ops(m: ModelSpec, lay: Layout, C: int, q: int, L: int, count: int) -> list[Op]:
@@ -527,11 +552,11 @@ def _routed_experts(m: ModelSpec, lay: Layout, T: int, count: int, prefill: bool
         bytes_w = touched * expert_bytes / s
     if prefill:
         # The profile's MoE samples are decode-size kernels: a prefill-size call is priced by the law.
-        return routed_experts_op(T, H, I, k, s, wd, bytes_w, count, variant=PREFILL,
+        return routed_experts_op(T, H, I, k, s, wd, bytes_w, count, variant=PREFILL, slices=touched,
                                  at_least=_routed_experts(m, lay, T_decode, count) if T_decode else None)
     probe = (Probe("moe", (("E", E), ("H", H), ("I", I // s), ("k", k)), "T", T, MOE_PROVIDERS[wd])
              if not lay.experts_ep and wd in MOE_PROVIDERS and I % s == 0 else None)
-    return routed_experts_op(T, H, I, k, s, wd, bytes_w, count, probe=probe)
+    return routed_experts_op(T, H, I, k, s, wd, bytes_w, count, probe=probe, slices=touched)
 
 
 def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_dense: int) -> list[Op]:

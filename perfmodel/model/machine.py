@@ -2,7 +2,13 @@
 
 One rule per kind of term, each with its stated uncertainty (relative, 1σ):
 
-  bandwidth-bound   bw_t = bw_fit · (peak_t / peak_s) · (achievable(kind_t) / achievable(kind_s)),
+  bandwidth-bound   a kernel's rate is its DRAM roof in series with the rate its bytes in flight
+                    sustain (Little's law: bytes in flight / memory latency, set by its SMs):
+                    1/bw_fit = 1/R_s + 1/C_s, with R_s the profile GPU's measured read ceiling;
+                    on the target R_t = R_s · (peak_t / peak_s) · (achievable(kind_t) /
+                    achievable(kind_s)) and C_t = C_s · SMs_t / SMs_s (1 across vendors),
+                    bw_t = 1/(1/R_t + 1/C_t): a kernel short of the roof comes closer to it on
+                    slower memory (H200 -> H100 with the same kernels: evidence/h100-profile/),
                     capped on another GPU at its DRAM roof peak_t · achievable(kind_t)
                     unc² = fit rmse² + (kind unc_t² + kind unc_s², only if the kinds differ)
   L2-resident fits  a fit above the profile GPU's datasheet DRAM peak cannot be DRAM streaming
@@ -13,6 +19,11 @@ One rule per kind of term, each with its stated uncertainty (relative, 1σ):
   compute-bound     F_t = F_fit · peak_t(dtype) / peak_s(dtype); unc 15% across architectures
   measured samples  where the profile timed the very op (same kernel and shape), its sample
                     is used on the profile's own GPU (lookup.py; unc 5%); other GPUs use the laws
+  overlap           the laws price max(memory, compute); a sample above its law on the profile
+                    GPU shows how much of the shorter term the kernel did not overlap (alpha =
+                    (sample - law) / min(memory, compute), clipped to [0, 1]: W4A16 dequant,
+                    MLA verify at q > 1). On another GPU the op adds alpha x min(memory,
+                    compute) of its own terms (step._with_overlap; evidence/h100-profile/)
   per-unit rate     (unsplit kernels, KernelFit.unit_GBps) one SM's stream: latency-bound, carried
                     unchanged like the floor; the units run in waves over the target's SMs
   latency floor     t0 carried unchanged (a per-kernel GPU-side floor, similar across recent
@@ -36,6 +47,7 @@ One rule per kind of term, each with its stated uncertainty (relative, 1σ):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from perfmodel import kernel_classes
@@ -167,6 +179,30 @@ def _collective_from_spec(link: InterconnectSpec, op: str) -> CollectiveLaw:
 CROSS_VENDOR_UNC = 0.25
 
 
+def _slot_ratio(gpu: GpuSpec, source_gpu: GpuSpec) -> float:
+    """How many more bytes the target keeps in flight than the profile GPU: the ratio of SMs
+    (each holds about as many loads in flight; boost clocks of recent data-centre parts are
+    close, and not every spec has one); 1 across vendors, whose compute units hold different
+    amounts in flight (that spread is in CROSS_VENDOR_UNC)."""
+    if gpu.vendor != source_gpu.vendor:
+        return 1.0
+    return gpu.sm_count.value / source_gpu.sm_count.value
+
+
+def _streaming_rate(bw_fit: float, read_src: float, roof_t: float, slot_ratio: float) -> tuple[float, float]:
+    """A bandwidth-bound law carried to another GPU (Little's law): the fit's rate is the
+    source's read ceiling in series with the rate its bytes in flight sustain,
+    1/bw_fit = 1/read_src + 1/C; on the target that in-flight rate scales with the SMs and
+    the ceiling is `roof_t`. Returns (target rate, C); C is infinite for a fit at or above the
+    ceiling, which scales with it; on the profile's own GPU (roof_t = read_src, slot_ratio 1)
+    the rate is the fit's."""
+    gap = 1.0 / bw_fit - 1.0 / read_src
+    if gap <= 0:  # at or above the read ceiling (a fit between it and the datasheet peak): scaled with it
+        return bw_fit * roof_t / read_src, math.inf
+    conc = 1.0 / gap
+    return 1.0 / (1.0 / roof_t + 1.0 / (conc * slot_ratio)), conc
+
+
 def missing_fits(profile: Profile) -> list[str]:
     """Kernel classes the profile has no fit for (a partial `--only` run, or a profile measured
     before the class existed): build_machine prices them by their spec-derived law."""
@@ -244,12 +280,14 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
     src_read = profile.ceilings.read_GBps or source_gpu.memory.bandwidth_GBps.value * source_gpu.memory.streaming_fraction(memory_kinds)
     dram_roof = gpu.memory.bandwidth_GBps.value * gpu.memory.streaming_fraction(memory_kinds)
     l2_bytes = min(gpu.l2_MB.value, source_gpu.l2_MB.value) * 1e6 if (gpu.l2_MB and source_gpu.l2_MB) else 0.0
+    roof_t = src_read * bw_ratio * kind_ratio  # the measured read ceiling, carried
+    slot_ratio = _slot_ratio(gpu, source_gpu)
     source_laws = {}
     for cls, f in fits.items():
         unc_bw = (f.rmse_rel**2 + kind_unc**2 + (0.0 if same else 0.05**2) + vendor_unc**2) ** 0.5
         in_l2 = f.bw_GBps > src_roof_l2
         dram_src = src_read if in_l2 else f.bw_GBps
-        bw_t = dram_src * bw_ratio * kind_ratio
+        bw_t, conc_src = _streaming_rate(dram_src, src_read, roof_t, slot_ratio)
         capped = not same and bw_t > dram_roof
         bw_t = min(bw_t, dram_roof) if not same else bw_t
         per_call = of_key(cls).kernels_per_call if of_key(cls) else 1
@@ -259,8 +297,11 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
         l2 = dict(bw_l2_GBps=max(f.bw_GBps, bw_t), l2_bytes=l2_bytes) if in_l2 else {}
         rule_bw = (f"{cls}: bw {dram_src:.0f} GB/s" + (f" (the fit's {f.bw_GBps:.0f} GB/s is above the {src_roof_l2:.0f} "
                    f"GB/s DRAM peak: L2-resident, kept for calls <= {l2_bytes / 1e6:g} MB; DRAM calls at the measured "
-                   "read)" if in_l2 else "") + f" × peak ratio {bw_ratio:.3f} × {gpu.memory.kind}/{source_gpu.memory.kind} "
-                   f"achievable ratio {kind_ratio:.3f}" + (f", capped at the DRAM roof {dram_roof:.0f} GB/s" if capped else ""))
+                   "read)" if in_l2 else "") + f" = read ceiling {src_read:.0f} in series with "
+                   + (f"{conc_src:.0f} GB/s in flight" if math.isfinite(conc_src) else "nothing short of it")
+                   + f"; on the target the ceiling × peak ratio {bw_ratio:.3f} × {gpu.memory.kind}/{source_gpu.memory.kind} "
+                   f"achievable ratio {kind_ratio:.3f}, in flight × SM ratio {slot_ratio:.3f}: {bw_t:.0f} GB/s"
+                   + (f", capped at the DRAM roof {dram_roof:.0f} GB/s" if capped else ""))
         laws[cls] = KernelLaw(
             t0_us=t0, bw_GBps=bw_t, tflops=f.tflops * f_ratio,
             rel_unc_bw=max(unc_bw, 0.03), rel_unc_t0=((0.1 if same else 0.3)**2 + vendor_unc**2) ** 0.5,

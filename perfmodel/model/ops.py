@@ -2,8 +2,11 @@
 
     t = t0 + max(bytes / bw, flops / F)
 
-(a kernel that walks each sequence's prefix unsplit, on one SM per work unit, also takes at
-least the busiest SM's waves of units at the law's per-unit rate: `KernelLaw.unit_GBps`)
+(routed experts in a format the profile has no kernel for also stream, per expert slice they
+walk, the bytes-equivalent of what such a slice costs beyond its weights: `Op.slice_overhead_bytes`,
+`layers.slice_overhead_bytes`; a kernel that walks each sequence's prefix unsplit, on one SM per
+work unit, also takes at least the busiest SM's waves of units at the law's per-unit rate:
+`KernelLaw.unit_GBps`)
 
 with (t0, bw, F) the *effective* law of the op's kernel class on the machine being modelled
 (see `machine.py`: measured fits carried across by the transfer rules). The floor t0 is
@@ -49,6 +52,8 @@ class Op:
     units: int = 0  # work units if the kernel keeps each sequence's prefix unsplit (profile.attention_units)
     tokens: int = 1  # rows per call (MoE: routed tokens): picks the eager wrapper cost measured nearest below
     at_least: Op | None = None  # a call this one never costs less than (the same kernel over a subset of its tokens)
+    slice_overhead_bytes: float = 0.0  # streamed at the law's rate beside `bytes`: what the call's expert slices cost
+    # beyond their weights (layers.slice_overhead_bytes each), where its kernel is not the profile's own
 
     @property
     def n_kernels(self) -> int:
@@ -100,7 +105,7 @@ class OpEstimate:
 def estimate(op: Op, law: KernelLaw, flops_scale: float = 1.0) -> OpEstimate:
     """Cost of all `count` calls of `op`. `flops_scale` converts the law's bf16 rate to the
     op's compute dtype (e.g. 2 for fp8 on a chip whose fp8 peak is twice bf16)."""
-    mem = op.bytes / (law.bandwidth(op.bytes) * 1e3)
+    mem = (op.bytes + op.slice_overhead_bytes) / (law.bandwidth(op.bytes) * 1e3)
     if law.unit_GBps and op.units:  # an unsplit kernel: the busiest SM's waves of units, if slower
         mem = max(mem, wave_bytes(op.bytes, op.units, law.slots) / (law.unit_GBps * 1e3))
     comp = op.flops / (law.tflops * flops_scale * 1e6)

@@ -165,6 +165,8 @@ def _op_terms(mach: Machine, op: Op, past_x_edge: bool = False) -> _Terms:
     # ratio, a sample's closeness to its law changes with the op's size and boundness (a
     # memory-bound source and compute-bound target), and the step would stop growing with C.
     table = mach.table if mach.same_gpu_as_profile else None
+    if table is None and mach.table is not None and op.variant != PREFILL:
+        e = _with_overlap(op, mach, e)
     measured = table.lookup(op.probe) if table is not None else None
     anchor = table.anchor(op.probe) if table is not None and measured is None else None
     if anchor is not None:
@@ -216,6 +218,28 @@ def _price_ops(acc: _Acc, mach: Machine, ops: list[Op], comp_override: str | Non
         acc.notes.update(t.notes)
         gpu += t.gpu_us
     return gpu
+
+
+def _with_overlap(op: Op, mach: Machine, e):
+    """On another GPU than the profile's: the law's estimate plus the share of its shorter
+    roof term that the profile's own sample of this op did not overlap with the longer one.
+    The laws price a kernel at max(memory, compute); a kernel that dequantises weights or
+    walks a verify tree's queries keeps its memory and compute partly in series, which shows
+    on the profile's GPU as a sample above its law. That share, alpha = (sample - law) /
+    min(memory, compute) clipped to [0, 1], is a property of the kernel, carried to the
+    target, where it adds alpha x min(memory, compute) of the target's terms."""
+    measured = mach.table.lookup(op.probe)
+    if measured is None:
+        return e
+    src_law = mach.source_law(op)
+    src = estimate(op, src_law, mach.source_flops_scale(op.compute_dtype))
+    short_src = min(src.memory_us, src.compute_us)
+    if short_src <= 0:
+        return e
+    kernel_us = max(measured - src_law.graph_nodes * mach.overheads.source_graph_node_us, 1e-3) * op.count
+    alpha = min(max((kernel_us - src.total_us) / short_src, 0.0), 1.0)
+    extra = alpha * min(e.memory_us, e.compute_us)
+    return replace(e, total_us=e.total_us + extra)
 
 
 def _from_anchor(op: Op, mach: Machine, x: float, y: float | None, t: float) -> float:
