@@ -68,7 +68,7 @@ from perfmodel.model.memory import memory_use
 from perfmodel.model.project import uncalibrated_description  # noqa: F401 (re-exported)
 from perfmodel.model.step import step_estimate
 from perfmodel.profile import Profile
-from perfmodel.scenario import layout_memory_hint
+from perfmodel.scenario import layout_memory_hint, server_settings
 
 HOST_PRIOR_US = 1000.0
 # Per draft forward: vLLM's EAGLE-3 TPOT table (vllm-project/vllm#20780) leaves 0.55-0.77 ms per
@@ -136,7 +136,7 @@ class Prepared:
         key = (setup, f.get(HOST), f.get(DRAFT_HOST))
         times = shared.times.get(key)
         if times is None:
-            eng = engine_defaults(p.engine or "vllm", mach.gpu).with_budget(p.max_batched_tokens)
+            eng = engine_defaults(p.engine or "vllm", mach.gpu).with_settings(**server_settings(p))
             spec = None
             if self.draft:
                 tau = scaled_tau(self.tau, f, self.tau_cap)

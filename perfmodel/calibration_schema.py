@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_serializer, model_validator
 
 from perfmodel.profile import check_kernel_set
-from perfmodel.scenario import EngineKind, PosInt, Request, fields
+from perfmodel.scenario import SERVER_SETTINGS, EngineKind, PosInt, Request, fields, server_settings_problem
 
 FIGURES = ("tokens_per_s_per_stream", "tokens_per_s", "step_ms", "tpot_ms", "ttft_ms")
 SERVING = ("ttft_ms", "tpot_ms")  # with isl/osl: whole requests through the serving simulation, one point may give both
@@ -69,7 +69,7 @@ class _Strict(BaseModel):
 # count defaults to one, and its budget is a number (no 'auto').
 POINT_SCENARIO = ("target", "hw_file", "gpus", "link", "model", "model_file", "profile", "parallel", "context", "spec", "budget",
                   "acceptance", "workload", "acceptance_length", "acceptance_at", "draft_tokens", "draft_topk", "drafter", "spec_off_above", "graphs",
-                  "tree_build", "dtypes", "isl", "osl", "min_length_ratio", "engine", "max_batched_tokens")
+                  "tree_build", "dtypes", "isl", "osl", "min_length_ratio", "engine", *SERVER_SETTINGS)
 _POINT_TYPES: dict[str, tuple[Any, Any]] = {
     "target": (str | None, None), "model": (str | None, None), "gpus": (PosInt, 1),
     "budget": (PosInt | None, None), "acceptance": (str | None, None), "engine": (EngineKind | None, None)}
@@ -128,10 +128,13 @@ class ObservedPoint(_PointScenario):
         if self.isl is not None and not set(given) <= {"tokens_per_s", *SERVING}:
             raise ValueError(f"isl/osl describe whole requests: give tokens_per_s, ttft_ms or tpot_ms, not {given[0]}")
         whole = {"ttft_ms": self.ttft_ms is not None, "engine": self.engine is not None,
-                 "max_batched_tokens": self.max_batched_tokens is not None, "min_length_ratio": self.min_length_ratio < 1}
+                 **{k: getattr(self, k) is not None for k in SERVER_SETTINGS}, "min_length_ratio": self.min_length_ratio < 1}
         if self.isl is None and any(whole.values()):
             what = next(k for k, v in whole.items() if v)
             raise ValueError(f"{what} is for whole requests: give isl and osl")
+        problem = server_settings_problem(self, self.engine)
+        if problem:
+            raise ValueError(problem)
         if self.isl is not None and self.osl < 2 and self.tpot_ms is not None:
             raise ValueError("tpot_ms needs osl >= 2 (the time per output token after the first)")
         return self

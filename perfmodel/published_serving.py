@@ -15,19 +15,21 @@ How a published setup is expressed (each rule cites where it comes from):
   framework   trt -> trtllm, sglang, vllm; other stacks (ATOM, Dynamo's and MoRI's disaggregated
               serving) are not simulated
   hardware    the GPU specs of `hwspecs/gpus/`
-  layout      the decode side's tp, ep and dp_attention as published: ep 1 -> tp; ep = tp -> tp+ep
-              (attention TP, experts EP); ep = tp with data-parallel attention -> dp-attn+ep; the
+  layout      the decode side's tp, ep and dp_attention as published, built as the silicon rows'
+              (`silicon.split_layout`): attention TP tp (data-parallel with dp_attention), experts
+              EP ep and TP tp / ep (ep 1 -> tp; ep = tp -> tp+ep or dp-attn+ep; others mixed); the
               GPU count is tp (InferenceX's num_*_gpu fields count tp x ep for aggregated points)
   precision   `CHECKPOINTS`: the checkpoint InferenceX serves for (model, precision, vendor)
               (SemiAnalysisAI/InferenceX configs/nvidia-master.yaml, configs/amd-master.yaml) and
               the dtypes perfmodel prices it with; the KV cache is FP8 (the benchmark scripts pass
               `kv_cache_config: dtype: fp8` to trtllm-serve and `--kv-cache-dtype fp8_e4m3` to SGLang)
-  step budget trtllm-serve runs without chunked prefill with max_num_tokens = max(8192,
-              ceil64(conc + isl + 64)) (benchmarks/single_node/fixed_seq_len/dsr1_*_trt.sh); SGLang
-              takes perfmodel's engine default (its chunked prefill size by GPU memory)
+  server      what the point's InferenceX script set at the point's date (`perfmodel.inferencex`):
+              the step budget (TRT-LLM max_num_tokens, SGLang chunked_prefill_size), the running
+              requests at most, SGLang's scheduler_recv_interval, TRT-LLM's batch waiting; the
+              engine's defaults where the script sets nothing
 
 Not expressed: disaggregated prefill/decode, multi-node replicas, speculative decoding without a
-published acceptance length, and layouts other than the three above.
+published acceptance length, and experts EP that does not divide the GPUs.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from perfmodel.calibration_schema import ObservedPoint
 from perfmodel.inputs import load_yaml, parse_yaml, validated
+from perfmodel.scenario import SERVER_SETTINGS
 from perfmodel.silicon import INFERENCEX_RANGE_RATIO, NotExpressible
 
 DATA = "published_serving.yaml"
@@ -212,20 +215,31 @@ def _vendor(hardware: str) -> Vendor:
     return "amd" if hardware.startswith("mi") else "nvidia"
 
 
-def trtllm_budget(isl: int, conc: int) -> int:
-    """trtllm-serve's max_num_tokens in InferenceX's scripts: max(8192, (conc + isl + 64) rounded up to 64)."""
-    return max(8192, -(-(conc + isl + 64) // 64) * 64)
+def _layout(s: Setup, found=None) -> str:
+    """The decode side's layout over its tp GPUs, built as the silicon rows' (`silicon.split_layout`):
+    attention TP tp (data-parallel over them with dp_attention), the experts EP ep, each TP tp / ep;
+    where the point's script chose the layout itself (`found`: `inferencex.ServerSettings.split`), that."""
+    from perfmodel.scenario import Split
+    from perfmodel.silicon import split_layout
+
+    sp = found.split(s.tp) if found is not None else None
+    if sp is None:
+        if s.tp % s.ep:
+            raise NotExpressible(f"layout tp{s.tp} ep{s.ep}: experts EP {s.ep} does not divide the {s.tp} GPUs")
+        sp = Split(1, s.tp, s.tp // s.ep, s.ep) if s.dp_attention else Split(s.tp, 1, s.tp // s.ep, s.ep)
+    return split_layout(sp)[0]
 
 
-def _layout(s: Setup) -> str:
-    if s.ep == 1 and not s.dp_attention:
-        return "tp"
-    if s.ep == s.tp and not s.dp_attention:
-        return "tp-attn-ep-moe"
-    if s.ep == s.tp and s.dp_attention:
-        return "ep"
-    raise NotExpressible(f"layout tp{s.tp} ep{s.ep}{' dp-attn' if s.dp_attention else ''}: perfmodel has tp, tp+ep "
-                         "and dp-attn+ep (experts over as many GPUs as attention)")
+def server_settings(p: Published):
+    """What the point's InferenceX script set at the point's date (`inferencex.settings`), or None."""
+    from perfmodel import inferencex
+
+    s, q = p.setup, p.point
+    date = q.date or s.date
+    if s.source != "inferencex" or date is None:
+        return None
+    return inferencex.settings(ENGINES.get(s.framework, s.framework), s.model, s.precision, s.hardware, tp=s.tp, isl=q.isl,
+                               osl=q.osl, conc=q.conc, date=date)
 
 
 def _length_ratio(source: str) -> float:
@@ -252,11 +266,17 @@ def express(p: Published) -> ObservedPoint:
     ck = CHECKPOINTS.get((s.model, s.precision, _vendor(s.hardware)))
     if ck is None:
         raise NotExpressible(f"model {s.model} {s.precision}: no checkpoint mapped to a preset")
-    parallel = _layout(s)
+    found = server_settings(p)
+    parallel = _layout(s, found)
     q = p.point
+    server = found.request_fields() if found else {}
+    if "max_batched_tokens" not in server:
+        from perfmodel.scenario import layout_split
+        from perfmodel.silicon import serving_budget
+
+        server["max_batched_tokens"] = serving_budget(engine, gpu, q.isl, q.conc, layout_split(parallel, s.tp).attn_dp)
     return ObservedPoint(target=gpu, gpus=s.tp, model=ck.preset, parallel=parallel, dtypes=dict(ck.dtypes) or None,
-                         isl=q.isl, osl=q.osl, engine=engine, min_length_ratio=_length_ratio(s.source),
-                         max_batched_tokens=trtllm_budget(q.isl, q.conc) if engine == "trtllm" else None,
+                         isl=q.isl, osl=q.osl, engine=engine, min_length_ratio=_length_ratio(s.source), **server,
                          concurrency=q.conc, ttft_ms=q.mean_ttft_s * 1e3, tpot_ms=q.mean_tpot_s * 1e3, label=p.id)
 
 
@@ -301,7 +321,7 @@ def run_published_serving(*, path: str | None = None, profile: str | None = None
             priced = {"error": str(x).splitlines()[0]}
         out.append({"id": p.id, "model": obs.model, "system": obs.target, "engine": obs.engine, "engine_version": p.engine_version,
                     "scenario": (obs.model_copy(update={"label": None}).describe() + f" (published {p.layout_text()})"
-                                 + (f", budget {obs.max_batched_tokens}" if obs.max_batched_tokens else "")
+                                 + "".join(f", {k} {getattr(obs, k):g}" for k in SERVER_SETTINGS if getattr(obs, k) is not None)
                                  + "".join(f", {k}={v}" for k, v in sorted((obs.dtypes or {}).items()))),
                     "source": f"{p.source.cite}; {p.run_url}",
                     "measured": {"ttft_ms": obs.ttft_ms, "tpot_ms": obs.tpot_ms},

@@ -374,10 +374,15 @@ def _lengths(req: Request) -> tuple[Request, tuple[tuple[int, int], ...] | None]
         raise ProjectionError("--isl and --osl go together: the input and output tokens of each request")
     if req.lengths_file and req.isl is not None:
         raise ProjectionError("give --isl/--osl or --lengths-file, not both")
-    serving_only = [f for f, v in (("--max-batched-tokens", req.max_batched_tokens), ("--request-rate", req.request_rate))
-                    if v is not None] + (["--prefix-hit"] if req.prefix_hit else [])
+    from perfmodel.scenario import SERVER_SETTINGS, fields, server_settings_problem
+
+    serving_only = [fields()[k][2].flags[0] for k in SERVER_SETTINGS if getattr(req, k) is not None] + \
+        (["--request-rate"] if req.request_rate is not None else []) + (["--prefix-hit"] if req.prefix_hit else [])
     if serving_only and req.isl is None and not req.lengths_file:
         raise ProjectionError(f"{serving_only[0]} shapes serving whole requests: give --isl and --osl (or --lengths-file)")
+    problem = server_settings_problem(req, req.engine)
+    if problem:
+        raise ProjectionError(problem)
     if req.min_length_ratio < 1 and req.isl is None:
         raise ProjectionError("--min-length-ratio draws each request's lengths up to --isl/--osl: give them")
     if req.isl is not None:

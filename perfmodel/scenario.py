@@ -310,6 +310,20 @@ class Request:
                                                                                "max_num_batched_tokens, SGLang "
                                                                                "chunked_prefill_size, TRT-LLM max_num_tokens); "
                                                                                "default: the engine's.")] = None
+    max_running: Annotated[PosInt | None, Cli(("--max-running",), "Running requests at most (vLLM max_num_seqs, SGLang "
+                                                                 "max_running_requests, TRT-LLM max_batch_size); default: "
+                                                                 "the engine's.")] = None
+    recv_interval: Annotated[PosInt | None, Cli(("--recv-interval",), "SGLang --scheduler-recv-interval: new requests reach "
+                                                                     "the scheduler every this many decode steps (and after "
+                                                                     "each prefill step); default 1.")] = None
+    batch_wait_iters: Annotated[int | None, Field(ge=0, strict=True),
+                                Cli(("--batch-wait-iters",), "TRT-LLM batch_wait_timeout_iters: while requests decode, new "
+                                                             "prompts wait up to this many steps for more to batch with "
+                                                             "(see --batch-wait-tokens-ratio); default 0 (no waiting).")] = None
+    batch_wait_tokens_ratio: Annotated[float | None, Field(ge=0, le=1, allow_inf_nan=False),
+                                       Cli(("--batch-wait-tokens-ratio",), "TRT-LLM batch_wait_max_tokens_ratio: the wait "
+                                                                           "ends once the step's tokens reach this share of "
+                                                                           "--max-batched-tokens; default 0.")] = None
     request_rate: Annotated[float | None, Field(gt=0, allow_inf_nan=False),
                             Cli(("--request-rate",), "Requests per second (Poisson) instead of keeping C in flight.")] = None
     prefix_hit: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False),
@@ -354,7 +368,8 @@ class Request:
     def _paths(cls, v: Any) -> Any:
         return str(v) if isinstance(v, Path) else v
 
-    @field_validator("host_cpu_factor", "acceptance_length", "request_rate", "prefix_hit", "min_length_ratio", mode="before")
+    @field_validator("host_cpu_factor", "acceptance_length", "request_rate", "prefix_hit", "min_length_ratio",
+                     "batch_wait_tokens_ratio", mode="before")
     @classmethod
     def _number(cls, v: Any) -> Any:
         if v is None:
@@ -363,6 +378,9 @@ class Request:
             raise ValueError(f"expected a number, got {v!r}")
         return v
 
+    def server_settings(self) -> dict[str, Any]:
+        return server_settings(self)
+
     @property
     def target_name(self) -> str:
         return self.target if isinstance(self.target, str) else self.target.name
@@ -370,6 +388,32 @@ class Request:
     @property
     def model_name(self) -> str:
         return self.model if isinstance(self.model, str) else self.model.name
+
+
+# The engine server settings a scenario may set (Request fields; a calibration point carries them too),
+# by the name `serving.Engine.with_settings` takes.
+SERVER_SETTINGS = {"max_batched_tokens": "max_batched_tokens", "max_running": "max_seqs", "recv_interval": "recv_interval",
+                   "batch_wait_iters": "batch_wait_iters", "batch_wait_tokens_ratio": "batch_wait_tokens_ratio"}
+
+
+def server_settings(scenario: Any) -> dict[str, Any]:
+    """The engine's server settings a Request (or a calibration point) sets, None where it keeps the
+    engine's default, keyed as `serving.Engine.with_settings` takes them."""
+    return {engine_name: getattr(scenario, name) for name, engine_name in SERVER_SETTINGS.items()}
+
+
+# Settings only one engine has: (scenario field, its flag, the engine, the engine's own name of it)
+_ENGINE_ONLY = (("recv_interval", "--recv-interval", "sglang", "--scheduler-recv-interval"),
+                ("batch_wait_iters", "--batch-wait-iters", "trtllm", "batch_wait_timeout_iters"),
+                ("batch_wait_tokens_ratio", "--batch-wait-tokens-ratio", "trtllm", "batch_wait_max_tokens_ratio"))
+
+
+def server_settings_problem(scenario: Any, engine: str | None) -> str | None:
+    """The one-line reason a scenario's server settings do not fit its engine, or None."""
+    for name, flag, owner, theirs in _ENGINE_ONLY:
+        if getattr(scenario, name) is not None and (engine or "vllm") != owner:
+            return f"{flag} is {owner}'s {theirs}: give --engine {owner} (got --engine {engine or 'vllm'})"
+    return None
 
 
 def fields() -> dict[str, tuple[Any, Any, Cli]]:

@@ -39,6 +39,12 @@ run's TP and EP multiplied (a `tp8_ep8` run as tp 64, moe_tp 8, moe_ep 8), and v
 parallelism without expert parallelism splits the experts TP over every rank (a row's moe_tp
 wider than its tp is that).
 
+Server settings: an InferenceX row is priced with what its server script set at the row's
+`measured=` date (`perfmodel.inferencex`: step budget, running requests at most, SGLang's recv
+interval, TRT-LLM's batch waiting, and the layout the TRT-LLM scripts chose themselves before
+2025-11-03, whatever the row records); a row no script covers keeps its engine's defaults, with a
+TRT-LLM budget that serves it where the default cannot (`serving_budget`).
+
 KV-cache dtype: the rows do not record it. aiconfigurator infers it from the checkpoint
 (`aiconfigurator_core.sdk.models.helpers._infer_quant_modes_from_raw_config`: an fp8, fp8_block
 or nvfp4 checkpoint gets an FP8 KV cache, any other bf16), and `MODELS` records that per
@@ -200,7 +206,9 @@ class Expressed:
     concurrency: int
     engine: str
     dtypes: dict[str, str] = field(default_factory=dict)
-    max_batched_tokens: int | None = None  # the step's token budget where the engine's default cannot serve the row
+    max_batched_tokens: int | None = None  # the step's token budget: the run's script's, or where the engine's default cannot serve the row
+    server: dict = field(default_factory=dict)  # the other settings of the run's script (`inferencex.ServerSettings`)
+    script: str = ""  # the script they were read from
 
     @property
     def measured_ttft_ms(self) -> float:
@@ -210,13 +218,18 @@ class Expressed:
     def measured_tpot_ms(self) -> float:
         return self.row.tpot_ms
 
+    def scenario(self) -> dict:
+        """The row's serving setup as the scenario fields a `Request` and a calibration point
+        (`calibration_schema.ObservedPoint`) share, its server's settings included; the
+        concurrency apart (a list in a Request, a number in a point)."""
+        return dict(target=self.target, gpus=self.gpus, model=self.model, parallel=self.parallel, isl=self.row.isl,
+                    osl=self.row.osl, min_length_ratio=self.row.min_length_ratio, engine=self.engine,
+                    dtypes=dict(self.dtypes) or None, max_batched_tokens=self.max_batched_tokens, **self.server)
+
     def request(self, **kw) -> Request:
         """The serving request (`perfmodel project --isl --osl --engine ...`); `kw` sets other
         scenario fields (profile, calibration, ...)."""
-        return Request(target=self.target, gpus=self.gpus, model=self.model, parallel=self.parallel,
-                       concurrency=[self.concurrency], isl=self.row.isl, osl=self.row.osl,
-                       min_length_ratio=self.row.min_length_ratio, engine=self.engine,
-                       dtypes=dict(self.dtypes) or None, max_batched_tokens=self.max_batched_tokens, **kw)
+        return Request(**self.scenario(), concurrency=[self.concurrency], **kw)
 
     def describe(self) -> str:
         from perfmodel.scenario import layout_of
@@ -224,6 +237,7 @@ class Expressed:
         dt = ",".join(f"{k}={v}" for k, v in sorted(self.dtypes.items()))
         return (f"{self.model} on {self.gpus}x {self.target} {layout_of(self.parallel).name}, {self.engine}"
                 + (f" (budget {self.max_batched_tokens})" if self.max_batched_tokens else "")
+                + "".join(f", {k} {v:g}" for k, v in sorted(self.server.items()))
                 + f", C={self.concurrency}, {self.row.isl}/{self.row.osl}" + (f", {dt}" if dt else ""))
 
 
@@ -279,9 +293,16 @@ def _layout(row: Row, moe: bool) -> tuple[str, int]:
         dp, n = mtp // tp, mtp
     if mtp * mep != n:
         raise NotExpressible(f"layout {row.layout_text}: experts split over {mtp * mep} GPUs, attention over {n}")
-    sp = Split(tp, dp, mtp, mep)
-    named = {Split(n, 1, n, 1): "tp", Split(n, 1, 1, n): "tp-attn-ep-moe", Split(1, n, 1, n): "ep"}
-    return named.get(sp, sp.key()), n
+    return split_layout(Split(tp, dp, mtp, mep))
+
+
+def split_layout(sp) -> tuple[str, int]:
+    """(layout key, GPUs) of a split (`scenario.Split`): the named layout where the split is one of
+    them (tp, tp+ep, dp-attn+ep), else the mixed one (`tp4xdp2+tp2xep4`). The one builder of a
+    served layout, for the silicon rows and the published points."""
+    n = sp.n_gpus
+    named = {(n, 1, n, 1): "tp", (n, 1, 1, n): "tp-attn-ep-moe", (1, n, 1, n): "ep"}
+    return named.get((sp.attn_tp, sp.attn_dp, sp.moe_tp, sp.moe_ep), sp.key()), n
 
 
 # The 2026 collections of the sample (`source_file=2026-...csv`, `db-dump/...`) record an expert-parallel
@@ -333,27 +354,56 @@ def express(row: Row) -> Expressed:
         dtypes["kv_cache"] = ck.kv_cache
     from perfmodel.scenario import layout_split
 
+    found = server_settings(row, n)
+    server = found.request_fields() if found else {}
+    script_split = found.split(n) if found else None
+    if script_split is not None and moe:  # the layout the run's script chose itself, whatever the row records
+        parallel, n = split_layout(script_split)
+    budget = server.pop("max_batched_tokens", None) or serving_budget(row.backend, gpu, row.isl, row.concurrency,
+                                                                      layout_split(parallel, n).attn_dp)
     return Expressed(row=row, target=gpu, gpus=n, model=ck.preset, parallel=parallel, concurrency=row.concurrency,
-                     engine=row.backend, dtypes=dtypes,
-                     max_batched_tokens=_budget(row, gpu, layout_split(parallel, n).attn_dp))
+                     engine=row.backend, dtypes=dtypes, max_batched_tokens=budget, server=server,
+                     script=found.script if found else "")
 
 
-def _budget(row: Row, gpu_name: str, dp_ranks: int) -> int | None:
-    """The step budget (per attention-DP rank, as the engines take it) the row's server must have
-    run with, where its engine's default could not have served the row.
+# The sample's model paths and systems as InferenceX's scripts name them (`perfmodel.inferencex`)
+INFERENCEX_MODELS = {"deepseek-ai/DeepSeek-R1": "dsr1", "deepseek-ai/DeepSeek-V3": "dsr1", "nvidia/DeepSeek-R1-NVFP4": "dsr1",
+                     "meta-llama/Llama-3.1-70B": "70b", "openai/gpt-oss-120b": "gptoss", "MiniMaxAI/MiniMax-M2.5": "minimaxm2.5"}
+INFERENCEX_GPUS = {"h100_sxm": "h100", "h200_sxm": "h200", "b200_sxm": "b200", "b300_sxm": "b300"}
+_MEASURED = re.compile(r"\bmeasured=(\d{4}-\d{2}-\d{2})")
+
+
+def server_settings(row: Row, n_gpus: int):
+    """The server settings of an InferenceX row's script at the row's `measured=` date, over its
+    n_gpus (`inferencex.settings`), or None: not an InferenceX run, no date, or a script not read
+    (multi-node GB200 runs, vLLM's)."""
+    from perfmodel import inferencex
+
+    date = _MEASURED.search(row.source)
+    model, gpu = INFERENCEX_MODELS.get(row.model_path), INFERENCEX_GPUS.get(row.system)
+    if not _INFERENCEX.match(row.source) or date is None or model is None or gpu is None:
+        return None
+    return inferencex.settings(row.backend, model, row.precision, gpu, tp=n_gpus, isl=row.isl, osl=row.osl,
+                               conc=row.concurrency, date=date.group(1))
+
+
+def serving_budget(engine: str, gpu_name: str, isl: int, concurrency: int, dp_ranks: int) -> int | None:
+    """The step budget (per attention-DP rank, as the engines take it) a server must have run with
+    where its engine's default could not have served the load and no script of the run says
+    (`server_settings`; the silicon rows and the published points alike).
 
     An engine without chunked prefill (TRT-LLM's `trtllm-serve` default) admits a prompt only
     whole, in a step whose token budget also carries the rank's running decodes (perfmodel/model/
     serving.py). With its default budget (8192) a prompt of isl tokens beside a rank's C/ranks
     decodes fits only when isl + C/ranks <= 8192: above that, each prompt would wait for every
     running request to finish, the decode batch would stay near 1, and the TPOT would not grow
-    with C as the rows measured do. The rows do not record the budget; they are priced with the
-    smallest one that serves them, isl + C/ranks."""
+    with C as measured. Such a load is priced with the smallest budget that serves it, isl + C/ranks;
+    None where the default serves it."""
     from perfmodel.model.serving import engine_defaults
     from perfmodel.specs import registry
 
-    eng = engine_defaults(row.backend, registry.load_gpu(gpu_name))
-    need = row.isl + -(-row.concurrency // dp_ranks)
+    eng = engine_defaults(engine, registry.load_gpu(gpu_name))
+    need = isl + -(-concurrency // dp_ranks)
     return need if not eng.chunked and need > eng.max_batched_tokens else None
 
 

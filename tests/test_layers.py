@@ -44,11 +44,14 @@ RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "perfmodel.aic": (("perfmodel.model", "perfmodel.specs", "perfmodel.measure.fits") + CORE_TYPES, ("yaml", "pyarrow")),
     "perfmodel.transfer": (("perfmodel.aic", "perfmodel.model", "perfmodel.request", "perfmodel.specs") + CORE_TYPES, ()),
     # aiconfigurator's measured serving points: rows -> requests, and validate --silicon over the api
-    "perfmodel.silicon": (("perfmodel.aic", "perfmodel.model", "perfmodel.specs") + CORE_TYPES, ()),
+    "perfmodel.silicon": (("perfmodel.aic", "perfmodel.model", "perfmodel.specs", "perfmodel.inferencex") + CORE_TYPES, ()),
+    # the server settings of InferenceX's benchmark scripts, per run (pure)
+    "perfmodel.inferencex": (("perfmodel.scenario",), ()),
     "perfmodel.silicon_validate": (("perfmodel.silicon", "perfmodel.aic", "perfmodel.api", "perfmodel.request") + CORE_TYPES,
                                    ("numpy", "aiconfigurator")),
     # published serving points: records -> observed points, priced as validate --silicon prices
-    "perfmodel.published_serving": (("perfmodel.silicon", "perfmodel.silicon_validate") + CORE_TYPES, ("pydantic",)),
+    "perfmodel.published_serving": (("perfmodel.silicon", "perfmodel.silicon_validate", "perfmodel.inferencex") + CORE_TYPES,
+                                    ("pydantic",)),
     "perfmodel.options": (("perfmodel.scenario", "perfmodel.errors"), ("typer",)),
     "perfmodel.cli_errors": ((), ("typer", "click")),
     "perfmodel.cli": (("perfmodel",), ("typer", "rich")),  # the edge: everything, lazily

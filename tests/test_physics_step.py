@@ -146,20 +146,30 @@ def test_tree_build_grows_with_concurrency_times_budget():
 
 
 def test_doubling_bandwidth_halves_the_memory_bound_part():
-    """A target with twice the H200's bandwidth (same memory kind): every memory-bound op's
-    bandwidth time halves; the floors do not move."""
+    """A target with twice the H200's bandwidth (same memory kind and SMs): a memory-bound op
+    whose law streams at the profile GPU's read ceiling halves its bandwidth time; one whose law
+    is short of it (the hand profile's 1000 GB/s, kept there by what its SMs hold in flight)
+    gains as Little's law says, 1/(1/(2 R) + 1/C) with 1/C = 1/1000 - 1/R; the floors do not move."""
     h200 = registry.load_gpu("h200")
     mem = h200.memory.model_copy(update={"bandwidth_GBps": h200.memory.bandwidth_GBps.model_copy(
         update={"value": 2 * h200.memory.bandwidth_GBps.value})})
     fast = h200.model_copy(update={"name": "h200-2x", "memory": mem})
     m = registry.load_model("llama-3.1-8b")
+    read = h200.memory.bandwidth_GBps.value * h200.memory.streaming_fraction(registry.load_memory_kinds())
     a = step_estimate(m, hand_machine(), ONE, 64, 1, 8192)
     b = step_estimate(m, hand_machine(gpu=fast), ONE, 64, 1, 8192)
     # attention at C=64, L=8192: 64 x 8193 x 4096 B of KV = 2.1 GB -> 2148 us at 1000 GB/s,
     # against 4 x 64 x 32 x 8193 x 128 FLOP = 8.6 GFLOP -> 86 us at 100 TF: memory-bound
-    assert a.breakdown_us["attention"] == pytest.approx(32 * (64 * 8193 * 4096 + 2 * 64 * 32 * 128 * 2) / 1e6)
-    assert b.breakdown_us["attention"] == pytest.approx(a.breakdown_us["attention"] / 2)
+    attn_bytes = 32 * (64 * 8193 * 4096 + 2 * 64 * 32 * 128 * 2)
+    assert a.breakdown_us["attention"] == pytest.approx(attn_bytes / 1e6)
+    bw_fast = 1 / (1 / (2 * read) + (1 / BW - 1 / read))
+    assert b.breakdown_us["attention"] == pytest.approx(attn_bytes / (bw_fast * 1e3))
     assert b.breakdown_us["latency_floor"] == pytest.approx(a.breakdown_us["latency_floor"])
+    at_roof = hand_profile()
+    at_roof.fits = {c: f.model_copy(update={"bw_GBps": read}) for c, f in at_roof.fits.items()}
+    a = step_estimate(m, hand_machine(profile=at_roof), ONE, 64, 1, 8192)
+    b = step_estimate(m, hand_machine(gpu=fast, profile=at_roof), ONE, 64, 1, 8192)
+    assert b.breakdown_us["attention"] == pytest.approx(a.breakdown_us["attention"] / 2)
 
 
 def test_gqa_attention_reads_k_and_v_with_the_spec_head_dim():
@@ -360,7 +370,8 @@ def test_draft_term_by_hand():
 def test_transfer_rules_and_their_uncertainty():
     """machine.py's rules on a profile with a 20% fit rmse, from the H200 (HBM3e) to:
       itself: bw carried, +-20% (the rmse), floors +-10%;
-      RTX PRO 6000 (GDDR7): bw x (1792/4800) x (0.85/0.90), +-sqrt(.2^2 + .06^2 + GDDR7^2 + .05^2),
+      RTX PRO 6000 (GDDR7): the read ceiling R x (1792/4800) x (0.85/0.90) in series with the
+        fit's in-flight rate (1/C = 1/bw - 1/R) x 188/132 SMs, +-sqrt(.2^2 + .06^2 + GDDR7^2 + .05^2),
         floors +-30% (another architecture), compute x bf16 peak ratio;
       MI300X (AMD): + the 25% cross-vendor term on bandwidth and floors."""
     mk = registry.load_memory_kinds()
@@ -375,7 +386,10 @@ def test_transfer_rules_and_their_uncertainty():
     rtx = registry.load_gpu("rtx-pro-6000")
     law = hand_machine(gpu=rtx, profile=prof).laws["gemm_bf16"]
     g7 = mk.kinds["GDDR7"].uncertainty_rel
-    assert law.bw_GBps == pytest.approx(BW * rtx.memory.bandwidth_GBps.value / 4800 * 0.85 / 0.90)
+    read = 4800 * 0.90  # the hand profile measured no ceiling: the H200's datasheet x HBM3e's fraction
+    roof = read * rtx.memory.bandwidth_GBps.value / 4800 * 0.85 / 0.90
+    in_flight = 1 / (1 / BW - 1 / read) * rtx.sm_count.value / h200.sm_count.value
+    assert law.bw_GBps == pytest.approx(1 / (1 / roof + 1 / in_flight))
     assert law.tflops == pytest.approx(TF * rtx.compute.bf16_dense_TFLOPS.value / h200.compute.bf16_dense_TFLOPS.value)
     assert law.rel_unc_bw == pytest.approx((0.2**2 + 0.06**2 + g7**2 + 0.05**2) ** 0.5)
     assert law.rel_unc_t0 == pytest.approx(0.3)

@@ -65,10 +65,12 @@ def test_express_layouts_dtypes_and_trtllm_budget():
     o = ps.express(_one())
     assert (o.target, o.gpus, o.model, o.parallel, o.engine, o.concurrency) == ("h200-sxm", 8, "deepseek-v3", "tp", "trtllm", 32)
     assert o.dtypes == {"kv_cache": "fp8"} and (o.ttft_ms, o.tpot_ms) == (1000.0, 20.0)
-    assert o.max_batched_tokens == 8320  # (32 + 8192 + 64) rounded up to 64, above trtllm-serve's floor of 8192
-    assert ps.trtllm_budget(1024, 8) == 8192
+    assert o.max_batched_tokens == 8192 + 32  # no script known: the smallest budget that serves it (silicon's rule)
+    # an InferenceX run: its script's (32 + 8192 + 64) rounded up to 64, above its floor of 8192 from 2026-01-21
+    assert ps.express(_one(source="inferencex", date="2026-02-03")).max_batched_tokens == 8320
     assert ps.express(_one(ep=8)).parallel == "tp-attn-ep-moe"
     assert ps.express(_one(ep=8, dp_attention=True)).parallel == "ep"
+    assert ps.express(_one(ep=4)).parallel == "tp8+tp2xep4"  # built as the silicon rows' layouts
     o = ps.express(_one(framework="sglang", hardware="b300", precision="fp4", tp=4, ep=4))
     assert (o.gpus, o.engine, o.max_batched_tokens, o.dtypes["routed_experts"]) == (4, "sglang", None, "nvfp4")
     assert ps.express(_one(framework="sglang", hardware="mi355x", precision="fp4")).dtypes["routed_experts"] == "mxfp4"
@@ -77,7 +79,7 @@ def test_express_layouts_dtypes_and_trtllm_budget():
 @pytest.mark.parametrize("setup,words", [
     (dict(disagg=True), "disaggregated"), (dict(is_multinode=True), "multi-node"), (dict(spec_method="mtp"), "mtp"),
     (dict(framework="atom"), "framework atom"), (dict(hardware="tpu7"), "hardware tpu7"), (dict(model="qwen3.5"), "qwen3.5"),
-    (dict(ep=4), "layout tp8 ep4")])
+    (dict(ep=3), "layout tp8 ep3")])
 def test_not_expressible_says_why(setup, words):
     with pytest.raises(NotExpressible, match=words):
         ps.express(_one(**setup))

@@ -4,6 +4,7 @@ tests/fixtures/aic/README.md). Runs without the package."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -253,12 +254,30 @@ def test_a_calibration_per_engine():
     assert _calibration_for("vllm=v.json", "trtllm") is None and _calibration_for(None, "vllm") is None
 
 
-def test_trtllm_rows_get_the_budget_that_serves_them(rows):
-    """A TRT-LLM prompt of 8192 tokens cannot sit beside a rank's decodes in its default 8192-token
-    budget: the row is priced with isl + C / ranks = 8192 + 256 / 8."""
+def test_inferencex_rows_get_their_scripts_settings(rows):
+    """An InferenceX row is priced with what its script set at the row's `measured=` date
+    (`perfmodel.inferencex`): the TRT-LLM DeepSeek-R1 run of 2026-02-06 at 8k/1k, C=256, with
+    max_num_tokens max(8192, 256 + 8192 + 64 rounded up to 64) = 8512; the SGLang H200 run of
+    2026-03-25 at 1k/1k with its chunked prefill size 32768 and 512 running requests at most."""
     e = silicon.express(_row(rows, "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_8192x1024_c256"))
-    assert e.max_batched_tokens == 8192 + 32 and e.request().max_batched_tokens == 8224
-    assert silicon.express(_row(rows, "dsr1_h200_sglang_fp8_agg_1024x1024_c4_cfg81")).max_batched_tokens is None
+    assert e.max_batched_tokens == 8512 and e.request().max_batched_tokens == 8512
+    assert "dsr1_fp4_b200_trt" in e.script
+    e = silicon.express(_row(rows, "dsr1_h200_sglang_fp8_agg_1024x1024_c4_cfg81"))
+    assert (e.max_batched_tokens, e.server) == (32768, {"max_running": 512})
+    assert e.request().max_running == 512
+    # a calibration point of the row carries them too
+    from perfmodel.calibration_schema import ObservedPoint
+
+    pt = ObservedPoint(**e.scenario(), concurrency=e.concurrency, ttft_ms=e.measured_ttft_ms)
+    assert (pt.max_running, pt.max_batched_tokens, pt.engine) == (512, 32768, "sglang")
+
+
+def test_trtllm_rows_without_a_script_get_the_budget_that_serves_them(rows):
+    """A TRT-LLM prompt of 8192 tokens cannot sit beside a rank's decodes in its default 8192-token
+    budget: a row no script covers is priced with isl + C / ranks (here 8192 + 256 / 8)."""
+    row = _row(rows, "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_8192x1024_c256")
+    e = silicon.express(dataclasses.replace(row, source="aiconfigurator gap analysis"))
+    assert e.max_batched_tokens == 8192 + 32 and e.server == {}
 
 
 # ------------------------------------------------------------------------------ the command line

@@ -7,7 +7,8 @@ perfmodel expresses (`perfmodel.silicon`) and that aiconfigurator's estimator pr
 runs (AIC_RESULTS, read back with `silicon_validate.read_aic`: the estimator is not run here), all
 of them or, with --per-group N, a stratified subset (at most N rows per model and system, spanning
 their loads). Each row is a calibration point with its mean TTFT and mean TPOT, priced through the
-serving simulation against the row's system's imported per-op profile
+serving simulation with its server's settings where InferenceX's scripts give them
+(`silicon.Expressed.scenario`) against the row's system's imported per-op profile
 (`perfmodel.aic.import_profile`, the row's engine version where the database has it: way (b)).
 `perfmodel.calibrate.fit` fits the engine's factors (FACTORS) with each GPU's points held out in
 turn (leave-one-system-out, LOSO), then again with each model's held out (leave-one-model-out,
@@ -75,11 +76,8 @@ def points_for(expressed, folder: Path, db, local) -> tuple[list[ObservedPoint],
             save_profile(prof.model_dump(mode="json", exclude_none=True), p)
             paths[key] = p
         try:
-            pt = ObservedPoint(target=e.target, gpus=e.gpus, model=e.model, parallel=e.parallel,
-                               concurrency=e.concurrency, isl=r.isl, osl=r.osl, min_length_ratio=r.min_length_ratio,
-                               engine=e.engine,
-                               dtypes=dict(e.dtypes) or None, max_batched_tokens=e.max_batched_tokens, profile=str(paths[key]),
-                               ttft_ms=r.ttft_ms, tpot_ms=r.tpot_ms, label=f"{r.id} [{r.system} {version}]")
+            pt = ObservedPoint(**e.scenario(), concurrency=e.concurrency, profile=str(paths[key]), ttft_ms=r.ttft_ms,
+                               tpot_ms=r.tpot_ms, label=f"{r.id} [{r.system} {version}]")
             prepare(len(out), pt.singles()[0], local)  # refused as the fit would refuse it: kept out, with the reason
             out.append(pt)
         except ValueError as x:

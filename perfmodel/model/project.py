@@ -317,7 +317,7 @@ class Projector:
         from perfmodel.model.serving import SpecDecode, Workload, engine_defaults, simulate
 
         r, rs = self.req, self.resolved
-        eng = engine_defaults(r.engine, self.gpu).with_budget(r.max_batched_tokens)
+        eng = engine_defaults(r.engine, self.gpu).with_settings(**r.server_settings())
         spec = None
         if pt.budget:
             spec = SpecDecode(width=pt.budget + 1, tau=min(pt.tau, pt.budget + 1.0), draft=True,

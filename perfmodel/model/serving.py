@@ -32,6 +32,17 @@ Schedulers (perfmodel/model/SOURCES.md [V2]-[V5]; `engine_defaults` holds each e
   trtllm  generation requests first, then whole contexts while they fit in `max_num_tokens`
           (context chunking off by default in `trtllm-serve`), stopping at the first that does not.
 
+Server settings that hold a prompt back before it runs (off by default, set per server):
+
+  recv_interval      SGLang `--scheduler-recv-interval N` [V12]: the scheduler receives new
+                     requests only when its counter reaches N; a decode step adds 1, a step with
+                     prefill (or an idle loop) reaches N at once, and a receive resets it. A
+                     request sent during a decode stretch waits for the next receive.
+  batch_wait_iters,  TensorRT-LLM `batch_wait_timeout_iters` / `batch_wait_max_tokens_ratio` [V11]:
+  batch_wait_tokens_ratio  while generation requests run (and attention is not data-parallel),
+                     the scheduled context requests are held until the held steps reach the
+                     timeout or the step's tokens reach the ratio of `max_num_tokens`.
+
 Decodes are never held back by the budget (each takes its 1 or `width` tokens first; the
 budget binds the prefill chunks), which is what the engines do while C x width stays within it.
 
@@ -86,11 +97,27 @@ class Engine(BaseModel):
     budget_per_dp_rank: bool = Field(False, description="with data-parallel attention each rank schedules its own steps "
                                                        "with this budget and max_seqs (vLLM, TRT-LLM); else they are the "
                                                        "whole step's (SGLang divides its budget among the ranks)")
+    recv_interval: int = Field(1, ge=1, description="SGLang scheduler_recv_interval: new requests reach the scheduler "
+                                                    "only when its poll counter (+1 a decode step, at once after a "
+                                                    "prefill step or while idle) reaches this (perfmodel/model/SOURCES.md "
+                                                    "[V12])")
+    batch_wait_iters: int = Field(0, ge=0, description="TRT-LLM batch_wait_timeout_iters: while generation requests run "
+                                                       "(and attention is not data-parallel), new context requests are "
+                                                       "held for up to this many steps, or until the step's tokens reach "
+                                                       "batch_wait_tokens_ratio x max_batched_tokens (perfmodel/model/"
+                                                       "SOURCES.md [V11]; 0: no waiting)")
+    batch_wait_tokens_ratio: float = Field(0.0, ge=0.0, le=1.0, description="TRT-LLM batch_wait_max_tokens_ratio (above)")
     source: str = ""
 
-    def with_budget(self, max_batched_tokens: int | None) -> Engine:
-        """The engine with its step budget set by the user (None: its default kept)."""
-        return self if max_batched_tokens is None else self.model_copy(update={"max_batched_tokens": max_batched_tokens})
+    @property
+    def batch_waiting(self) -> bool:
+        return self.batch_wait_iters > 0 or self.batch_wait_tokens_ratio > 0
+
+    def with_settings(self, **settings) -> Engine:
+        """The engine with the server settings given (`max_batched_tokens`, `max_seqs`, `recv_interval`,
+        `batch_wait_iters`, `batch_wait_tokens_ratio`); a setting given as None keeps the default."""
+        update = {k: v for k, v in settings.items() if v is not None}
+        return Engine.model_validate({**self.model_dump(), **update}) if update else self
 
     def over(self, dp_ranks: int) -> Engine:
         """The engine as one scheduler over `dp_ranks` data-parallel attention ranks: an engine whose
@@ -383,6 +410,8 @@ def request_times(model: ModelSpec, machine: Machine, layout: Layout, workload: 
     tau = sp.tau if sp else 1.0
     rank_budget = engine.max_batched_tokens  # a whole prompt runs on one rank, within its budget
     engine = engine.over(layout.dp_attn)
+    recv = engine.recv_interval  # SGLang's poll interval (1: every step)
+    batch_wait = engine.batch_waiting and layout.dp_attn == 1  # TRT-LLM waits only without attention DP [V11]
     if pricer is None:
         pricer = StepPricer(model, machine, layout, graph=graph, spec=sp, tree_impl=tree_impl, interpolate=not exact)
     if kv_tokens is None:
@@ -422,6 +451,9 @@ def request_times(model: ModelSpec, machine: Machine, layout: Layout, workload: 
     now = snow = 0.0  # clock (us) and its correlated 1σ
     nxt = 0  # next request to send
     waiting: deque[int] = deque()
+    inbox: deque[int] = deque()  # sent, not yet received by a scheduler that polls every `recv` steps
+    polled = recv  # SGLang's poll counter: the first request is received at once
+    held = 0  # steps TRT-LLM's batch waiting has held the context requests
     prefilling: list[int] = []
     dec: list[int] = []
     reserved = 0
@@ -439,8 +471,22 @@ def request_times(model: ModelSpec, machine: Machine, layout: Layout, workload: 
         while nxt < R and sched[nxt] <= now and (slots is None or slots):
             t = max(sched[nxt], slots.popleft()) if slots is not None else sched[nxt]
             arrival[nxt], s_arrival[nxt] = t, snow
-            waiting.append(nxt)
+            (inbox if recv > 1 else waiting).append(nxt)
             nxt += 1
+
+    def poll() -> None:
+        """SGLang's recv skipper: the scheduler receives every request sent so far each time its
+        counter reaches the interval (a decode step adds 1; a prefill step or an idle loop reaches
+        it at once), and counts from zero again; `polled` counts the decode steps since then."""
+        nonlocal polled
+        if not (prefilling or dec or waiting):
+            polled = recv  # an idle scheduler loops (and receives) at once
+        if polled >= recv and polled % recv:  # receives passed during a stretch while none was sent
+            polled %= recv
+        if polled >= recv:
+            waiting.extend(inbox)
+            inbox.clear()
+            polled = 0
 
     def next_arrival() -> float:
         if nxt >= R or (slots is not None and not slots):
@@ -468,6 +514,8 @@ def request_times(model: ModelSpec, machine: Machine, layout: Layout, workload: 
 
     while done < R:
         send()
+        if recv > 1:
+            poll()
         running = len(prefilling) + len(dec)
         if not running and not waiting:
             now = max(now, next_arrival())
@@ -476,6 +524,7 @@ def request_times(model: ModelSpec, machine: Machine, layout: Layout, workload: 
         n_dec = len(dec)
         budget = engine.max_batched_tokens - (n_dec * W if engine.mixed else 0)
         chunks: list[tuple[int, int]] = []  # (request, tokens)
+        admitted: list[int] = []
         for r in prefilling:
             if budget <= 0:
                 break
@@ -494,11 +543,28 @@ def request_times(model: ModelSpec, machine: Machine, layout: Layout, workload: 
                 break
             waiting.popleft()
             prefilling.append(r)
+            admitted.append(r)
             reserved += int(need[r])
             running += 1
             c = min(rest, budget)
             chunks.append((r, c))
             budget -= c
+        hold = False
+        if batch_wait and chunks and n_dec:
+            # TRT-LLM's _waiting_requests: the context requests wait while generation requests run, until
+            # the held steps reach batch_wait_timeout_iters or the step's tokens reach the ratio of its budget
+            tokens = sum(c for _, c in chunks) + n_dec * W
+            if held >= engine.batch_wait_iters or tokens >= engine.batch_wait_tokens_ratio * engine.max_batched_tokens:
+                held = 0
+            else:
+                held += 1
+                hold = True
+                for r in reversed(admitted):
+                    waiting.appendleft(r)
+                    prefilling.remove(r)
+                    reserved -= int(need[r])
+                    running -= 1
+                chunks = []
         max_running = max(max_running, running)
         if not chunks and not n_dec:  # cannot happen with the checks above (every request fits alone)
             raise ValueError(f"{engine.name} can schedule none of the {len(waiting)} waiting requests")
@@ -509,6 +575,10 @@ def request_times(model: ModelSpec, machine: Machine, layout: Layout, workload: 
             # ---- a pure-decode stretch: k steps to the next event
             left = np.ceil((osl[dec_arr] - gen[dec_arr]) / tau - 1e-9)
             k = 1 if exact else int(max(1, min(left.min(), MAX_STRETCH)))
+            if hold:  # the held steps end when the wait times out
+                k = min(k, 1 + engine.batch_wait_iters - held)
+            if inbox:  # ... and SGLang receives at its next poll
+                k = min(k, max(1, recv - polled))
             t_a = next_arrival()
             if k > 1 and t_a < math.inf:  # end the stretch with the step during which the next request arrives
                 t1, _ = pricer.price(n_dec, ctx)
@@ -521,6 +591,9 @@ def request_times(model: ModelSpec, machine: Machine, layout: Layout, workload: 
             snow += k * s
             gen[dec_arr] += k * tau
             _gaps(t, k)
+            polled += k
+            if hold:
+                held += k - 1
             steps += k
             dec_steps += k
             dec_seq_steps += k * n_dec
@@ -533,6 +606,7 @@ def request_times(model: ModelSpec, machine: Machine, layout: Layout, workload: 
             t, s = pricer.price(n_dec if with_dec else 0, ctx, prefills)
             now += t
             snow += s
+            polled = recv  # after a prefill batch SGLang receives at once (its weight of an extend step)
             steps += 1
             prefill_steps += 1
             if with_dec:
