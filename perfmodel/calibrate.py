@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -122,30 +122,34 @@ class Prepared:
     def simulate(self, f: Factors, mach: Machine | None = None, memo: dict | None = None):
         """Whole requests of the point's isl/osl at its concurrency under its engine's scheduler
         (`serving.simulate`, `vllm bench serve`'s closed loop: 10 x C requests, C in flight) on the
-        calibrated machine; one simulation per (setup, factor values), shared by the point's
-        ttft_ms and tpot_ms."""
-        from perfmodel.model.serving import SpecDecode, StepPricer, Workload, engine_defaults, simulate
+        calibrated machine. The requests' times are simulated once per (setup, factor values but
+        the first-token wait), shared by the point's ttft_ms and tpot_ms and by every wait the fit
+        tries (the wait moves the figures, not the schedule: `serving.figures`); the steps' kernel
+        times once per (setup, factor values but the engine's host terms: `_kernel_shared`)."""
+        from perfmodel.model.serving import SpecDecode, StepPricer, Workload, engine_defaults, figures, request_times
 
         if mach is None:
             mach, memo = _calibrated_shared(self.machine, f)
-        cache = _SERVING.setdefault((id(mach), tuple(f.values.items())), {})
+        shared = _kernel_shared(self.machine, f)
         p = self.point
-        key = p.model_dump_json(exclude={"label", "rel_sigma", *FIGURES})
-        hit = cache.get(key)
-        if hit is not None:
-            return hit
-        eng = engine_defaults(p.engine or "vllm", mach.gpu).with_settings(**server_settings(p))
-        spec = None
-        if self.draft:
-            tau = scaled_tau(self.tau, f, self.tau_cap)
-            spec = SpecDecode(width=self.q, tau=min(tau, float(self.q)), draft=True, tree_budget=self.tree_budget)
-        wl = Workload(isl=p.isl, osl=p.osl, min_length_ratio=p.min_length_ratio, concurrency=p.concurrency, spec=spec)
-        pricer = StepPricer(self.model, mach, self.layout, graph=p.graphs, spec=spec, tree_impl=p.tree_build)
-        if memo is not None:
-            pricer.memo = memo  # the op terms of this calibrated machine, shared with the fit's other points
-        out = cache[key] = simulate(self.model, mach, self.layout, wl, eng, graph=p.graphs, tree_impl=p.tree_build,
-                                    pricer=pricer)
-        return out
+        setup = p.model_dump_json(exclude={"label", "rel_sigma", *FIGURES})
+        key = (setup, f.get(HOST), f.get(DRAFT_HOST))
+        times = shared.times.get(key)
+        if times is None:
+            eng = engine_defaults(p.engine or "vllm", mach.gpu).with_settings(**server_settings(p))
+            spec = None
+            if self.draft:
+                tau = scaled_tau(self.tau, f, self.tau_cap)
+                spec = SpecDecode(width=self.q, tau=min(tau, float(self.q)), draft=True, tree_budget=self.tree_budget)
+            wl = Workload(isl=p.isl, osl=p.osl, min_length_ratio=p.min_length_ratio, concurrency=p.concurrency, spec=spec)
+            pricer = StepPricer(self.model, mach, self.layout, graph=p.graphs, spec=spec, tree_impl=p.tree_build,
+                                terms=shared.terms.setdefault((setup, f.get(DRAFT_HOST)), {}))
+            pricer.memo = shared.memo  # the op terms, shared with the fit's other points and factor values
+            if len(shared.times) > TIMES_KEPT:
+                shared.times.clear()
+            times = shared.times[key] = request_times(self.model, mach, self.layout, wl, eng, graph=p.graphs,
+                                                      tree_impl=p.tree_build, pricer=pricer)
+        return figures(times, mach.overheads.engine_ttft_steps)
 
     def predict(self, f: Factors) -> float:
         """The point's figure, in its own unit."""
@@ -165,22 +169,49 @@ class Prepared:
                 "tokens_per_s": tau / step * 1e6 * p.concurrency}[name]
 
 
-_SHARED: dict[tuple, tuple[Machine, Machine, dict]] = {}  # (machine, factor values) -> the calibrated machine, within a fit
-_SERVING: dict[tuple, dict] = {}  # (calibrated machine, factor values) -> serving simulations by point setup
+_SHARED: dict[tuple, tuple[Machine, Machine]] = {}  # (machine, factor values) -> the calibrated machine, within a fit
+_KERNEL: dict[tuple, _Shared] = {}  # (machine, factor values but the engine's additive terms) -> what they share
+# The factors that move no op's price (the engine's time per step and per draft forward, added to
+# the step; its first-token wait, added to the TTFT): every value of them shares the op terms.
+NOT_OPS = ADDITIVE
+TIMES_KEPT = 2048  # simulated benchmarks kept per machine (each holds every request's times)
+
+
+@dataclass
+class _Shared:
+    """What the calibrated machines of one machine share while only the engine's additive terms
+    (`NOT_OPS`) differ: the priced ops (`step.batch_estimate`'s memo), the serving steps' prices but
+    for the host time per step (`serving.StepPricer`'s terms, by point setup and draft host time)
+    and the simulated requests' times (by point setup and host times)."""
+
+    machine: Machine
+    memo: dict = field(default_factory=dict)
+    terms: dict = field(default_factory=dict)
+    times: dict = field(default_factory=dict)
+
+
+def _kernel_shared(mach: Machine, f: Factors) -> _Shared:
+    key = (id(mach), tuple((k, v) for k, v in f.values.items() if k not in NOT_OPS))
+    hit = _KERNEL.get(key)
+    if hit is None or hit.machine is not mach:
+        if len(_KERNEL) > 64:
+            _KERNEL.clear()
+        hit = _KERNEL[key] = _Shared(mach)
+    return hit
 
 
 def _calibrated_shared(mach: Machine, f: Factors) -> tuple[Machine, dict]:
     """`calibrated(mach, f)`, computed once for all the points of a fit that run on the same
     machine (`prepare` hands them one Machine object) at the same factor values, with the memo
-    of its priced ops (`step.batch_estimate`'s memo: the points' calls of one shape priced once)."""
+    of its priced ops (`step.batch_estimate`'s memo: the points' calls of one shape priced once,
+    for every value of the engine's additive terms)."""
     key = (id(mach), tuple(f.values.items()))
     hit = _SHARED.get(key)
     if hit is None or hit[0] is not mach:
         if len(_SHARED) > 256:
             _SHARED.clear()
-            _SERVING.clear()
-        hit = _SHARED[key] = (mach, calibrated(mach, f), {})
-    return hit[1], hit[2]
+        hit = _SHARED[key] = (mach, calibrated(mach, f))
+    return hit[1], _kernel_shared(mach, f).memo
 
 
 class _Predictions:
@@ -477,6 +508,8 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
     import numpy as np
 
     machines: dict = {}  # points on the same machine share one Machine (and its calibrated copies)
+    _SHARED.clear()  # the previous fit's machines: none of this fit's
+    _KERNEL.clear()
     preps = [prepare(i, q, profile, inp.kernels, machines) for i, p in enumerate(inp.points) for q in p.singles()]
     warnings = _duplicates(inp.points) + [p.memory_note for p in preps if p.memory_note]
     prior: dict[str, float] = {}

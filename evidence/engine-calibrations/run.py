@@ -1,15 +1,21 @@
-"""Engine calibrations from aiconfigurator's measured serving points (run from the repository root:
-python evidence/engine-calibrations/run.py [--per-group N] [--engines vllm,sglang,trtllm] [--write]).
+"""Engine calibrations from aiconfigurator's measured serving points, on the rows its own estimator
+priced (run from the repository root: python evidence/engine-calibrations/run.py [--per-group N]
+[--engines vllm,sglang,trtllm] [--held-out gpu,model] [--write]).
 
 For each engine family: the aggregated rows of aiconfigurator-core's silicon_sample.csv that
-perfmodel expresses (`perfmodel.silicon`), a stratified subset (at most N rows per model and
-system, spanning their loads), each row a calibration point with its mean TTFT and mean TPOT,
-priced through the serving simulation against the row's system's imported per-op profile
+perfmodel expresses (`perfmodel.silicon`) and that aiconfigurator's estimator priced in its saved
+runs (AIC_RESULTS, read back with `silicon_validate.read_aic`: the estimator is not run here), all
+of them or, with --per-group N, a stratified subset (at most N rows per model and system, spanning
+their loads). Each row is a calibration point with its mean TTFT and mean TPOT, priced through the
+serving simulation with its server's settings where InferenceX's scripts give them
+(`silicon.Expressed.scenario`) against the row's system's imported per-op profile
 (`perfmodel.aic.import_profile`, the row's engine version where the database has it: way (b)).
 `perfmodel.calibrate.fit` fits the engine's factors (FACTORS) with each GPU's points held out in
-turn (leave-one-system-out), then again with each model's held out (leave-one-model-out).
+turn (leave-one-system-out, LOSO), then again with each model's held out (leave-one-model-out,
+LOMO). Every row prints perfmodel's errors (uncalibrated, fitted, LOSO, LOMO) beside the
+estimator's on the same row, and the summary lines give both on the same rows.
 --write ships the leave-one-system-out fit as perfmodel/data/engines/<engine>.json.
-Errors: predicted / measured - 1 (+: perfmodel too slow).
+Errors: predicted / measured - 1 (+: too slow).
 """
 
 from __future__ import annotations
@@ -26,9 +32,14 @@ from perfmodel import aic, silicon
 from perfmodel.calibrate import CalibrationInput, ObservedPoint, fit, prepare, write_result
 from perfmodel.profile import save_profile
 from perfmodel.request import resolve_profile
-from perfmodel.silicon_validate import error_stats
+from perfmodel.silicon_validate import error_stats, read_aic
 
 ROOT = Path(__file__).resolve().parents[2]
+# aiconfigurator's estimator (0.12.0) on stratified samples of the expressed rows (run_aic.py); a
+# row in several files has the same estimate in each.
+AIC_RESULTS = ["evidence/silicon-validation/aic_estimator_4_per_group.jsonl",
+               "evidence/silicon-validation/aic_estimator_8_per_group.jsonl",
+               "evidence/engine-calibrations/aiconfigurator_per_group2.jsonl"]
 # The engine beyond its kernels: its host work per step, and its wait before a prompt's first
 # token (in decode steps: the scheduler settings the rows do not record, InferenceX's TRT-LLM
 # batch waiting and SGLang scheduler_recv_interval). The per-op rows underneath are the engine's
@@ -65,11 +76,8 @@ def points_for(expressed, folder: Path, db, local) -> tuple[list[ObservedPoint],
             save_profile(prof.model_dump(mode="json", exclude_none=True), p)
             paths[key] = p
         try:
-            pt = ObservedPoint(target=e.target, gpus=e.gpus, model=e.model, parallel=e.parallel,
-                               concurrency=e.concurrency, isl=r.isl, osl=r.osl, min_length_ratio=r.min_length_ratio,
-                               engine=e.engine,
-                               dtypes=dict(e.dtypes) or None, max_batched_tokens=e.max_batched_tokens, profile=str(paths[key]),
-                               ttft_ms=r.ttft_ms, tpot_ms=r.tpot_ms, label=f"{r.id} [{r.system} {version}]")
+            pt = ObservedPoint(**e.scenario(), concurrency=e.concurrency, profile=str(paths[key]), ttft_ms=r.ttft_ms,
+                               tpot_ms=r.tpot_ms, label=f"{r.id} [{r.system} {version}]")
             prepare(len(out), pt.singles()[0], local)  # refused as the fit would refuse it: kept out, with the reason
             out.append(pt)
         except ValueError as x:
@@ -79,7 +87,7 @@ def points_for(expressed, folder: Path, db, local) -> tuple[list[ObservedPoint],
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--per-group", type=int, default=2)
+    ap.add_argument("--per-group", type=int, default=0, help="at most N rows per model and system (0: every row)")
     ap.add_argument("--engines", default="vllm,sglang,trtllm")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--held-out", default="gpu,model", help="the leave-one-out fits run: gpu, model or both")
@@ -88,14 +96,24 @@ def main() -> None:
     local = resolve_profile(None)
     rows = silicon.load_rows(db)
     ok, refused = silicon.express_all(rows)
+    est: dict[str, dict] = {}
+    for f in AIC_RESULTS:
+        est |= {i: r for i, r in read_aic((ROOT / f).read_text(), f).items() if "tpot_ms" in r and "ttft_ms" in r}
     print(f"perfmodel at {sha()}; {aic.PACKAGE} {db.version}; {len(rows)} aggregated rows, {len(ok)} expressed, "
-          f"{len(refused)} not; factors fitted: {', '.join(FACTORS)}")
+          f"{len(refused)} not; {len(est)} priced by aiconfigurator's estimator ({', '.join(AIC_RESULTS)}); "
+          f"factors fitted: {', '.join(FACTORS)}")
     summary = {}
     with tempfile.TemporaryDirectory(prefix="perfmodel-enginecal-") as tmp:
         for engine in a.engines.split(","):
-            sub = silicon.stratified([e for e in ok if e.engine == engine], a.per_group, silicon.group_key)
+            sub = [e for e in ok if e.engine == engine and e.row.id in est]
+            if a.per_group:
+                sub = silicon.stratified(sub, a.per_group, silicon.group_key)
             pts, skipped = points_for(sub, Path(tmp), db, local)
-            print(f"\n== {engine}: {len(pts)} rows ({a.per_group} per model and system) ==")
+            groups = sorted({(e.model, e.row.system) for e in sub})
+            print(f"\n== {engine}: {len(pts)} rows " + (f"(at most {a.per_group} per model and system) " if a.per_group else "")
+                  + "of those aiconfigurator's estimator priced; models x systems: "
+                  + ", ".join(f"{m} {s} {sum(1 for e in sub if (e.model, e.row.system) == (m, s))}" for m, s in groups)
+                  + " ==")
             for s in skipped:
                 print(f"  skipped {s}")
             versions = sorted({p.label.split()[-1].rstrip("]") for p in pts})
@@ -113,26 +131,41 @@ def main() -> None:
                 print(f"  fit, each {held}'s points held out: {time.perf_counter() - t0:.0f} s")
             if not runs:
                 continue
-            res = runs["gpu"]
+            res = runs.get("gpu") or next(iter(runs.values()))
             print("  factors: " + ", ".join(f"{f.name} {f.value:.3g} (sigma {f.sigma_post:.3g}, prior {f.sigma_prior:.3g})"
                                             for f in res.factors))
+            loso = {(p.index, p.figure): p.loo_err for p in runs["gpu"].points} if "gpu" in runs else {}
             lomo = {(p.index, p.figure): p.loo_err for p in runs["model"].points} if "model" in runs else {}
-            print(f"  {'row':<70} {'fig':<7} {'measured':>9} {'uncal':>9} {'fitted':>9} {'uncal':>7} {'fitted':>7} "
-                  f"{'LOSO':>7} {'LOMO':>7}")
-            table = {}
+            print(f"  {'row':<70} {'fig':<7} {'measured':>9} {'uncal':>7} {'fitted':>7} {'LOSO':>7} {'LOMO':>7} {'aic':>7}")
+            table: dict[tuple, list] = {}
+            rows_out = []
             for p in res.points:
-                lm = lomo.get((p.index, p.figure))
-                print(f"  {p.label[:70]:<70} {p.figure:<7} {p.observed:9.2f} {p.uncalibrated:9.2f} {p.predicted:9.2f} "
-                      f"{p.uncalibrated / p.observed - 1:+7.1%} {p.err:+7.1%} {p.loo_err:+7.1%} "
-                      + (f"{lm:+7.1%}" if lm is not None else "    n/a"))
-                for kind, v in (("uncalibrated", p.uncalibrated / p.observed - 1), ("fitted", p.err),
-                                ("leave-one-system-out", p.loo_err), ("leave-one-model-out", lm)):
+                rid = p.label.split()[0]
+                e = next(x for x in sub if x.row.id == rid)
+                errs = {"uncalibrated": p.uncalibrated / p.observed - 1, "fitted": p.err,
+                        "leave-one-system-out": loso.get((p.index, p.figure)),
+                        "leave-one-model-out": lomo.get((p.index, p.figure)),
+                        "aiconfigurator": est[rid][p.figure] / p.observed - 1}
+                print(f"  {p.label[:70]:<70} {p.figure:<7} {p.observed:9.2f} "
+                      + " ".join(f"{v:+7.1%}" if v is not None else "    n/a" for v in errs.values()))
+                for kind, v in errs.items():
                     if v is not None:
                         table.setdefault((kind, p.figure), []).append(v)
-            for (kind, fig), errs in sorted(table.items()):
-                print(f"  {engine:<7} {fig:<8} {kind:<22} {stats(errs)}")
-            summary[engine] = {f"{kind} {fig}": errs for (kind, fig), errs in table.items()} | {
-                "rows": [p.label.split()[0] for p in res.points if p.figure == "tpot_ms"]}
+                rows_out.append({"id": rid, "model": e.model, "system": e.row.system, "figure": p.figure,
+                                 "measured": p.observed, "predicted": p.predicted} | errs)
+            for fig in ("tpot_ms", "ttft_ms"):
+                for kind in ("uncalibrated", "fitted", "leave-one-system-out", "leave-one-model-out", "aiconfigurator"):
+                    if (kind, fig) in table:
+                        print(f"  {engine:<7} {fig:<8} {kind:<22} {stats(table[(kind, fig)])}")
+            for by in ("system", "model"):
+                for g in sorted({r[by] for r in rows_out}):
+                    for fig in ("tpot_ms", "ttft_ms"):
+                        rs = [r for r in rows_out if r[by] == g and r["figure"] == fig]
+                        line = "  ".join(f"{k} {error_stats([r[k] for r in rs])['median_abs'] or 0:6.1%}"
+                                         for k in ("leave-one-system-out", "leave-one-model-out", "aiconfigurator")
+                                         if any(r[k] is not None for r in rs))
+                        print(f"  by {by} {g:<16} {fig:<8} n {len(rs):3d}  median |err|: {line}")
+            summary[engine] = {"factors": {f.name: f.value for f in res.factors}, "rows": rows_out}
             if a.write:
                 out = ROOT / "perfmodel" / "data" / "engines" / f"{engine}.json"
                 out.parent.mkdir(parents=True, exist_ok=True)

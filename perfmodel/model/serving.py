@@ -76,7 +76,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from perfmodel.model.layers import Batch, Decode, Layout, Prefill, Verify
 from perfmodel.model.machine import Machine
 from perfmodel.model.memory import kv_capacity_tokens
-from perfmodel.model.step import Z90, batch_estimate
+from perfmodel.model.step import Z90, StepTerms, batch_terms
 from perfmodel.specs.schema import GpuSpec, ModelSpec
 
 EngineName = Literal["vllm", "sglang", "trtllm"]
@@ -274,16 +274,19 @@ def _nearest(x: float) -> int:
 class StepPricer:
     """Step prices of one (model, machine, layout) for the simulation, cached by batch
     composition: (decode sequences, their mean context, prefill chunks as (count, tokens,
-    prefix)). One pricer serves every point of a projection."""
+    prefix)). One pricer serves every point of a projection. `terms`: the steps' prices but for
+    the engine's host time per step (`step.StepTerms`) by batch composition, a dict that pricers
+    of machines differing in that time alone may share (a calibration trying host times)."""
 
     def __init__(self, model: ModelSpec, machine: Machine, layout: Layout, *, graph: bool = True,
-                 spec: SpecDecode | None = None, tree_impl: str = "gpu", interpolate: bool = True):
+                 spec: SpecDecode | None = None, tree_impl: str = "gpu", interpolate: bool = True,
+                 terms: dict | None = None):
         self.model, self.machine, self.layout = model, machine, layout
         self.graph, self.spec, self.tree_impl, self.interpolate = graph, spec, tree_impl, interpolate
         self.memo: dict = {}  # op terms (step._op_terms), shared by every step priced
+        self.terms: dict[tuple, StepTerms] = {} if terms is None else terms
         self.cache: dict[tuple, tuple[float, float]] = {}
         self.assumptions: set[str] = set()
-        self.priced = 0  # steps priced by the step model (cache misses)
 
     def exact(self, n_dec: int, ctx: int, prefills: tuple[tuple[int, int, int], ...]) -> tuple[float, float]:
         """(step us, 1σ us) of a step with n_dec decoding sequences at context ctx and the prefill
@@ -292,16 +295,19 @@ class StepPricer:
         hit = self.cache.get(key)
         if hit is not None:
             return hit
-        sp = self.spec
-        groups: list = []
-        if n_dec:
-            groups.append(Verify(n=n_dec, width=sp.width, context=ctx) if sp else Decode(n=n_dec, context=ctx))
-        groups += [Prefill(n=n, tokens=t, prefix=p) for n, t, p in prefills]
-        est = batch_estimate(self.model, self.machine, self.layout, Batch(groups=tuple(groups)), graph=self.graph,
-                             draft=bool(sp and sp.draft and n_dec), tree_budget=sp.tree_budget if sp and n_dec else 0,
-                             tree_impl=self.tree_impl, memo=self.memo)
+        terms = self.terms.get(key)
+        if terms is None:
+            sp = self.spec
+            groups: list = []
+            if n_dec:
+                groups.append(Verify(n=n_dec, width=sp.width, context=ctx) if sp else Decode(n=n_dec, context=ctx))
+            groups += [Prefill(n=n, tokens=t, prefix=p) for n, t, p in prefills]
+            terms = self.terms[key] = batch_terms(
+                self.model, self.machine, self.layout, Batch(groups=tuple(groups)), graph=self.graph,
+                draft=bool(sp and sp.draft and n_dec), tree_budget=sp.tree_budget if sp and n_dec else 0,
+                tree_impl=self.tree_impl, memo=self.memo)
+        est = terms.with_engine_host(self.machine.overheads)
         self.assumptions.update(est.assumptions)
-        self.priced += 1
         out = self.cache[key] = (est.step_us, est.sigma_us)
         return out
 
@@ -353,12 +359,52 @@ def _interval(v: float, rel: float) -> Interval:
     return Interval(v * math.exp(-Z90 * rel), v * math.exp(Z90 * rel))
 
 
+@dataclass
+class RequestTimes:
+    """Every request's times (us) in one simulated benchmark, with their correlated 1σ (`s_*`), and
+    what the loop counted: what `figures` takes the serving figures from."""
+
+    engine: str
+    concurrency: int | None
+    request_rate: float | None
+    n_gpus: int
+    tau: float
+    sched: np.ndarray
+    osl: np.ndarray
+    arrival: np.ndarray
+    first: np.ndarray
+    finish: np.ndarray
+    s_arrival: np.ndarray
+    s_first: np.ndarray
+    s_finish: np.ndarray
+    itl_ms: Stat  # the gaps between a request's successive steps: no wait moves them
+    steps: int
+    prefill_steps: int
+    dec_seq_steps: int
+    dec_steps: int
+    max_running: int
+    kv_capacity_tokens: int
+    kv_limited: bool
+    assumptions: list[str]
+
+
 def simulate(model: ModelSpec, machine: Machine, layout: Layout, workload: Workload, engine: Engine, *,
              graph: bool = True, tree_impl: str = "gpu", kv_tokens: int | None = None, exact: bool = False,
              pricer: StepPricer | None = None) -> ServingPoint:
     """One workload point under one engine on one machine. `kv_tokens`: the engine's KV pool in
     tokens (default `memory.kv_capacity_tokens` of the machine's GPU); `exact`: price every step
-    on its own (no stretches, no context grid); `pricer`: a StepPricer shared across points."""
+    on its own (no stretches, no context grid); `pricer`: a StepPricer shared across points. The
+    machine's first-token wait (`Overheads.engine_ttft_steps`, a calibration's) moves the figures
+    only (`figures`), not the schedule."""
+    times = request_times(model, machine, layout, workload, engine, graph=graph, tree_impl=tree_impl,
+                          kv_tokens=kv_tokens, exact=exact, pricer=pricer)
+    return figures(times, machine.overheads.engine_ttft_steps)
+
+
+def request_times(model: ModelSpec, machine: Machine, layout: Layout, workload: Workload, engine: Engine, *,
+                  graph: bool = True, tree_impl: str = "gpu", kv_tokens: int | None = None, exact: bool = False,
+                  pricer: StepPricer | None = None) -> RequestTimes:
+    """The continuous-batching loop of `simulate`: every request's times."""
     wl, sp = workload, workload.spec
     W = sp.width if sp else 1
     tau = sp.tau if sp else 1.0
@@ -587,16 +633,34 @@ def simulate(model: ModelSpec, machine: Machine, layout: Layout, workload: Workl
                     finish_req(r)
                 dec = [r for r in dec if r not in gone]
 
+    return RequestTimes(
+        engine=engine.name, concurrency=wl.concurrency, request_rate=wl.request_rate, n_gpus=layout.n_gpus, tau=tau,
+        sched=sched, osl=osl, arrival=arrival, first=first, finish=finish, s_arrival=s_arrival, s_first=s_first,
+        s_finish=s_finish,
+        itl_ms=_stat(np.concatenate(itl_v) / 1e3, np.concatenate(itl_w)) if itl_v else _stat(np.array([])), steps=steps, prefill_steps=prefill_steps,
+        dec_seq_steps=dec_seq_steps, dec_steps=dec_steps, max_running=max_running, kv_capacity_tokens=kv_tokens,
+        kv_limited=kv_limited,
+        assumptions=sorted(pricer.assumptions) + (["speculative decoding: the drafter's own prefill is not priced"]
+                                                   if sp and sp.draft else []))
+
+
+def figures(t: RequestTimes, ttft_steps: float = 0.0) -> ServingPoint:
+    """The serving figures of a simulated benchmark's request times, as `vllm bench serve` takes
+    them (module docstring), with each first token `ttft_steps` of the request's own decode steps
+    later (a calibration's first-token wait; every later token shifted alike)."""
+    arrival, first, finish, osl, tau = t.arrival, t.first, t.finish, t.osl, t.tau
+    s_arrival, s_first, s_finish = t.s_arrival, t.s_first, t.s_finish
+    R = osl.size
     ttft = first - arrival
     e2e = finish - arrival
     many = osl > 1
     tpot = (e2e[many] - ttft[many]) / (osl[many] - 1)
-    wait = machine.overheads.engine_ttft_steps
+    wait = ttft_steps
     if wait > 0:  # a calibration's first-token wait: k of the request's own decode steps, every later token shifted alike
         step = np.full(R, float(np.mean(tpot)) if tpot.size else 0.0) * tau
         step[many] = tpot * tau
         ttft, e2e = ttft + wait * step, e2e + wait * step
-    duration = float(np.max(finish) - np.min(sched))
+    duration = float(np.max(finish) - np.min(t.sched))
     tps = float(osl.sum()) / (duration / 1e6)
     st = _stat(tpot / 1e3)
     per_user = 1e3 / st.mean if st.mean > 0 else math.nan
@@ -610,22 +674,19 @@ def simulate(model: ModelSpec, machine: Machine, layout: Layout, workload: Workl
     r_e2e = rel(s_finish - s_arrival, e2e)
     r_dur = float(np.max(s_finish)) / duration if duration > 0 else 0.0
     ttft_s, e2e_s = _stat(ttft / 1e3), _stat(e2e / 1e3)
-    itl = _stat(np.concatenate(itl_v) / 1e3, np.concatenate(itl_w)) if itl_v else _stat(np.array([]))
     interval = {"ttft_ms": _interval(ttft_s.median, r_ttft), "tpot_ms": _interval(st.mean, r_tpot),
                 "e2e_latency_ms": _interval(e2e_s.median, r_e2e), "tokens_per_s": _interval(tps, r_dur)}
     iv = interval["tokens_per_s"]
-    interval["tokens_per_s_per_gpu"] = Interval(iv.lo / layout.n_gpus, iv.hi / layout.n_gpus)
+    interval["tokens_per_s_per_gpu"] = Interval(iv.lo / t.n_gpus, iv.hi / t.n_gpus)
     ivt = interval["tpot_ms"]
     interval["tokens_per_s_per_user"] = Interval(1e3 / ivt.hi, 1e3 / ivt.lo)
     return ServingPoint(
-        engine=engine.name, concurrency=wl.concurrency, request_rate=wl.request_rate, n_requests=R, n_gpus=layout.n_gpus,
-        ttft_ms=ttft_s, tpot_ms=st, itl_ms=itl, e2e_latency_ms=e2e_s,
-        tokens_per_s=tps, tokens_per_s_per_user=per_user, tokens_per_s_per_gpu=tps / layout.n_gpus,
-        duration_s=duration / 1e6, interval=interval, steps=steps, prefill_steps=prefill_steps,
-        mean_decode_batch=dec_seq_steps / dec_steps if dec_steps else 0.0, max_running=max_running,
-        kv_capacity_tokens=kv_tokens, kv_limited=kv_limited,
-        assumptions=sorted(pricer.assumptions) + (["speculative decoding: the drafter's own prefill is not priced"]
-                                                   if sp and sp.draft else []))
+        engine=t.engine, concurrency=t.concurrency, request_rate=t.request_rate, n_requests=R, n_gpus=t.n_gpus,
+        ttft_ms=ttft_s, tpot_ms=st, itl_ms=t.itl_ms, e2e_latency_ms=e2e_s,
+        tokens_per_s=tps, tokens_per_s_per_user=per_user, tokens_per_s_per_gpu=tps / t.n_gpus,
+        duration_s=duration / 1e6, interval=interval, steps=t.steps, prefill_steps=t.prefill_steps,
+        mean_decode_batch=t.dec_seq_steps / t.dec_steps if t.dec_steps else 0.0, max_running=t.max_running,
+        kv_capacity_tokens=t.kv_capacity_tokens, kv_limited=t.kv_limited, assumptions=list(t.assumptions))
 
 
 def project_serving(model: ModelSpec, machine: Machine, layout: Layout, workload: Workload, engine: Engine,

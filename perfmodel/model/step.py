@@ -68,6 +68,28 @@ class _Acc:
     def sigma(self) -> float:
         return math.sqrt(sum(v * v for v in self.by_group.values()))
 
+    def copy(self) -> _Acc:
+        """A copy whose sums can grow without moving this one's (the op lists are shared)."""
+        out = _Acc()
+        out.by_comp, out.by_group = defaultdict(float, self.by_comp), defaultdict(float, self.by_group)
+        out.ops, out.n_kernels, out.timeline, out.notes = self.ops, self.n_kernels, self.timeline, self.notes
+        return out
+
+
+@dataclass(frozen=True)
+class StepTerms:
+    """A step priced but for the engine's own host time per step (`Overheads.engine_host_us`, a
+    calibration's), which adds to it unchanged by anything else in the step: `with_engine_host`
+    completes it for a machine's overheads exactly as `batch_estimate` prices the step on that
+    machine. The serving simulation keeps these per batch, so a calibration that tries host times
+    prices each batch's kernels once (`serving.StepPricer`'s `terms`)."""
+
+    acc: _Acc
+    host: bool
+
+    def with_engine_host(self, o) -> StepEstimate:
+        return _finish(self.acc.copy(), o, self.host)
+
 
 # Relative 1σ of a compute-bound call priced at an assumed compute roof (a prefill-size call
 # of a class the profile timed at decode size only: `prefill_law`).
@@ -462,6 +484,17 @@ def _estimate(m: ModelSpec, mach: Machine, lay: Layout, ops: list[Op], colls: li
               draft_groups: list[tuple[int, int, int]], tree_seqs: int, tree_budget: int, tree_impl: str, host: bool,
               past_x_edge: bool = False, memo: dict | None = None, draft_steps: int | None = None,
               draft_topk: int | None = None) -> StepEstimate:
+    """The step (`_terms`) with the engine's host time per step (`_finish`)."""
+    acc = _terms(m, mach, lay, ops, colls, graph=graph, draft_groups=draft_groups, tree_seqs=tree_seqs,
+                 tree_budget=tree_budget, tree_impl=tree_impl, host=host, past_x_edge=past_x_edge, memo=memo,
+                 draft_steps=draft_steps, draft_topk=draft_topk)
+    return _finish(acc, mach.overheads, host)
+
+
+def _terms(m: ModelSpec, mach: Machine, lay: Layout, ops: list[Op], colls: list[Collective], *, graph: bool,
+           draft_groups: list[tuple[int, int, int]], tree_seqs: int, tree_budget: int, tree_impl: str, host: bool,
+           past_x_edge: bool = False, memo: dict | None = None, draft_steps: int | None = None,
+           draft_topk: int | None = None) -> _Acc:
     """A step's ops and collectives priced, plus the drafter's forward for each (sequences,
     context, verify width) of `draft_groups`, tree building for `tree_seqs` sequences, dispatch
     and host. A DFlash block drafter runs one forward per group; an EAGLE-3 / MTP drafter its k
@@ -519,9 +552,13 @@ def _estimate(m: ModelSpec, mach: Machine, lay: Layout, ops: list[Op], colls: li
                 max(o.rel_unc_host, EAGER_REL_UNC))
     if host:
         acc.add("host", o.host_step_us, "host", o.rel_unc_host)
-        if o.engine_host_us > 0:
-            acc.add("engine_host", o.engine_host_us, "engine_host",
-                    o.engine_host_sigma_us / o.engine_host_us)
+    return acc
+
+
+def _finish(acc: _Acc, o, host: bool) -> StepEstimate:
+    """The step of `acc` (`_terms`) with the engine's host time per step of overheads `o`, added last."""
+    if host and o.engine_host_us > 0:
+        acc.add("engine_host", o.engine_host_us, "engine_host", o.engine_host_sigma_us / o.engine_host_us)
     bd = {k: v for k, v in acc.by_comp.items() if v > 0}
     return StepEstimate(step_us=sum(bd.values()), breakdown_us=bd, sigma_us=acc.sigma(),
                         n_kernels=acc.n_kernels, ops=acc.ops, assumptions=sorted(acc.notes))
@@ -552,11 +589,21 @@ def batch_estimate(m: ModelSpec, mach: Machine, lay: Layout, batch: Batch, *, gr
     machine, reused across calls (the serving simulation prices thousands of steps).
 
     A batch of one Decode group (or one Verify group) prices exactly as `step_estimate`."""
+    t = batch_terms(m, mach, lay, batch, graph=graph, host=host, draft=draft, tree_budget=tree_budget,
+                    tree_impl=tree_impl, lm_head=lm_head, n_layers=n_layers, n_dense=n_dense, memo=memo)
+    return _finish(t.acc, mach.overheads, host)
+
+
+def batch_terms(m: ModelSpec, mach: Machine, lay: Layout, batch: Batch, *, graph: bool = True, host: bool = True,
+                draft: bool = False, tree_budget: int = 0, tree_impl: str = "gpu", lm_head: bool = True,
+                n_layers: int | None = None, n_dense: int | None = None, memo: dict | None = None) -> StepTerms:
+    """`batch_estimate`'s step but for the engine's host time per step (`StepTerms`): the same on
+    every machine that differs from `mach` in that time alone."""
     ops, colls = batch_ops(m, lay, batch, n_layers=n_layers, n_dense=n_dense, lm_head=lm_head)
     verify = [(g.n, g.context, g.width) for g in batch.groups if isinstance(g, Verify)]
     if len(batch.groups) == 1 and isinstance(batch.groups[0], Decode | Verify):
         g = batch.groups[0]
         verify = [(g.n, g.context, getattr(g, "width", 1))]  # as step_estimate: the drafter runs for the step's sequences
-    return _estimate(m, mach, lay, ops, colls, graph=graph, draft_groups=verify if draft else [],
-                     tree_seqs=sum(n for n, _, _ in verify), tree_budget=tree_budget, tree_impl=tree_impl, host=host,
-                     past_x_edge=batch.has_prefill, memo=memo)
+    return StepTerms(_terms(m, mach, lay, ops, colls, graph=graph, draft_groups=verify if draft else [],
+                            tree_seqs=sum(n for n, _, _ in verify), tree_budget=tree_budget, tree_impl=tree_impl,
+                            host=host, past_x_edge=batch.has_prefill, memo=memo), host)
