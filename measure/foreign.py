@@ -262,56 +262,50 @@ class TorchStack:
         return self._all_reduce(pair)  # stands in for the (value, index) gather across vocab shards
 
 
-def measure_stack(stack: TorchStack, pts, *, n_gpus: int, link: str, fixed_samples: bool, log=None) -> list[dict]:
-    """Decode steps of `stack` at each (C, q, L), CUDA-graphed; a point that does not fit in
-    memory (Qwen3-30B-A3B's bf16 weights leave an 80 GB GPU little room for KV) is skipped and logged."""
+def _time_each(stack: TorchStack, cases, state_of, timing: dict, shape_of, label_of, log=None) -> list[dict]:
+    """Each case's step of `stack` timed (`time_fn` with `timing`), as a row with its shape; a
+    case that does not fit in memory is skipped and logged, the others still timed."""
     import torch
 
     rows = []
-    for C, q, L in pts:
-        kw = dict(max_samples=15, max_seconds=math.inf) if fixed_samples else dict(max_samples=20, max_seconds=0.5)
+    for case in cases:
         try:
-            st = stack.state(C, q, L)
-            t = time_fn(lambda: stack.step(st), graph=True, calls_per_graph=1, warmup=2, **kw)
+            st = state_of(case)
+            t = time_fn(lambda: stack.step(st), **timing)
         except torch.cuda.OutOfMemoryError:
             st = None
             torch.cuda.empty_cache()
             if log:
-                log(f"  foreign {stack.s['name']} C{C} q{q} L{L}: out of memory, skipped")
+                log(f"  foreign {stack.s['name']} {label_of(case)}: out of memory, skipped")
             continue
-        rows.append(dict(shape=dict(stack=STACK, model=stack.s["name"], n_gpus=n_gpus, tp=stack.tp, link=link,
-                                    C=C, q=q, L=L, n_layers=len(stack.layers)),
-                         times_ms=t.times_ms, median_ms=t.median_ms, p10_ms=t.p10_ms, p90_ms=t.p90_ms, mode=t.mode))
+        rows.append(dict(shape=shape_of(case), times_ms=t.times_ms, median_ms=t.median_ms, p10_ms=t.p10_ms,
+                         p90_ms=t.p90_ms, mode=t.mode))
         del st
         torch.cuda.empty_cache()
     return rows
+
+
+def measure_stack(stack: TorchStack, pts, *, n_gpus: int, link: str, fixed_samples: bool, log=None) -> list[dict]:
+    """Decode steps of `stack` at each (C, q, L), CUDA-graphed; a point that does not fit in
+    memory (Qwen3-30B-A3B's bf16 weights leave an 80 GB GPU little room for KV) is skipped and logged."""
+    kw = dict(max_samples=15, max_seconds=math.inf) if fixed_samples else dict(max_samples=20, max_seconds=0.5)
+    return _time_each(stack, pts, lambda p: stack.state(*p), dict(graph=True, calls_per_graph=1, warmup=2, **kw),
+                      lambda p: dict(stack=STACK, model=stack.s["name"], n_gpus=n_gpus, tp=stack.tp, link=link,
+                                     C=p[0], q=p[1], L=p[2], n_layers=len(stack.layers)),
+                      lambda p: f"C{p[0]} q{p[1]} L{p[2]}", log)
 
 
 def measure_batches(stack: TorchStack, shapes: list[BatchShape], *, n_gpus: int = 1, link: str = "",
                     log=None) -> list[dict]:
     """Prefill and mixed steps of `stack`, timed eager; a shape that does not fit in memory is
     skipped and logged."""
-    import torch
-
-    rows = []
-    for b in shapes:
-        try:
-            st = stack.batch_state(b.groups())
-            t = time_fn(lambda: stack.step(st), graph=False, warmup=2, max_samples=10, max_seconds=0.5, batch=5)
-        except torch.cuda.OutOfMemoryError:
-            st = None
-            torch.cuda.empty_cache()
-            if log:
-                log(f"  foreign {stack.s['name']} {b.notation()}: out of memory, skipped")
-            continue
-        rows.append(dict(shape=dict(stack=STACK, model=stack.s["name"], n_gpus=n_gpus, tp=stack.tp, link=link, kind=b.kind,
-                                    prefill_n=b.prefill_n, prefill_T=b.prefill_T, prefill_P=b.prefill_P,
-                                    decode_n=b.decode_n, decode_ctx=b.decode_ctx, n_layers=len(stack.layers),
-                                    graph=False, logits="last", batch=b.notation()),
-                         times_ms=t.times_ms, median_ms=t.median_ms, p10_ms=t.p10_ms, p90_ms=t.p90_ms, mode=t.mode))
-        del st
-        torch.cuda.empty_cache()
-    return rows
+    return _time_each(stack, shapes, lambda b: stack.batch_state(b.groups()),
+                      dict(graph=False, warmup=2, max_samples=10, max_seconds=0.5, batch=5),
+                      lambda b: dict(stack=STACK, model=stack.s["name"], n_gpus=n_gpus, tp=stack.tp, link=link, kind=b.kind,
+                                     prefill_n=b.prefill_n, prefill_T=b.prefill_T, prefill_P=b.prefill_P,
+                                     decode_n=b.decode_n, decode_ctx=b.decode_ctx, n_layers=len(stack.layers),
+                                     graph=False, logits="last", batch=b.notation()),
+                      lambda b: b.notation(), log)
 
 
 def _worker(rank: int, world: int, port: int, quick: bool, out_path: str, link: str, pcie: bool) -> None:

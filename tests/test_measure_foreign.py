@@ -142,3 +142,41 @@ def test_batch_points_and_their_notation():
     pts = batch_points(False)
     assert {p.kind for p in pts} == {"prefill", "mixed"} and any(p.prefill_P for p in pts)
     assert max(p.prefill_T for p in pts) >= 8192 and len(batch_points(True)) < len(pts)
+
+
+def test_a_point_that_does_not_fit_is_skipped_and_logged(monkeypatch):
+    """measure_stack and measure_batches time every case that fits; a case whose state runs out
+    of memory is logged and left out, the others still timed, each row carrying its shape."""
+    from perfmodel.measure import foreign
+    from perfmodel.measure.timing import Timing
+
+    class Stack:
+        s, tp, layers = {"name": "tiny"}, 1, [0, 0]
+
+        def state(self, C, q, L):
+            if C == 32:
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+            return (C, q, L)
+
+        def batch_state(self, groups):
+            if len(groups) > 1:
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+            return groups
+
+        def step(self, st):
+            return st
+
+    seen = []
+    monkeypatch.setattr(foreign, "time_fn", lambda fn, **kw: (seen.append(kw), fn(),
+                                                              Timing([1.0], 1.0, 1.0, 1.0, "graph"))[2])
+    logged = []
+    rows = foreign.measure_stack(Stack(), [(1, 1, 128), (32, 1, 128), (8, 4, 256)], n_gpus=1, link="",
+                                 fixed_samples=False, log=logged.append)
+    assert [(r["shape"]["C"], r["shape"]["q"], r["shape"]["L"]) for r in rows] == [(1, 1, 128), (8, 4, 256)]
+    assert logged == ["  foreign tiny C32 q1 L128: out of memory, skipped"]
+    assert all(kw["graph"] for kw in seen)
+    shapes = [b for b in foreign.batch_points(quick=True)]
+    rows = foreign.measure_batches(Stack(), shapes, log=logged.append)
+    assert {r["shape"]["batch"] for r in rows} == {b.notation() for b in shapes if len(b.groups()) == 1}
+    assert any("out of memory" in m for m in logged[1:]) == any(len(b.groups()) > 1 for b in shapes)
+    assert not seen[-1]["graph"]
