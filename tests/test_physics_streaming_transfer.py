@@ -102,3 +102,31 @@ class _Table:
 
     def lookup(self, probe):
         return self.us
+
+    def anchor(self, probe):
+        return None
+
+
+def test_overlap_share_continuous_past_the_samples():
+    """Past the largest sampled context, an op takes the overlap share of the nearest sample:
+    Kimi's verify attention (C = 1, q = 9, TP8) on an H100 from the H200 profile keeps, per unit
+    of its law, the share it had at the last sampled context, where before it fell to the law."""
+    from perfmodel.model.layers import Layout, decode_ops
+    from perfmodel.model.ops import estimate
+    from perfmodel.model.step import _with_overlap
+
+    prof = resolve_profile(None)
+    h200, h100 = registry.load_gpu("h200"), registry.load_gpu("h100")
+    other = build_machine(h100, 8, registry.load_link(h100.default_interconnect), prof, h200,
+                          registry.load_memory_kinds())
+    m = registry.load_model("kimi-k2.6")
+
+    def ratio(L):
+        op = next(o for o in decode_ops(m, Layout("tp", 8), 1, 9, L)[0] if o.name == "attention_core")
+        law = estimate(op, other.law(op), other.flops_scale(op.compute_dtype))
+        return _with_overlap(op, other, law).total_us / law.total_us, other.table.lookup(op.probe) is not None
+
+    (at_edge, inside), (past, covered) = ratio(32768), ratio(32768 + 4096)
+    assert inside and not covered
+    assert at_edge > 1.05  # the edge sample sits above its law: a share in series
+    assert past == pytest.approx(at_edge, rel=0.05)

@@ -227,12 +227,19 @@ def _with_overlap(op: Op, mach: Machine, e):
     walks a verify tree's queries keeps its memory and compute partly in series, which shows
     on the profile's GPU as a sample above its law. That share, alpha = (sample - law) /
     min(memory, compute) clipped to [0, 1], is a property of the kernel, carried to the
-    target, where it adds alpha x min(memory, compute) of the target's terms."""
+    target, where it adds alpha x min(memory, compute) of the target's terms. An op outside its
+    probe's sampled range takes the share of the nearest sample (`SampleTable.anchor`), so the
+    price stays continuous where the samples end."""
+    at = op
     measured = mach.table.lookup(op.probe)
     if measured is None:
-        return e
+        anchor = mach.table.anchor(op.probe)
+        if anchor is None:
+            return e
+        x, y, measured = anchor
+        at = at_probe(op, x, y)
     src_law = mach.source_law(op)
-    src = estimate(op, src_law, mach.source_flops_scale(op.compute_dtype))
+    src = estimate(at, src_law, mach.source_flops_scale(op.compute_dtype))
     short_src = min(src.memory_us, src.compute_us)
     if short_src <= 0:
         return e
