@@ -48,7 +48,15 @@ from pathlib import Path
 
 from perfmodel.kernel_classes import names as class_names
 from perfmodel.kernel_classes import of_key
-from perfmodel.model.layers import MOE_PROVIDERS, gemm_op, gqa_attention_op, mla_attention_op, routed_experts_op
+from perfmodel.model.layers import (
+    MOE_PROVIDERS,
+    gemm_op,
+    gqa_attention_op,
+    gqa_prefill_attention_op,
+    mla_attention_op,
+    mla_prefill_attention_op,
+    routed_experts_op,
+)
 from perfmodel.model.lookup import Probe
 from perfmodel.model.ops import Op
 from perfmodel.profile import BenchResult, Ceilings, Imported, KernelFit, Profile, Provenance, Sample
@@ -74,6 +82,7 @@ MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nv
               "w4a16_mxfp4": "mxfp4"}
 KV_BYTES = {"bfloat16": 2.0, "fp8": 1.0}
 MLA_LATENT, MLA_ROPE = 512, 64  # DeepSeek-V3's MLA (the shape aiconfigurator's MLA tables time)
+MLA_NOPE, MLA_V = 128, 128  # its per-head K (nope part) and V dims, uncompressed as prefill runs them
 
 # Which rows each imported law is fitted on: (class, database dtype).
 FIT_ROWS = {"gemm_bf16": ("gemm", "bfloat16"), "moe_bf16": ("moe", "bfloat16"), "moe_w4a16": ("moe", "int4_wo"),
@@ -354,12 +363,12 @@ def attention_points(rows: list[dict], prefill: bool) -> list[Point]:
             continue
         C, hq, hkv, D = int(r["batch_size"]), int(r["num_heads"]), int(r["num_key_value_heads"]), int(r["head_dim"])
         window = int(r.get("window_size") or 0)
-        if prefill:
+        if prefill:  # a prompt of isl tokens over no prefix, causal, as a prefill step prices it
             q, L = int(r["isl"]), 0
+            op = gqa_prefill_attention_op(C, q, L, hq, hkv, D, kvb, window=window or None)
         else:
             q, L = 1, int(r["step"])
-        span = L + q if not window else min(L + q, window + q)
-        op = gqa_attention_op(C, q, span, hq, hkv, D, kvb)
+            op = gqa_attention_op(C, q, L + q if not window else min(L + q, window + q), hq, hkv, D, kvb)
         out.append(Point("attention_gqa", kind, r["kv_cache_dtype"], op, r["latency"] * 1e3, r["kernel_source"],
                          {"shape": f"gqa_hq{hq}_hkv{hkv}_d{D}" + (f"_w{window}" if window else ""), "kind": "gqa",
                           "C": C, "q": q, "L": L, "Hq": hq, "Hkv": hkv, "D": D} | ({"window": window} if window else {})))
@@ -375,7 +384,8 @@ def mla_points(rows: list[dict], prefill: bool) -> list[Point]:
             continue
         C, h = int(r["batch_size"]), int(r["num_heads"])
         q, L = (int(r["isl"]), 0) if prefill else (1, int(r["step"]))
-        op = mla_attention_op(C, q, L, h, MLA_LATENT, MLA_ROPE, kvb)
+        op = (mla_prefill_attention_op(C, q, L, h, MLA_NOPE + MLA_ROPE, MLA_V, MLA_LATENT + MLA_ROPE, kvb) if prefill
+              else mla_attention_op(C, q, L, h, MLA_LATENT, MLA_ROPE, kvb))
         out.append(Point("attention_mla", kind, r["kv_cache_dtype"], op, r["latency"] * 1e3, r["kernel_source"],
                          {"shape": f"mla_h{h}", "kind": "mla", "C": C, "q": q, "L": L, "H": h}))
     return _fastest(out)
