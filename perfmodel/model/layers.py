@@ -193,9 +193,9 @@ def _attn_variant(q: int) -> str:
 
 # The variant of the calls a prefill runs at its own size: causal attention over a prompt (or a
 # chunk of one after a cached prefix), and the routed experts of a step that carries prefill
-# tokens. perfmodel's profiles time decode-size kernels only (attention at q <= 65, no causal
-# mask; MoE up to T = 4096 with decode-oriented kernels), so these calls fall back to their
-# class law, with the compute roof of the measured dense GEMM (`step.py`, `prefill_law`).
+# tokens. A profile prices them by its `<class>.prefill` laws (measure's prefill bench; an
+# import's prefill rows); one without them falls back to the class law, with the compute roof of
+# the measured dense GEMM (`step.py`, `prefill_law`).
 PREFILL = "prefill"
 
 
