@@ -207,7 +207,9 @@ def test_cli_list_and_import(cli_db, tmp_path):
     out = tmp_path / "b300-sglang.json"
     r = runner.invoke(app, ["profile", "import-aic", "--system", "b300_sxm", "--engine", "sglang@0.5.14", "--out", str(out)])
     assert r.exit_code == 0, r.output
-    assert "elementwise    not in the database" in r.output and load_profile(out).provenance.gpu_spec == "b300-sxm"
+    assert "elementwise           not in the database" in r.output and load_profile(out).provenance.gpu_spec == "b300-sxm"
+    assert "attention_mla.prefill imported: bfloat16 rows of aiconfigurator_core/systems/data/b300_sxm/mla/sglang/0.5.14/" \
+           "context_mla_perf.csv (trtllm_mla)" in r.output
     r = runner.invoke(app, ["project", "--profile", str(out), "--target", "b300", "--gpus", "8", "--concurrency", "1"])
     assert r.exit_code == 0, r.output
     assert "imported from aiconfigurator-core" in r.output
