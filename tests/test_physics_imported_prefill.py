@@ -79,7 +79,7 @@ def test_prefill_calls_are_priced_by_the_databases_prefill_rows(system, local):
                 + law.graph_nodes * m.overheads.graph_node_us)
         priced = price_op(m, op)
         assert priced == pytest.approx(hand, rel=1e-6), cls
-        assert priced == pytest.approx(measured_us, rel=0.3), f"{system} {cls}: priced {priced:.1f} us, row {measured_us:.1f} us"
+        assert priced == pytest.approx(measured_us, rel=0.15), f"{system} {cls}: priced {priced:.1f} us, row {measured_us:.1f} us"
 
 
 def test_without_prefill_rows_the_decode_law_with_the_gemm_roof_prices_it_too_fast(local, tmp_path):
