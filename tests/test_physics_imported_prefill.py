@@ -3,7 +3,7 @@ prefill rows (`aic.import_profile`: `<class>.prefill` laws fitted on the context
 MLA and 256+-token MoE rows), not from its decode law with the dense GEMM's compute roof
 (`step.prefill_law`'s fallback). Checked on the rows of tests/fixtures/aic/ by hand: each row's op
 is priced on the system's GPU from its law, t0 + max(bytes / bw, FLOPs / F), and lands near the
-row's measured time, where the fallback prices it several times too fast
+row's measured time, where the fallback prices the long prompts in under 0.7 of it
 (evidence/imported-prefill/)."""
 
 from __future__ import annotations
