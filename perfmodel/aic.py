@@ -18,7 +18,10 @@ This module finds that folder through importlib.resources (the package's own loc
 copied), reads the tables (pandas; CSV for the test fixtures) and turns the rows the step model
 has an op for into points: each row's op built as the step builds it (`perfmodel.model.layers`
 builders) and its measured time. `import_profile` fits perfmodel's kernel laws per class on them
-(the same fits as `perfmodel measure`'s samples, `perfmodel.measure.fits`), keeps the decode-size
+(the same fits as `perfmodel measure`'s samples, `perfmodel.measure.fits`): each class's law on its
+decode-size rows, and its prefill law (`<class>.prefill`, the variant a prefill step prices its
+causal attention and routed experts by, as `measure`'s prefill bench fits it) on the context
+attention, context MLA and 256+-token MoE rows; it keeps the decode-size
 rows as samples filed under the bench, shape fields and provider the step's probes name (so
 `perfmodel.model.lookup` prices an op from them on that GPU; each sample's `kernel_source` names
 the engine's kernel), records where every law came from (`Provenance.imported`), and embeds the
@@ -48,7 +51,16 @@ from pathlib import Path
 
 from perfmodel.kernel_classes import names as class_names
 from perfmodel.kernel_classes import of_key
-from perfmodel.model.layers import MOE_PROVIDERS, gemm_op, gqa_attention_op, mla_attention_op, routed_experts_op
+from perfmodel.model.layers import (
+    MOE_PROVIDERS,
+    PREFILL,
+    gemm_op,
+    gqa_attention_op,
+    gqa_prefill_attention_op,
+    mla_attention_op,
+    mla_prefill_attention_op,
+    routed_experts_op,
+)
 from perfmodel.model.lookup import Probe
 from perfmodel.model.ops import Op
 from perfmodel.profile import BenchResult, Ceilings, Imported, KernelFit, Profile, Provenance, Sample
@@ -74,10 +86,16 @@ MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nv
               "w4a16_mxfp4": "mxfp4"}
 KV_BYTES = {"bfloat16": 2.0, "fp8": 1.0}
 MLA_LATENT, MLA_ROPE = 512, 64  # DeepSeek-V3's MLA (the shape aiconfigurator's MLA tables time)
+MLA_NOPE, MLA_V = 128, 128  # its per-head K (nope part) and V dims, uncompressed as prefill runs them
 
 # Which rows each imported law is fitted on: (class, database dtype).
 FIT_ROWS = {"gemm_bf16": ("gemm", "bfloat16"), "moe_bf16": ("moe", "bfloat16"), "moe_w4a16": ("moe", "int4_wo"),
             "attention_gqa": ("attention_decode", "bfloat16"), "attention_mla": ("mla_decode", "bfloat16")}
+# Which rows each imported prefill law (`<class>.prefill`, the `layers.PREFILL` variant a prefill step
+# prices its causal attention and routed experts by) is fitted on: (class, rows, database dtype).
+PREFILL_FIT_ROWS = {"attention_gqa": ("attention_prefill", "bfloat16"), "attention_mla": ("mla_prefill", "bfloat16"),
+                    "moe_bf16": ("moe", "bfloat16"), "moe_w4a16": ("moe", "int4_wo")}
+PREFILL_MIN_TOKENS = 256  # MoE rows a step carrying prefill reaches: from a short chunk to the step budget (as measure/prefill.py)
 FIT_POINTS = 240  # points per law: evenly spaced over the decode-size rows sorted by bytes (the fit is O(n^2))
 DECODE_MAX_TOKENS = 4096  # rows a decode or verify step reaches: GEMM M and MoE tokens up to this
 SAMPLE_MAX_TOKENS = 1024  # GEMM / MoE rows kept as samples for lookup, and attention rows up to
@@ -354,12 +372,12 @@ def attention_points(rows: list[dict], prefill: bool) -> list[Point]:
             continue
         C, hq, hkv, D = int(r["batch_size"]), int(r["num_heads"]), int(r["num_key_value_heads"]), int(r["head_dim"])
         window = int(r.get("window_size") or 0)
-        if prefill:
+        if prefill:  # a prompt of isl tokens over no prefix, causal, as a prefill step prices it
             q, L = int(r["isl"]), 0
+            op = gqa_prefill_attention_op(C, q, L, hq, hkv, D, kvb, window=window or None)
         else:
             q, L = 1, int(r["step"])
-        span = L + q if not window else min(L + q, window + q)
-        op = gqa_attention_op(C, q, span, hq, hkv, D, kvb)
+            op = gqa_attention_op(C, q, L + q if not window else min(L + q, window + q), hq, hkv, D, kvb)
         out.append(Point("attention_gqa", kind, r["kv_cache_dtype"], op, r["latency"] * 1e3, r["kernel_source"],
                          {"shape": f"gqa_hq{hq}_hkv{hkv}_d{D}" + (f"_w{window}" if window else ""), "kind": "gqa",
                           "C": C, "q": q, "L": L, "Hq": hq, "Hkv": hkv, "D": D} | ({"window": window} if window else {})))
@@ -375,7 +393,8 @@ def mla_points(rows: list[dict], prefill: bool) -> list[Point]:
             continue
         C, h = int(r["batch_size"]), int(r["num_heads"])
         q, L = (int(r["isl"]), 0) if prefill else (1, int(r["step"]))
-        op = mla_attention_op(C, q, L, h, MLA_LATENT, MLA_ROPE, kvb)
+        op = (mla_prefill_attention_op(C, q, L, h, MLA_NOPE + MLA_ROPE, MLA_V, MLA_LATENT + MLA_ROPE, kvb) if prefill
+              else mla_attention_op(C, q, L, h, MLA_LATENT, MLA_ROPE, kvb))
         out.append(Point("attention_mla", kind, r["kv_cache_dtype"], op, r["latency"] * 1e3, r["kernel_source"],
                          {"shape": f"mla_h{h}", "kind": "mla", "C": C, "q": q, "L": L, "H": h}))
     return _fastest(out)
@@ -452,6 +471,12 @@ def _decode_size(p: Point) -> bool:
     return s.get("M", s.get("T", 0)) <= DECODE_MAX_TOKENS
 
 
+def _prefill_size(p: Point) -> bool:
+    """A row a prefill step prices by its class's prefill law: causal attention over a prompt (every
+    prefill row), routed experts over PREFILL_MIN_TOKENS tokens or more (every size the database has)."""
+    return p.kind != "moe" or p.shape["T"] >= PREFILL_MIN_TOKENS
+
+
 def _spread(pts: list[Point], n: int) -> list[Point]:
     """n points evenly spaced over `pts` sorted by bytes then FLOPs (all of them when fewer)."""
     pts = sorted(pts, key=lambda p: (p.op.bytes, p.op.flops, p.t_us))
@@ -506,8 +531,7 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
         raise AicError(f"--system {system!r}: no GPU spec of perfmodel's for it (mapped: {', '.join(SYSTEM_GPUS)})")
     if local.overheads is None:
         raise AicError("the local profile has no overheads: it cannot lend the host and launch terms")
-    by_kind, tables = points(db, system, engine, version, kinds=set(TABLES) - {"attention_prefill", "mla_prefill"},
-                             gemm_dtypes={"bfloat16", "fp8"})
+    by_kind, tables = points(db, system, engine, version, kinds=set(TABLES), gemm_dtypes={"bfloat16", "fp8"})
     device = tables.pop("device", None)
     at = lambda kind: tables.get(kind, "")  # noqa: E731
     src = f"{PACKAGE} {db.version}: {system}, {engine} {version}"
@@ -533,6 +557,20 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
         samples[SAMPLE_BENCH[cls]] += [_sample(p) for p in pts if _keep_as_sample(p)]
         info_tables[cls], dtypes[cls] = at(kind), dtype
         sources[cls] = sorted({p.kernel_source for p in pts})
+    for cls, (kind, dtype) in PREFILL_FIT_ROWS.items():
+        pts = [p for p in by_kind.get(kind, []) if p.cls == cls and p.dtype == dtype and _prefill_size(p)]
+        if len(pts) < 3:
+            continue
+        chosen = _spread(pts, FIT_POINTS)
+        key = f"{cls}.{PREFILL}"
+        decode = fits.get(cls)
+        fits[key] = fit_kernel_law(
+            [p.op.bytes for p in chosen], [p.op.flops for p in chosen], [p.t_us for p in chosen],
+            bench=PREFILL, default_tflops=ceil.bf16_TFLOPS, default_bw_GBps=decode.bw_GBps if decode else None,
+            source=f"{src}: {at(kind)}, {dtype} rows; fitted on {len(chosen)} of {len(pts)} prefill-size rows"
+                   + (f" ({PREFILL_MIN_TOKENS}+ tokens)" if kind == "moe" else " (causal over the prompt, no prefix)"))
+        info_tables[key], dtypes[key] = at(kind), dtype
+        sources[key] = sorted({p.kernel_source for p in pts})
     colls = []
     ar = by_kind.get("custom_allreduce") or by_kind.get("nccl") or []
     ar_kind = "custom_allreduce" if by_kind.get("custom_allreduce") else "nccl"

@@ -662,13 +662,13 @@ def profile_import_aic(system: str | None = typer.Option(None, "--system", help=
     typer.echo(f"{out}: {im.engine} {im.engine_version} on {im.system} ({prof.provenance.gpu_name}, GPU spec {prof.provenance.gpu_spec}) "
                f"from {im.database} {im.database_version}")
     for cls, f in prof.fits.items():
-        typer.echo(f"  {cls:<14} imported: {im.dtypes[cls]} rows of {im.tables[cls]} ({', '.join(im.kernel_sources[cls])}); "
+        typer.echo(f"  {cls:<21} imported: {im.dtypes[cls]} rows of {im.tables[cls]} ({', '.join(im.kernel_sources[cls])}); "
                    f"{f.n_points} fitted, rms {f.rmse_rel:.0%}")
     for c in prof.collectives:
-        typer.echo(f"  all_reduce     imported: {c.n_gpus} GPUs, {'graph' if c.graph else 'eager'}: latency {c.latency_us:.1f} us, "
+        typer.echo(f"  {'all_reduce':<21} imported: {c.n_gpus} GPUs, {'graph' if c.graph else 'eager'}: latency {c.latency_us:.1f} us, "
                    f"rms {c.rmse_rel:.0%} ({im.tables['all_reduce']})")
     for cls in im.lacks:
-        typer.echo(f"  {cls:<14} not in the database: priced by the fallback profile's law carried to {prof.provenance.gpu_spec} "
+        typer.echo(f"  {cls:<21} not in the database: priced by the fallback profile's law carried to {prof.provenance.gpu_spec} "
                    f"by the transfer rules ({base.label})")
     typer.echo(f"  host and launch overheads, tree building: from the fallback profile ({base.label})")
     for b, r in prof.benches.items():

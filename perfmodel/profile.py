@@ -91,10 +91,11 @@ class Imported(_M):
     system: str = Field(description="the database's name of the system (GPU and host) the rows were measured on")
     engine: str = Field(description="the serving engine whose kernels were timed")
     engine_version: str
-    tables: dict[str, str] = Field({}, description="per kernel class or collective: the table read, as a path inside the "
+    tables: dict[str, str] = Field({}, description="per kernel class (`<class>.prefill`: its prefill law) or collective: "
+                                   "the table read, as a path inside the "
                                    "package (its version folder says which engine version's rows were used)")
-    dtypes: dict[str, str] = Field({}, description="per kernel class: the database dtype of the rows its law is fitted on")
-    kernel_sources: dict[str, list[str]] = Field({}, description="per kernel class: the engine kernels those rows timed")
+    dtypes: dict[str, str] = Field({}, description="per kernel class (or `<class>.prefill`): the database dtype of the rows its law is fitted on")
+    kernel_sources: dict[str, list[str]] = Field({}, description="per kernel class (or `<class>.prefill`): the engine kernels those rows timed")
     lacks: list[str] = Field([], description="kernel classes the database has no rows for: priced by the fallback profile's "
                              "laws carried to this GPU by the transfer rules (Profile.fallback)")
 

@@ -98,9 +98,12 @@ def test_import_records_where_every_law_came_from(b300_sglang, local):
     assert (pv.kind, pv.gpu_spec, pv.gpu_name) == ("measured", "b300-sxm", "NVIDIA B300 SXM6 AC")
     assert (im.database, im.database_version, im.licence, im.system, im.engine, im.engine_version) == \
         ("aiconfigurator-core", "0.12.0", "Apache-2.0", "b300_sxm", "sglang", "0.5.14")
-    assert set(prof.fits) == {"gemm_bf16", "moe_bf16", "moe_w4a16", "attention_gqa", "attention_mla"}
-    assert im.dtypes == {"gemm_bf16": "bfloat16", "moe_bf16": "bfloat16", "moe_w4a16": "int4_wo",
-                         "attention_gqa": "bfloat16", "attention_mla": "bfloat16"}
+    classes = {"gemm_bf16": "bfloat16", "moe_bf16": "bfloat16", "moe_w4a16": "int4_wo", "attention_gqa": "bfloat16",
+               "attention_mla": "bfloat16"}
+    prefill = {f"{c}.prefill": d for c, d in classes.items() if c != "gemm_bf16"}  # the prefill rows' laws
+    assert set(prof.fits) == set(classes) | set(prefill)
+    assert im.dtypes == classes | prefill
+    assert im.tables["attention_mla.prefill"].endswith("b300_sxm/mla/sglang/0.5.14/context_mla_perf.csv")
     assert im.tables["moe_w4a16"].endswith("b300_sxm/moe/sglang/0.5.14/moe_perf.csv") and "all_reduce" in im.tables
     assert im.lacks == ["elementwise"]
     # the fallback: the local profile's elementwise laws only, and its provenance
@@ -204,7 +207,9 @@ def test_cli_list_and_import(cli_db, tmp_path):
     out = tmp_path / "b300-sglang.json"
     r = runner.invoke(app, ["profile", "import-aic", "--system", "b300_sxm", "--engine", "sglang@0.5.14", "--out", str(out)])
     assert r.exit_code == 0, r.output
-    assert "elementwise    not in the database" in r.output and load_profile(out).provenance.gpu_spec == "b300-sxm"
+    assert "elementwise           not in the database" in r.output and load_profile(out).provenance.gpu_spec == "b300-sxm"
+    assert "attention_mla.prefill imported: bfloat16 rows of aiconfigurator_core/systems/data/b300_sxm/mla/sglang/0.5.14/" \
+           "context_mla_perf.csv (trtllm_mla)" in r.output
     r = runner.invoke(app, ["project", "--profile", str(out), "--target", "b300", "--gpus", "8", "--concurrency", "1"])
     assert r.exit_code == 0, r.output
     assert "imported from aiconfigurator-core" in r.output

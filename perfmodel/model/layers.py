@@ -193,9 +193,9 @@ def _attn_variant(q: int) -> str:
 
 # The variant of the calls a prefill runs at its own size: causal attention over a prompt (or a
 # chunk of one after a cached prefix), and the routed experts of a step that carries prefill
-# tokens. perfmodel's profiles time decode-size kernels only (attention at q <= 65, no causal
-# mask; MoE up to T = 4096 with decode-oriented kernels), so these calls fall back to their
-# class law, with the compute roof of the measured dense GEMM (`step.py`, `prefill_law`).
+# tokens. A profile prices them by its `<class>.prefill` laws (measure's prefill bench; an
+# import's prefill rows); one without them falls back to the class law, with the compute roof of
+# the measured dense GEMM (`step.py`, `prefill_law`).
 PREFILL = "prefill"
 
 
@@ -316,16 +316,11 @@ def _prefill_attention_ops(m: ModelSpec, lay: Layout, g: _Seqs, count: int, kvb:
     cached context and the new tokens, is `mla_kv_b_proj`, in `_attention_ops`."""
     a = m.attention
     t = lay.t_attn
-    T = g.seqs * g.q  # new tokens of the group on this GPU
-    S = g.ctx + g.q  # keys of the longest query
     if isinstance(a, MLASpec):
         h = max(1, a.n_heads // t)
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
         lat = a.kv_lora_rank + a.qk_rope_head_dim
-        pairs = causal_pairs(g.q, g.ctx)
-        return [Op("attention_prefill", "attention", "attention_mla",
-                   bytes=g.seqs * S * h * (qk + a.v_head_dim) * ACT + T * h * (qk + a.v_head_dim) * ACT + T * lat * kvb,
-                   flops=2.0 * g.seqs * h * pairs * (qk + a.v_head_dim), count=count, variant=PREFILL)]
+        return [mla_prefill_attention_op(g.seqs, g.q, g.ctx, h, qk, a.v_head_dim, lat, kvb, count)]
     assert isinstance(a, GQASpec)
     hq = max(1, a.n_heads // t)
     hkv = max(1, a.n_kv_heads // t)
@@ -335,10 +330,7 @@ def _prefill_attention_ops(m: ModelSpec, lay: Layout, g: _Seqs, count: int, kvb:
         n = round(count * frac)
         if not n:
             continue
-        keys = min(S, (window or S) + g.q)  # K/V read per sequence
-        ops.append(Op(f"attention_prefill_{tag}", "attention", "attention_gqa",
-                      bytes=g.seqs * keys * 2 * hkv * D * kvb + 2 * T * hq * D * ACT + T * 2 * hkv * D * kvb,
-                      flops=4.0 * g.seqs * hq * causal_pairs(g.q, g.ctx, window) * D, count=n, variant=PREFILL))
+        ops.append(gqa_prefill_attention_op(g.seqs, g.q, g.ctx, hq, hkv, D, kvb, n, window, f"attention_prefill_{tag}"))
     return ops
 
 
@@ -438,6 +430,33 @@ def mla_attention_op(Cg: int, q: int, L: int, h: int, kv_lora_rank: int, rope_di
               probe=Probe("attention", (("H", h), ("kind", "mla"), ("q", q)), "L", L, "triton", "C", Cg,
                           x_bytes=Cg * lat * kvb)
               if kvb == 2.0 and L > 0 else None)
+
+
+def gqa_prefill_attention_op(seqs: int, q: int, ctx: int, hq: int, hkv: int, D: int, kvb: float, count: int = 1,
+                             window: int | None = None, name: str = "attention_prefill") -> Op:
+    """Causal GQA attention of `seqs` sequences x q new tokens after ctx cached ones (a prompt, or a
+    chunk of one), as a prefill step prices it (`PREFILL` variant): FlashAttention-style, Q·Kᵀ and
+    P·V over the causal pairs (4 FLOPs per head, pair and head dimension), each sequence's K/V of
+    the context read once, q and the output read and written, the new tokens' K/V written."""
+    T = seqs * q
+    S = ctx + q
+    keys = min(S, (window or S) + q)  # K/V read per sequence
+    return Op(name, "attention", "attention_gqa",
+              bytes=seqs * keys * 2 * hkv * D * kvb + 2 * T * hq * D * ACT + T * 2 * hkv * D * kvb,
+              flops=4.0 * seqs * hq * causal_pairs(q, ctx, window) * D, count=count, variant=PREFILL)
+
+
+def mla_prefill_attention_op(seqs: int, q: int, ctx: int, h: int, qk: int, v: int, lat: int, kvb: float,
+                             count: int = 1) -> Op:
+    """Causal MLA attention of `seqs` sequences x q new tokens after ctx cached ones in its
+    uncompressed form (per-head K of qk = nope + rope dims and V of v dims, up-projected from the
+    latent by `mla_kv_b_proj`), h heads on this GPU, the new tokens' latent (lat) written at kvb
+    bytes per element; `PREFILL` variant."""
+    T = seqs * q
+    S = ctx + q
+    return Op("attention_prefill", "attention", "attention_mla",
+              bytes=seqs * S * h * (qk + v) * ACT + T * h * (qk + v) * ACT + T * lat * kvb,
+              flops=2.0 * seqs * h * causal_pairs(q, ctx) * (qk + v), count=count, variant=PREFILL)
 
 
 def gqa_attention_op(Cg: int, q: int, span: int, hq: int, hkv: int, D: int, kvb: float, count: int = 1,

@@ -99,7 +99,8 @@ PREFILL_ROOF_UNC = 0.3
 def prefill_law(mach: Machine, op: Op) -> tuple[KernelLaw, str | None]:
     """The law of a prefill-size call (`layers.PREFILL` variant) and, when it is assumed, why.
 
-    A profile that fits `<class>.prefill` prices the call by that law. The current profiles time
+    A profile that fits `<class>.prefill` prices the call by that law (`perfmodel measure`'s
+    prefill bench; `profile import-aic` from the database's prefill rows). Profiles without it time
     decode-size kernels only (attention at q <= 65 without a causal mask, MoE up to T = 4096 with
     decode-oriented kernels): their fitted compute rates are what those kernels reach at decode
     size, far below the dense GEMM's, not what a prefill kernel does. Without a prefill fit the
