@@ -98,8 +98,8 @@ def test_import_records_where_every_law_came_from(b300_sglang, local):
     assert (pv.kind, pv.gpu_spec, pv.gpu_name) == ("measured", "b300-sxm", "NVIDIA B300 SXM6 AC")
     assert (im.database, im.database_version, im.licence, im.system, im.engine, im.engine_version) == \
         ("aiconfigurator-core", "0.12.0", "Apache-2.0", "b300_sxm", "sglang", "0.5.14")
-    assert set(prof.fits) == {"gemm_bf16", "moe_bf16", "moe_w4a16", "attention_gqa", "attention_mla"}
-    assert im.dtypes == {"gemm_bf16": "bfloat16", "moe_bf16": "bfloat16", "moe_w4a16": "int4_wo",
+    assert set(prof.fits) == {"gemm_bf16", "moe_bf16", "moe_w4a16", "moe_fp8", "attention_gqa", "attention_mla"}
+    assert im.dtypes == {"gemm_bf16": "bfloat16", "moe_bf16": "bfloat16", "moe_w4a16": "int4_wo", "moe_fp8": "fp8_block",
                          "attention_gqa": "bfloat16", "attention_mla": "bfloat16"}
     assert im.tables["moe_w4a16"].endswith("b300_sxm/moe/sglang/0.5.14/moe_perf.csv") and "all_reduce" in im.tables
     assert im.lacks == ["elementwise"]
