@@ -160,7 +160,7 @@ def _op_terms(mach: Machine, op: Op, past_x_edge: bool = False) -> _Terms:
             notes.append(why)
     else:
         law = mach.law(op)
-    stand_in = of_key(mach.law_key(op)).name
+    stand_in = of_key(mach.law_key(op)).name  # the class whose law prices the op (`machine.law_of`)
     if stand_in != op.kernel_class:
         notes.append(f"{op.kernel_class}: no law of its own in the profile (an imported database's rows of that format "
                      f"fit one: `profile import-aic`): {stand_in}'s law on its own bytes plus each expert slice's "
@@ -198,8 +198,8 @@ def _op_terms(mach: Machine, op: Op, past_x_edge: bool = False) -> _Terms:
     floor = min(law.t0_us * op.count, e.total_us)
     node = law.graph_nodes * node_us * op.count
     return _Terms(e=e, n_kernels=op.n_kernels, timeline=((e.total_us + node) / op.count, host_us / op.count, op.count),
-                  work=(e.total_us - floor, f"{op.kernel_class}:{e.bound}", unc),
-                  floor=(floor, f"{op.kernel_class}:t0", unc_t0), node=(node, "graph_node", node_unc),
+                  work=(e.total_us - floor, f"{stand_in}:{e.bound}", unc),  # one law, one correlated error
+                  floor=(floor, f"{stand_in}:t0", unc_t0), node=(node, "graph_node", node_unc),
                   component=op.component, notes=tuple(notes))
 
 
