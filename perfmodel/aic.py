@@ -49,8 +49,8 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 
-from perfmodel.kernel_classes import names as class_names
-from perfmodel.kernel_classes import of_key
+from perfmodel.kernel_classes import by_name as class_by_name
+from perfmodel.kernel_classes import moe_class, of_key
 from perfmodel.model.layers import (
     MOE_PROVIDERS,
     PREFILL,
@@ -89,12 +89,18 @@ MLA_LATENT, MLA_ROPE = 512, 64  # DeepSeek-V3's MLA (the shape aiconfigurator's 
 MLA_NOPE, MLA_V = 128, 128  # its per-head K (nope part) and V dims, uncompressed as prefill runs them
 
 # Which rows each imported law is fitted on: (class, database dtype).
+# The quantised-expert classes are fitted on the rows of the format the checkpoints hold: FP8 ones
+# use 128x128 block scales (DeepSeek-R1/V3, Qwen3-235B-FP8, MiniMax-M2.5: fp8_block, not the
+# per-tensor fp8 rows), MXFP4 ones run weight-only with bf16 activations on Hopper (gpt-oss:
+# w4a16_mxfp4).
 FIT_ROWS = {"gemm_bf16": ("gemm", "bfloat16"), "moe_bf16": ("moe", "bfloat16"), "moe_w4a16": ("moe", "int4_wo"),
+            "moe_fp8": ("moe", "fp8_block"), "moe_nvfp4": ("moe", "nvfp4"), "moe_mxfp4": ("moe", "w4a16_mxfp4"),
             "attention_gqa": ("attention_decode", "bfloat16"), "attention_mla": ("mla_decode", "bfloat16")}
 # Which rows each imported prefill law (`<class>.prefill`, the `layers.PREFILL` variant a prefill step
 # prices its causal attention and routed experts by) is fitted on: (class, rows, database dtype).
 PREFILL_FIT_ROWS = {"attention_gqa": ("attention_prefill", "bfloat16"), "attention_mla": ("mla_prefill", "bfloat16"),
-                    "moe_bf16": ("moe", "bfloat16"), "moe_w4a16": ("moe", "int4_wo")}
+                    "moe_bf16": ("moe", "bfloat16"), "moe_w4a16": ("moe", "int4_wo"), "moe_fp8": ("moe", "fp8_block"),
+                    "moe_nvfp4": ("moe", "nvfp4"), "moe_mxfp4": ("moe", "w4a16_mxfp4")}
 PREFILL_MIN_TOKENS = 256  # MoE rows a step carrying prefill reaches: from a short chunk to the step budget (as measure/prefill.py)
 FIT_POINTS = 240  # points per law: evenly spaced over the decode-size rows sorted by bytes (the fit is O(n^2))
 DECODE_MAX_TOKENS = 4096  # rows a decode or verify step reaches: GEMM M and MoE tokens up to this
@@ -486,9 +492,11 @@ def _spread(pts: list[Point], n: int) -> list[Point]:
     return [pts[i] for i in idx]
 
 
-SAMPLE_BENCH = {"gemm_bf16": "gemm", "moe_bf16": "moe", "moe_w4a16": "moe", "attention_gqa": "attention", "attention_mla": "attention"}
-SAMPLE_PROVIDER = {"gemm_bf16": "torch.matmul", "moe_bf16": "triton_bf16", "moe_w4a16": "triton_w4a16",
-                   "attention_gqa": "triton", "attention_mla": "triton"}  # the providers the step's probes name (layers.py)
+# the bench and provider the step's probes name (layers.py)
+SAMPLE_BENCH = {"gemm_bf16": "gemm", "attention_gqa": "attention", "attention_mla": "attention"} | {
+    moe_class(f): "moe" for f in MOE_PROVIDERS}
+SAMPLE_PROVIDER = {"gemm_bf16": "torch.matmul", "attention_gqa": "triton", "attention_mla": "triton"} | {
+    moe_class(f): p for f, p in MOE_PROVIDERS.items()}
 
 
 def _sample(p: Point) -> Sample:
@@ -524,6 +532,8 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
     """engine@version's per-op rows on `system` as a profile of the system's GPU (module docstring);
     `local` (a measured profile) prices what the database lacks and lends its host overheads."""
     from perfmodel.measure.fits import fit_collective_law, fit_kernel_law
+    from perfmodel.model.machine import dtype_efficiency, dtype_flops_scale
+    from perfmodel.specs import registry
 
     system, engine, version = resolve(db, system, engine_spec)
     gpu_spec = SYSTEM_GPUS.get(system)
@@ -541,6 +551,8 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
     fp8_tf = _best_rate([p for p in gemm if p.dtype == "fp8"])
     ceil = Ceilings(bf16_TFLOPS=bf16_tf, fp8_TFLOPS=fp8_tf if bf16_tf else None,
                     source=f"the best rate a GEMM row reached in {at('gemm')} (bfloat16; fp8 per-tensor)" if bf16_tf else "")
+    gpu = registry.load_gpu(gpu_spec)
+    eff = dtype_efficiency(ceil, gpu)
     fits: dict[str, KernelFit] = {}
     samples: dict[str, list[Sample]] = defaultdict(list)
     info_tables, dtypes, sources = {}, {}, {}
@@ -550,8 +562,10 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
         if len(fit_pts) < 3:
             continue
         chosen = _spread(fit_pts, FIT_POINTS)
+        # laws are bf16 rates: an FP8 / FP4 call's flops count as what they take at bf16's rate
         fits[cls] = fit_kernel_law(
-            [p.op.bytes for p in chosen], [p.op.flops for p in chosen], [p.t_us for p in chosen],
+            [p.op.bytes for p in chosen], [p.op.flops / dtype_flops_scale(gpu, p.op.compute_dtype, eff) for p in chosen],
+            [p.t_us for p in chosen],
             bench=SAMPLE_BENCH[cls], default_tflops=ceil.bf16_TFLOPS,
             source=f"{src}: {at(kind)}, {dtype} rows; fitted on {len(chosen)} of {len(fit_pts)} decode-size rows")
         samples[SAMPLE_BENCH[cls]] += [_sample(p) for p in pts if _keep_as_sample(p)]
@@ -565,8 +579,8 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
         key = f"{cls}.{PREFILL}"
         decode = fits.get(cls)
         fits[key] = fit_kernel_law(
-            [p.op.bytes for p in chosen], [p.op.flops for p in chosen], [p.t_us for p in chosen],
-            bench=PREFILL, default_tflops=ceil.bf16_TFLOPS, default_bw_GBps=decode.bw_GBps if decode else None,
+            [p.op.bytes for p in chosen], [p.op.flops / dtype_flops_scale(gpu, p.op.compute_dtype, eff) for p in chosen],
+            [p.t_us for p in chosen], bench=PREFILL, default_tflops=ceil.bf16_TFLOPS, default_bw_GBps=decode.bw_GBps if decode else None,
             source=f"{src}: {at(kind)}, {dtype} rows; fitted on {len(chosen)} of {len(pts)} prefill-size rows"
                    + (f" ({PREFILL_MIN_TOKENS}+ tokens)" if kind == "moe" else " (causal over the prompt, no prefix)"))
         info_tables[key], dtypes[key] = at(kind), dtype
@@ -588,7 +602,7 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
             continue
     if colls:
         info_tables["all_reduce"] = at(ar_kind)
-    lacks = [c for c in class_names() if c not in fits]
+    lacks = [c.name for c in class_by_name().values() if c.name not in fits and not c.stand_in]  # a stand-in prices the rest
     o = local.overheads
     lent = f"from the fallback profile ({local.label}): the database holds no host or launch figures"
     benches = {b: BenchResult(status="ok", samples=s, note=f"imported from {src}: the decode-size rows the step's probes reach")

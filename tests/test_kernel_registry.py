@@ -49,6 +49,16 @@ def test_a_profile_without_a_class_projects_and_says_so(tmp_path):
 
 
 def test_records_are_complete():
+    optional = {"weight_formats", "stand_in"}
     for c in kernel_classes.CLASSES:
-        assert all(dataclasses.asdict(c).values()), c
+        assert all(v for k, v in dataclasses.asdict(c).items() if k not in optional), c
         assert c.group in {"attention", "moe", "gemm", "elementwise"}
+        assert not c.stand_in or kernel_classes.by_name()[c.stand_in].stand_in == "", c  # one step, no chains
+
+
+def test_each_weight_format_has_one_moe_class():
+    formats = [f for c in kernel_classes.CLASSES for f in c.weight_formats]
+    assert len(formats) == len(set(formats))
+    assert {kernel_classes.moe_class(f) for f in ("fp8", "nvfp4", "mxfp4", "bf16", "int4_g32", "int8")} == {
+        "moe_fp8", "moe_nvfp4", "moe_mxfp4", "moe_bf16", "moe_w4a16"}
+    assert kernel_classes.moe_class("int8") == "moe_bf16"

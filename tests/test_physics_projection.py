@@ -229,9 +229,10 @@ def test_ep_prices_the_busiest_gpu(parallel):
 # ----------------------------------------------------------------------------- dtypes
 @pytest.mark.parametrize("model,override,cls,cdt,bpw", [
     ("kimi-k2.6", None, "moe_w4a16", "bf16", 0.5 + 2 / 32),
-    ("deepseek-v3", None, "moe_bf16", "fp8", 1 + 4 / 128**2),
-    ("deepseek-v3", "nvfp4", "moe_bf16", "fp4", 0.5 + 1 / 16),
-    ("deepseek-v3", "mxfp4", "moe_bf16", "bf16", 0.5 + 1 / 32),
+    ("deepseek-v3", None, "moe_fp8", "fp8", 1 + 4 / 128**2),
+    ("deepseek-v3", "nvfp4", "moe_nvfp4", "fp4", 0.5 + 1 / 16),
+    ("deepseek-v3", "mxfp4", "moe_mxfp4", "bf16", 0.5 + 1 / 32),
+    ("deepseek-v3", "int8", "moe_bf16", "bf16", 1 + 2 / 128),
     ("qwen3-30b-a3b", None, "moe_bf16", "bf16", 2.0),
 ])
 def test_expert_dtype_paths(model, override, cls, cdt, bpw):

@@ -42,6 +42,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from perfmodel.kernel_classes import by_name, moe_class
 from perfmodel.model.lookup import Probe
 from perfmodel.model.ops import Op
 from perfmodel.profile import attention_units
@@ -474,8 +475,10 @@ def gqa_attention_op(Cg: int, q: int, span: int, hq: int, hkv: int, D: int, kvb:
               if kvb == 2.0 and span > q else None)
 
 
-# The provider whose samples time the routed experts of a weight format (measure/moe.py).
-MOE_PROVIDERS = {"int4_g32": "triton_w4a16", "bf16": "triton_bf16"}
+# The provider whose samples time the routed experts of a weight format: perfmodel's kernels
+# (measure/moe.py), or the engines' grouped GEMMs whose rows an imported database holds (aic.py).
+MOE_PROVIDERS = {"int4_g32": "triton_w4a16", "bf16": "triton_bf16", "fp8": "grouped_fp8", "nvfp4": "grouped_nvfp4",
+                 "mxfp4": "grouped_mxfp4"}
 
 
 # What one expert slice costs a grouped GEMM of the engines beyond streaming its weights (its
@@ -503,14 +506,19 @@ def routed_experts_op(T: int, H: int, I: int, k: int, s: int, weight_dtype: str,
     reading `weight_bytes` of expert weights on this GPU from `slices` expert slices (the touched
     experts it holds, each 1/s of its expert).
 
-    INT4 weight-only experts are priced by the measured W4A16 kernel, bf16 ones by the measured bf16
-    grouped GEMM: their laws and samples hold what their slices cost. Other formats (int8, fp8,
-    MXFP4, NVFP4) have no kernel in the profile: they are priced as the engines' grouped GEMMs run
-    them, streaming their (smaller) weights at the measured bf16 grouped GEMM's rate plus
+    The format's class (`kernel_classes.moe_class`) prices the call. INT4 weight-only experts are
+    priced by the measured W4A16 kernel, bf16 ones by the measured bf16 grouped GEMM: their laws
+    and samples hold what their slices cost. FP8, NVFP4 and MXFP4 experts are priced by their own
+    class's law where the profile has one (`profile import-aic`: fitted on the database's rows of
+    that format, timed per slice, so the law holds the slices' cost); where it has none (a profile
+    of perfmodel's own kernels) and for formats no class names (int8), as the engines' grouped
+    GEMMs run them: their (smaller) weights streamed at the bf16 grouped GEMM's rate plus
     SLICE_OVERHEAD_BYTES + SLICE_OVERHEAD_BYTES_PER_HIDDEN x H per slice, so narrow tensor-parallel
-    slices cost more per byte than whole experts, as the engines' kernels run them."""
-    cls = "moe_w4a16" if weight_dtype.startswith("int4") else "moe_bf16"
-    measured = cls == "moe_w4a16" or weight_dtype == "bf16"
+    slices cost more per byte than whole experts (`slice_overhead_bytes` below, which a law fitted
+    per slice leaves out: `ops.KernelLaw.slices_in_fit`)."""
+    cls = moe_class(weight_dtype)
+    kc = by_name()[cls]
+    measured = weight_dtype in kc.weight_formats and not kc.stand_in  # perfmodel's kernels, timed per slice
     return Op("routed_experts", "moe", cls,
               bytes=weight_bytes + (T * k / s) * 2 * H * ACT,
               flops=2.0 * T * k * 3 * H * I / s, count=count,

@@ -122,18 +122,37 @@ class Machine:
     dtype_efficiency: dict[str, float] = field(default_factory=dict)
     roof_GBps: float | None = None  # datasheet bandwidth x streaming fraction: no DRAM stream beats it
 
+    def law_key(self, op) -> str:
+        """The key of the law that prices `op` (`law_of`)."""
+        return law_of(self.laws, op.kernel_class, op.variant)
+
     def source_law(self, op) -> KernelLaw:
-        return self.source_laws.get(f"{op.kernel_class}.{op.variant}") or self.source_laws[op.kernel_class]
+        return self.source_laws[law_of(self.source_laws, op.kernel_class, op.variant)]
 
     def source_flops_scale(self, dtype: str) -> float:
-        return _flops_scale(self.source_gpu or self.gpu, dtype) * self.dtype_efficiency.get(dtype, 1.0)
+        return dtype_flops_scale(self.source_gpu or self.gpu, dtype, self.dtype_efficiency)
 
     def law(self, op) -> KernelLaw:
-        """The op's own law (`class.variant`) when the profile fitted one, else its class's."""
-        return self.laws.get(f"{op.kernel_class}.{op.variant}") or self.laws[op.kernel_class]
+        """The op's own law (`class.variant`) when the profile fitted one, else its class's, else
+        (a class with a stand-in the profile has no law of: `law_of`) the stand-in's."""
+        return self.laws[self.law_key(op)]
 
     def flops_scale(self, dtype: str) -> float:
-        return _flops_scale(self.gpu, dtype) * self.dtype_efficiency.get(dtype, 1.0)
+        return dtype_flops_scale(self.gpu, dtype, self.dtype_efficiency)
+
+
+def law_of(laws: dict, cls: str, variant: str = "") -> str:
+    """The key in `laws` that prices a call of class `cls` (and variant): `class.variant`, else
+    `class`; for a class the laws lack whose record names a stand-in (kernel_classes), the
+    stand-in's, whose law then prices the call on its own bytes plus its slices' cost (the op's
+    `slice_overhead_bytes`: only a law fitted per slice holds it, `KernelLaw.slices_in_fit`)."""
+    for key in (f"{cls}.{variant}", cls):
+        if key in laws:
+            return key
+    kc = by_name().get(cls)
+    if kc is not None and kc.stand_in:
+        return law_of(laws, kc.stand_in, variant)
+    raise KeyError(cls)
 
 
 def _flops_scale(gpu: GpuSpec, dtype: str) -> float:
@@ -144,6 +163,21 @@ def _flops_scale(gpu: GpuSpec, dtype: str) -> float:
     if dtype == "fp4" and c.fp4_dense_TFLOPS:
         return c.fp4_dense_TFLOPS.value / c.bf16_dense_TFLOPS.value
     return 1.0  # no native path for the dtype: the bf16 rate
+
+
+def dtype_efficiency(ceilings, gpu: GpuSpec) -> dict[str, float]:
+    """Measured fraction of peak of each dtype's GEMM relative to bf16's on the profile GPU
+    (`Machine.dtype_efficiency`), from the profile's ceilings."""
+    c, pk = ceilings, gpu.compute
+    if c.fp8_TFLOPS and c.bf16_TFLOPS and pk.fp8_dense_TFLOPS:  # the profile GPU runs fp8 GEMMs natively
+        return {"fp8": (c.fp8_TFLOPS / pk.fp8_dense_TFLOPS.value) / (c.bf16_TFLOPS / pk.bf16_dense_TFLOPS.value)}
+    return {}
+
+
+def dtype_flops_scale(gpu: GpuSpec, dtype: str, efficiency: dict[str, float]) -> float:
+    """What an op of compute dtype `dtype` multiplies a law's (bf16) compute rate by on `gpu`:
+    the dtype's peak ratio to bf16 times its measured efficiency ratio (`dtype_efficiency`)."""
+    return _flops_scale(gpu, dtype) * efficiency.get(dtype, 1.0)
 
 
 def _dtype_peak(gpu: GpuSpec) -> float:
@@ -205,8 +239,9 @@ def _streaming_rate(bw_fit: float, read_src: float, roof_t: float, slot_ratio: f
 
 def missing_fits(profile: Profile) -> list[str]:
     """Kernel classes the profile has no fit for (a partial `--only` run, or a profile measured
-    before the class existed): build_machine prices them by their spec-derived law."""
-    return [c for c in kernel_classes.names() if c not in profile.fits]
+    before the class existed): build_machine prices them by their spec-derived law. A class with a
+    stand-in is never missing: without a fit of its own its stand-in's law prices it (`law_of`)."""
+    return [c for c in kernel_classes.names() if c not in profile.fits and not by_name()[c].stand_in]
 
 
 def _fits_with_fallbacks(profile: Profile, source_gpu: GpuSpec, memory_kinds: MemoryKinds,
@@ -291,6 +326,7 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
         capped = not same and bw_t > dram_roof
         bw_t = min(bw_t, dram_roof) if not same else bw_t
         per_call = of_key(cls).kernels_per_call if of_key(cls) else 1
+        per_slice = bool(of_key(cls) and of_key(cls).stand_in)  # only a database's per-slice rows fit such a class
         nodes = min(f.t0_us, node_us * per_call) / node_us if node_us > 0 else 0.0
         t0 = f.t0_us - nodes * node_us
         # An L2-resident call is never slower than streaming the same bytes from DRAM.
@@ -306,7 +342,7 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
             t0_us=t0, bw_GBps=bw_t, tflops=f.tflops * f_ratio,
             rel_unc_bw=max(unc_bw, 0.03), rel_unc_t0=((0.1 if same else 0.3)**2 + vendor_unc**2) ** 0.5,
             launcher=f.launcher, graph_nodes=nodes, unit_GBps=f.unit_GBps, slots=int(gpu.sm_count.value), **l2,
-            kernel_set=cls.partition("@")[2] or "perfmodel",
+            kernel_set=cls.partition("@")[2] or "perfmodel", slices_in_fit=per_slice,
             rule=(("spec-derived (the profile has no fit for this class): " if cls in fallback else
                    f"imported ({f.source}): " if imported is not None else "")
                   + rule_bw + f"; F {f.tflops:.0f} TF × {f_ratio:.3f}; t0 {f.t0_us:.1f} us carried, of which "
@@ -315,7 +351,7 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
         )
         src_l2 = dict(bw_l2_GBps=f.bw_GBps, l2_bytes=source_gpu.l2_MB.value * 1e6 if source_gpu.l2_MB else 0.0) if in_l2 else {}
         source_laws[cls] = KernelLaw(t0, dram_src, f.tflops, graph_nodes=nodes, unit_GBps=f.unit_GBps,
-                                     slots=int(source_gpu.sm_count.value), **src_l2)
+                                     slots=int(source_gpu.sm_count.value), slices_in_fit=per_slice, **src_l2)
     laws.update(fb_laws)
     source_laws.update(fb_source_laws)
     coll: dict[str, CollectiveLaw | None] = {"all_reduce": None, "all_to_all": None}
@@ -350,10 +386,7 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
                                 f"{impl} tree build fit ({f.source})" + (f" × host factor {scale:g}" if impl == "cpu" else ""))
     laws, source_laws = in_kernel_set(laws, kernel_set), in_kernel_set(source_laws, kernel_set)
     table = SampleTable(profile, KERNEL_SETS[kernel_set]) if profile.provenance.kind == "measured" else None
-    dtype_eff = {}
-    c, pk = profile.ceilings, source_gpu.compute
-    if c.fp8_TFLOPS and c.bf16_TFLOPS and pk.fp8_dense_TFLOPS:  # the profile GPU runs fp8 GEMMs natively
-        dtype_eff["fp8"] = (c.fp8_TFLOPS / pk.fp8_dense_TFLOPS.value) / (c.bf16_TFLOPS / pk.bf16_dense_TFLOPS.value)
+    dtype_eff = dtype_efficiency(profile.ceilings, source_gpu)
     return Machine(gpu=gpu, n_gpus=n_gpus, link=link if n_gpus > 1 else None, laws=laws,
                    all_reduce=coll["all_reduce"], all_to_all=coll["all_to_all"], overheads=ov,
                    treebuild=tb, host_cpu_factor=host_cpu_factor, same_gpu_as_profile=same,

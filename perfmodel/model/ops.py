@@ -77,6 +77,9 @@ class KernelLaw:
     unit_GBps: float | None = None  # per work-unit rate of an unsplit kernel (profile.KernelFit.unit_GBps) ...
     slots: int = 0  # ... whose units run in waves over this many SMs
     kernel_set: str = "perfmodel"  # the kernel set whose fit this law is (profile.KERNEL_SETS)
+    # fitted on calls timed per expert slice (an imported database's rows of a class with a stand-in,
+    # kernel_classes.KernelClass.stand_in): an op's slice_overhead_bytes is in its rate and floor already
+    slices_in_fit: bool = False
 
     def bandwidth(self, call_bytes: float) -> float:
         """The rate one call of `call_bytes` streams at: L2-resident where it fits, else DRAM."""
@@ -105,7 +108,7 @@ class OpEstimate:
 def estimate(op: Op, law: KernelLaw, flops_scale: float = 1.0) -> OpEstimate:
     """Cost of all `count` calls of `op`. `flops_scale` converts the law's bf16 rate to the
     op's compute dtype (e.g. 2 for fp8 on a chip whose fp8 peak is twice bf16)."""
-    mem = (op.bytes + op.slice_overhead_bytes) / (law.bandwidth(op.bytes) * 1e3)
+    mem = (op.bytes + (0.0 if law.slices_in_fit else op.slice_overhead_bytes)) / (law.bandwidth(op.bytes) * 1e3)
     if law.unit_GBps and op.units:  # an unsplit kernel: the busiest SM's waves of units, if slower
         mem = max(mem, wave_bytes(op.bytes, op.units, law.slots) / (law.unit_GBps * 1e3))
     comp = op.flops / (law.tflops * flops_scale * 1e6)

@@ -24,6 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
 from perfmodel.collective_math import bus_factor
+from perfmodel.kernel_classes import of_key
 from perfmodel.model.layers import PREFILL, Batch, Collective, Decode, Layout, Verify, at_probe, batch_ops, decode_ops
 from perfmodel.model.machine import Machine
 from perfmodel.model.ops import KernelLaw, Op, OpEstimate, estimate
@@ -109,8 +110,9 @@ def prefill_law(mach: Machine, op: Op) -> tuple[KernelLaw, str | None]:
     as every op's), an upper bound on tensor-core throughput that FlashAttention-3 approaches at
     long sequences (75% of the H100 bf16 peak in its forward pass: perfmodel/model/SOURCES.md
     [V7]; compare the profile's own GEMM ceiling against its datasheet peak, `Profile.ceilings`)."""
-    law = mach.law(op)
-    if f"{op.kernel_class}.{PREFILL}" in mach.laws:
+    key = mach.law_key(op)
+    law = mach.laws[key]
+    if key.endswith(f".{PREFILL}"):
         return law, None
     gemm = mach.laws["gemm_bf16"]
     if gemm.tflops <= law.tflops:
@@ -159,6 +161,11 @@ def _op_terms(mach: Machine, op: Op, past_x_edge: bool = False) -> _Terms:
             notes.append(why)
     else:
         law = mach.law(op)
+    stand_in = of_key(mach.law_key(op)).name  # the class whose law prices the op (`machine.law_of`)
+    if stand_in != op.kernel_class:
+        notes.append(f"{op.kernel_class}: no law of its own in the profile (an imported database's rows of that format "
+                     f"fit one: `profile import-aic`): {stand_in}'s law on its own bytes plus each expert slice's "
+                     "cost (layers.slice_overhead_bytes)")
     e = estimate(op, law, mach.flops_scale(op.compute_dtype))
     unc = law.rel_unc_bw if e.bound == "memory" else (PREFILL_ROOF_UNC if notes else 0.15)
     unc_t0 = law.rel_unc_t0
@@ -192,8 +199,8 @@ def _op_terms(mach: Machine, op: Op, past_x_edge: bool = False) -> _Terms:
     floor = min(law.t0_us * op.count, e.total_us)
     node = law.graph_nodes * node_us * op.count
     return _Terms(e=e, n_kernels=op.n_kernels, timeline=((e.total_us + node) / op.count, host_us / op.count, op.count),
-                  work=(e.total_us - floor, f"{op.kernel_class}:{e.bound}", unc),
-                  floor=(floor, f"{op.kernel_class}:t0", unc_t0), node=(node, "graph_node", node_unc),
+                  work=(e.total_us - floor, f"{stand_in}:{e.bound}", unc),  # one law, one correlated error
+                  floor=(floor, f"{stand_in}:t0", unc_t0), node=(node, "graph_node", node_unc),
                   component=op.component, notes=tuple(notes))
 
 
