@@ -47,6 +47,7 @@ AIC_RESULTS = ["evidence/silicon-validation/aic_estimator_4_per_group.jsonl",
 # a few rows per engine they moved far (SGLang's bw.gemm x0.15) and carried worse to held-out
 # models (run_five_factors_sglang_6a02438.txt: TPOT leave-one-model-out median +166%).
 FACTORS = ["engine_host_us", "engine_ttft_steps"]
+LOSS = "squares"
 
 
 def sha() -> str:
@@ -91,7 +92,11 @@ def main() -> None:
     ap.add_argument("--engines", default="vllm,sglang,trtllm")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--held-out", default="gpu,model", help="the leave-one-out fits run: gpu, model or both")
+    ap.add_argument("--factors", default=",".join(FACTORS), help="the factors fitted (a variant to compare with FACTORS)")
+    ap.add_argument("--loss", default=LOSS, help="the fit's loss: squares or soft_l1 (calibration_schema.Loss)")
+    ap.add_argument("--tag", default="", help="a variant's name: its errors file goes to variants/<tag>/")
     a = ap.parse_args()
+    factors = a.factors.split(",")
     db = aic.Database.installed()
     local = resolve_profile(None)
     rows = silicon.load_rows(db)
@@ -101,7 +106,7 @@ def main() -> None:
         est |= {i: r for i, r in read_aic((ROOT / f).read_text(), f).items() if "tpot_ms" in r and "ttft_ms" in r}
     print(f"perfmodel at {sha()}; {aic.PACKAGE} {db.version}; {len(rows)} aggregated rows, {len(ok)} expressed, "
           f"{len(refused)} not; {len(est)} priced by aiconfigurator's estimator ({', '.join(AIC_RESULTS)}); "
-          f"factors fitted: {', '.join(FACTORS)}")
+          f"factors fitted: {', '.join(factors)}; loss {a.loss}")
     summary = {}
     with tempfile.TemporaryDirectory(prefix="perfmodel-enginecal-") as tmp:
         for engine in a.engines.split(","):
@@ -120,7 +125,7 @@ def main() -> None:
             runs = {}
             for held in a.held_out.split(","):
                 inp = CalibrationInput(engine=f"{engine} (aiconfigurator-core {db.version} silicon sample; versions "
-                                              f"{', '.join(versions)})", points=pts, factors=FACTORS, held_out=held)
+                                              f"{', '.join(versions)})", points=pts, factors=factors, held_out=held, loss=a.loss)
                 t0 = time.perf_counter()
                 try:
                     res = fit(inp, local, "imported per-op profiles")
@@ -171,7 +176,9 @@ def main() -> None:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 write_result(res, out)
                 print(f"  written {out.relative_to(ROOT)}")
-    (Path(__file__).parent / f"errors_{a.engines.replace(',', '_')}.json").write_text(json.dumps(summary, indent=1) + "\n")
+    folder = Path(__file__).parent / ("variants/" + a.tag if a.tag else "")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"errors_{a.engines.replace(',', '_')}.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 
 if __name__ == "__main__":
