@@ -40,7 +40,6 @@ from perfmodel.calibration_schema import (  # noqa: F401 (the file schemas, re-e
     GROUPS,
     HOST,
     HOST_MAX_US,
-    PREFILL_HOST,
     REL_SIGMA,
     TTFT_MS,
     TTFT_STEPS,
@@ -85,9 +84,6 @@ TTFT_STEPS_PRIOR = 10.0
 # streaming path of one request; uncalibrated SGLang TTFT on aiconfigurator's H200 rows falls short
 # by 150-250 ms whatever the prompt and load (evidence/engine-calibrations/); 300 ms spans it.
 TTFT_MS_PRIOR = 300.0
-# Per step carrying prefill: an eager forward's host work, a few ms at most (an eager decode
-# step's launches on the embedded profile's host: `Overheads.launch_eager_us` x its kernels).
-PREFILL_HOST_PRIOR_US = 5000.0
 DETERMINED = 0.7  # posterior σ below this fraction of the prior σ: the data pinned the factor
 TAU_PRIOR = 0.15  # acceptance models' spread against published τ (model/acceptance.py)
 
@@ -142,7 +138,7 @@ class Prepared:
         shared = _kernel_shared(self.machine, f)
         p = self.point
         setup = p.model_dump_json(exclude={"label", "rel_sigma", *FIGURES})
-        key = (setup, f.get(HOST), f.get(DRAFT_HOST), f.get(PREFILL_HOST))
+        key = (setup, f.get(HOST), f.get(DRAFT_HOST))
         times = shared.times.get(key)
         if times is None:
             eng = engine_defaults(p.engine or "vllm", mach.gpu).with_settings(**server_settings(p))
@@ -288,8 +284,6 @@ def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmode
         tau, cap = float(rs.acc.tau(budget)), float(min(budget + 1, model.drafter.block_size))
     chain = draft and model.drafter.kind != "dflash"  # k draft forwards per step: a host cost per forward
     keys, prior = _keys(model, mach, draft and p.acceptance_length is None, q, chain)  # a given acceptance length pins τ
-    if p.serving:  # whole requests: steps that carry prefill
-        prior[PREFILL_HOST] = PREFILL_HOST_PRIOR_US
     if p.serving and p.ttft_ms is not None:  # the first token's wait moves a TTFT only
         prior[TTFT_STEPS] = TTFT_STEPS_PRIOR
         prior[TTFT_MS] = TTFT_MS_PRIOR

@@ -33,9 +33,6 @@ GROUPS = ("attention", "attention_verify", "moe", "gemm", "elementwise")
 FAMILIES = ("pcie", "nvlink", "xgmi")
 HOST = "engine_host_us"
 DRAFT_HOST = "engine_draft_host_us"
-# The engine's host work per step that carries prefill, beyond a decode step's: engines run prefill
-# eager (no CUDA graph), with its metadata, tokens and KV slots set up on the host.
-PREFILL_HOST = "engine_prefill_host_us"
 # The engine's wait before a prompt's first token reaches the client, in the request's own decode
 # steps: scheduler settings the serving rows do not record (TensorRT-LLM's batch waiting,
 # `batch_wait_timeout_iters`; SGLang's `scheduler_recv_interval`), perfmodel/model/SOURCES.md [V11].
@@ -44,13 +41,13 @@ TTFT_STEPS = "engine_ttft_steps"
 # no step prices (tokenising the prompt, the scheduler receiving it, the HTTP and streaming path),
 # in ms: a wait of the same length whatever the load, where TTFT_STEPS grows with the step time.
 TTFT_MS = "engine_ttft_ms"
-ADDITIVE = (HOST, DRAFT_HOST, PREFILL_HOST, TTFT_STEPS, TTFT_MS)  # additive terms (≥ 0); every other factor is multiplicative
+ADDITIVE = (HOST, DRAFT_HOST, TTFT_STEPS, TTFT_MS)  # additive terms (≥ 0); every other factor is multiplicative
 FACTOR_MAX = 50.0  # the fit's bounds on a multiplicative factor: [1 / FACTOR_MAX, FACTOR_MAX]
 HOST_MAX_US = 1e6  # ... and on the engine host terms
 TTFT_STEPS_MAX = 500.0  # ... and on the first token's wait, in steps
 TTFT_MS_MAX = 10_000.0  # ... and in ms: a server's per-request work, not a queue (which the simulation prices)
-ADDITIVE_MAX = {HOST: HOST_MAX_US, DRAFT_HOST: HOST_MAX_US, PREFILL_HOST: HOST_MAX_US, TTFT_STEPS: TTFT_STEPS_MAX, TTFT_MS: TTFT_MS_MAX}
-ADDITIVE_UNIT = {HOST: " µs", DRAFT_HOST: " µs", PREFILL_HOST: " µs", TTFT_STEPS: " steps", TTFT_MS: " ms"}
+ADDITIVE_MAX = {HOST: HOST_MAX_US, DRAFT_HOST: HOST_MAX_US, TTFT_STEPS: TTFT_STEPS_MAX, TTFT_MS: TTFT_MS_MAX}
+ADDITIVE_UNIT = {HOST: " µs", DRAFT_HOST: " µs", TTFT_STEPS: " steps", TTFT_MS: " ms"}
 
 
 # How the fit weighs a point's miss (in its figure's 1σ, log space): "squares" (least squares), or

@@ -179,8 +179,6 @@ SPECIFIC = [
                                        f"factors.{_factor('engine_host_us')}.value", 2e4), ["engine_ttft_ms", "20000", "ms"]),
     ("calib_ttft_ms_neg", "calib", _j(_set(CALIB, f"factors.{_factor('engine_host_us')}.name", "engine_ttft_ms"),
                                       f"factors.{_factor('engine_host_us')}.value", -5.0), ["engine_ttft_ms", "-5"]),
-    ("calib_prefill_host_neg", "calib", _j(_set(CALIB, f"factors.{_factor('engine_host_us')}.name", "engine_prefill_host_us"),
-                                           f"factors.{_factor('engine_host_us')}.value", -1.0), ["engine_prefill_host_us", "-1"]),
     ("calib_err_neg", "calib", _j(CALIB, "median_abs_err", -0.1), ["median_abs_err", "-0.1"]),
     ("calib_list", "calib", b"[1, 2]", ["expected a mapping"]),
     # OBSERVED.yaml: figures physical, strict types, layouts as `project` checks them

@@ -1,28 +1,26 @@
-"""The engine's terms that only whole requests see, worked by hand: its wait before a prompt's
-first token in ms (`engine_ttft_ms`) and its host time per step that carries prefill
-(`engine_prefill_host_us`), as a calibration carries them to a machine and the serving figures
-apply them; and a calibration file of the older wait in decode steps (`engine_ttft_steps`), read
-as before."""
+"""The engine's wait before a prompt's first token in ms (`engine_ttft_ms`), worked by hand: how a
+calibration carries it to a machine and the serving figures apply it, beside the wait in decode
+steps (`engine_ttft_steps`), which a calibration file may still hold and which is read as before."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from perfmodel.api import projector as Projector
 from perfmodel.calibrate import ObservedPoint, load_result, prepare
-from perfmodel.calibration_schema import PREFILL_HOST, TTFT_MS, TTFT_MS_MAX, TTFT_STEPS, FactorResult
+from perfmodel.calibration_schema import TTFT_MS, TTFT_MS_MAX, TTFT_STEPS, FactorResult
 from perfmodel.model.calibration import Factors, calibrated, factors_of
-from perfmodel.model.layers import Batch, Decode, Prefill
 from perfmodel.model.serving import Engine, StepPricer, Workload, simulate
-from perfmodel.model.step import batch_estimate
 from perfmodel.request import resolve_profile
 from perfmodel.scenario import Request
 
 PROFILE = resolve_profile(None)
+ROOT = Path(__file__).resolve().parents[1]
 VLLM = Engine(name="vllm", max_batched_tokens=8192, chunked=True, mixed=True)
 SGLANG = Engine(name="sglang", max_batched_tokens=8192, chunked=True, mixed=False)
 
@@ -113,8 +111,8 @@ def test_the_wait_in_ms_is_a_calibration_factor_of_ttft_points_only_non_negative
 def test_a_calibration_file_with_the_wait_in_steps_is_read_as_before(tmp_path):
     """A calib.json written when the wait was fitted in decode steps (`engine_ttft_steps`) loads and
     applies that wait as it did: TTFT `k` decode steps later, and no wait in ms."""
-    cal = json.loads((PROFILE_ROOT / "perfmodel/data/engines/sglang.json").read_text())
-    cal["factors"] = [f for f in cal["factors"] if f["name"] not in (TTFT_STEPS, TTFT_MS, PREFILL_HOST)]
+    cal = json.loads((ROOT / "perfmodel/data/engines/sglang.json").read_text())
+    cal["factors"] = [f for f in cal["factors"] if f["name"] not in (TTFT_STEPS, TTFT_MS)]
     cal["factors"].append({"name": TTFT_STEPS, "value": 3.0, "sigma_post": 0.5, "sigma_prior": 10.0,
                            "determined": True, "outside_range": False})
     path = tmp_path / "old.json"
@@ -128,32 +126,3 @@ def test_a_calibration_file_with_the_wait_in_steps_is_read_as_before(tmp_path):
     # at C = 1 each request's decode steps are its TPOT: 3 of them on its TTFT
     assert t.predict(f) - t.predict(replace(f, values={k: v for k, v in f.values.items() if k != TTFT_STEPS})) == \
         pytest.approx(3 * s.predict(f), rel=1e-6)
-
-
-def test_the_host_time_per_prefill_step_adds_to_steps_that_carry_prefill_only(llama):
-    """`engine_prefill_host_us` X: a batch with a prefill group costs X more, a decode-only batch
-    nothing more; at C = 1 with one prefill step per request TTFT grows by X and TPOT not at all;
-    a prompt chunked into n prefill steps gets n X."""
-    mach = _with(llama, engine_prefill_host_us=4000.0, engine_prefill_host_sigma_us=400.0)
-    dec = Batch(groups=(Decode(n=8, context=1024),))
-    mixed = Batch(groups=(Decode(n=8, context=1024), Prefill(n=1, tokens=512, prefix=0)))
-    for b, extra in ((dec, 0.0), (mixed, 4000.0)):
-        a = batch_estimate(llama.model, llama.machine, llama.layout, b)
-        e = batch_estimate(llama.model, mach, llama.layout, b)
-        assert e.step_us - a.step_us == pytest.approx(extra, rel=1e-9)
-    assert batch_estimate(llama.model, mach, llama.layout, dec, host=False).step_us == \
-        batch_estimate(llama.model, llama.machine, llama.layout, dec, host=False).step_us
-    wl = Workload(isl=1024, osl=16, concurrency=1, n_requests=2)
-    base = simulate(llama.model, llama.machine, llama.layout, wl, VLLM)
-    p = simulate(llama.model, mach, llama.layout, wl, VLLM)
-    assert p.ttft_ms.mean - base.ttft_ms.mean == pytest.approx(4.0, rel=1e-6)
-    assert p.tpot_ms.mean == pytest.approx(base.tpot_ms.mean, rel=1e-9)
-    chunked = VLLM.model_copy(update={"max_batched_tokens": 256})  # 1024 tokens: four prefill steps
-    base4 = simulate(llama.model, llama.machine, llama.layout, wl, chunked)
-    p4 = simulate(llama.model, mach, llama.layout, wl, chunked)
-    assert p4.ttft_ms.mean - base4.ttft_ms.mean == pytest.approx(16.0, rel=1e-6)
-    o = calibrated(llama.machine, Factors(values={PREFILL_HOST: 4000.0}, sigma={PREFILL_HOST: 400.0})).overheads
-    assert (o.engine_prefill_host_us, o.engine_prefill_host_sigma_us) == (4000.0, 400.0)
-
-
-PROFILE_ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]

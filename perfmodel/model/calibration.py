@@ -16,9 +16,6 @@ plus an additive per-step engine host term:
   engine_draft_host_us  the engine's host work per draft forward that the GPU does not hide
                      (its drafting loop between the forwards), µs, additive and ≥ 0 —
                      points of chain drafters only (EAGLE-3, MTP: k forwards per step)
-  engine_prefill_host_us  the engine's host work per step that carries prefill, beyond
-                     engine_host_us (prefill runs eager, its metadata built on the host), µs,
-                     additive and ≥ 0 — serving points only
   engine_ttft_steps  the engine's wait before a prompt's first token reaches the client, in the
                      request's own decode steps (scheduler settings a serving figure does not
                      record: TRT-LLM's batch waiting, SGLang's scheduler_recv_interval), additive
@@ -50,7 +47,6 @@ from perfmodel.calibration_schema import (  # the factor names, declared with th
     DRAFT_HOST,
     FAMILIES,
     HOST,
-    PREFILL_HOST,
     TTFT_MS,
     TTFT_STEPS,
 )
@@ -128,11 +124,9 @@ def calibrated(mach: Machine, f: Factors) -> Machine:
                  rel_unc_node=unc_node, engine_host_us=f.get(HOST),
                  engine_host_sigma_us=f.sigma.get(HOST, 0.0), engine_draft_host_us=f.get(DRAFT_HOST),
                  engine_draft_host_sigma_us=f.sigma.get(DRAFT_HOST, 0.0), engine_ttft_steps=f.get(TTFT_STEPS),
-                 engine_ttft_ms=f.get(TTFT_MS), engine_prefill_host_us=f.get(PREFILL_HOST),
-                 engine_prefill_host_sigma_us=f.sigma.get(PREFILL_HOST, 0.0),
+                 engine_ttft_ms=f.get(TTFT_MS),
                  rule=o.rule + f"; calibrated: launch x {fl:.3g}, engine host {f.get(HOST):.0f} us/step"
                  + (f" + {f.get(DRAFT_HOST):.0f} us/draft forward" if DRAFT_HOST in f.values else "")
-                 + (f" + {f.get(PREFILL_HOST):.0f} us/prefill step" if PREFILL_HOST in f.values else "")
                  + (f", first token after {f.get(TTFT_STEPS):.1f} more steps" if TTFT_STEPS in f.values else "")
                  + (f", first token {f.get(TTFT_MS):.0f} ms later" if TTFT_MS in f.values else ""))
     return replace(mach, laws=laws, overheads=ov, **coll)

@@ -88,9 +88,6 @@ class Overheads:
     # block, that the GPU does not hide (calibrated; 0 otherwise)
     engine_draft_host_us: float = 0.0
     engine_draft_host_sigma_us: float = 0.0
-    # its host work per step that carries prefill, beyond engine_host_us (calibrated; 0 otherwise)
-    engine_prefill_host_us: float = 0.0
-    engine_prefill_host_sigma_us: float = 0.0
     # a serving engine's wait before a prompt's first token reaches the client, in the request's
     # own decode steps (calibrated; 0 otherwise: serving.simulate)
     engine_ttft_steps: float = 0.0

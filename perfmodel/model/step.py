@@ -86,10 +86,9 @@ class StepTerms:
 
     acc: _Acc
     host: bool
-    prefill: bool = False  # the batch carries prefill: the engine's host time per prefill step too
 
     def with_engine_host(self, o) -> StepEstimate:
-        return _finish(self.acc.copy(), o, self.host, self.prefill)
+        return _finish(self.acc.copy(), o, self.host)
 
 
 # Relative 1σ of a compute-bound call priced at an assumed compute roof (a prefill-size call
@@ -556,14 +555,10 @@ def _terms(m: ModelSpec, mach: Machine, lay: Layout, ops: list[Op], colls: list[
     return acc
 
 
-def _finish(acc: _Acc, o, host: bool, prefill: bool = False) -> StepEstimate:
-    """The step of `acc` (`_terms`) with the engine's host time per step of overheads `o` (and per
-    step carrying prefill, when `prefill`), added last."""
+def _finish(acc: _Acc, o, host: bool) -> StepEstimate:
+    """The step of `acc` (`_terms`) with the engine's host time per step of overheads `o`, added last."""
     if host and o.engine_host_us > 0:
         acc.add("engine_host", o.engine_host_us, "engine_host", o.engine_host_sigma_us / o.engine_host_us)
-    if host and prefill and o.engine_prefill_host_us > 0:
-        acc.add("engine_host", o.engine_prefill_host_us, "engine_prefill_host",
-                o.engine_prefill_host_sigma_us / o.engine_prefill_host_us)
     bd = {k: v for k, v in acc.by_comp.items() if v > 0}
     return StepEstimate(step_us=sum(bd.values()), breakdown_us=bd, sigma_us=acc.sigma(),
                         n_kernels=acc.n_kernels, ops=acc.ops, assumptions=sorted(acc.notes))
@@ -596,7 +591,7 @@ def batch_estimate(m: ModelSpec, mach: Machine, lay: Layout, batch: Batch, *, gr
     A batch of one Decode group (or one Verify group) prices exactly as `step_estimate`."""
     t = batch_terms(m, mach, lay, batch, graph=graph, host=host, draft=draft, tree_budget=tree_budget,
                     tree_impl=tree_impl, lm_head=lm_head, n_layers=n_layers, n_dense=n_dense, memo=memo)
-    return _finish(t.acc, mach.overheads, host, t.prefill)
+    return _finish(t.acc, mach.overheads, host)
 
 
 def batch_terms(m: ModelSpec, mach: Machine, lay: Layout, batch: Batch, *, graph: bool = True, host: bool = True,
@@ -611,4 +606,4 @@ def batch_terms(m: ModelSpec, mach: Machine, lay: Layout, batch: Batch, *, graph
         verify = [(g.n, g.context, getattr(g, "width", 1))]  # as step_estimate: the drafter runs for the step's sequences
     return StepTerms(_terms(m, mach, lay, ops, colls, graph=graph, draft_groups=verify if draft else [],
                             tree_seqs=sum(n for n, _, _ in verify), tree_budget=tree_budget, tree_impl=tree_impl,
-                            host=host, past_x_edge=batch.has_prefill, memo=memo), host, batch.has_prefill)
+                            host=host, past_x_edge=batch.has_prefill, memo=memo), host)
