@@ -50,7 +50,7 @@ AIC_RESULTS = ["evidence/silicon-validation/aic_estimator_4_per_group.jsonl",
 # Each engine's factors and loss are the form whose errors held out by system were lowest, TPOT
 # first, among those compared on its rows (variants/, compare.txt).
 FORMS = {"vllm": (["engine_host_us", "engine_ttft_ms", "engine_ttft_steps"], "soft_l1"),
-         "sglang": (["engine_host_us", "engine_ttft_ms"], "soft_l1"),
+         "sglang": (["engine_host_us", "engine_ttft_ms", "engine_ttft_steps"], "soft_l1"),
          "trtllm": (["engine_host_us", "engine_ttft_steps"], "squares")}
 
 
