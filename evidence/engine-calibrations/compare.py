@@ -22,8 +22,8 @@ SHORT = {"uncalibrated": "uncal", "fitted": "fitted", "leave-one-system-out": "L
 
 
 def forms() -> list[tuple[str, Path]]:
-    out = [("shipped", p) for p in sorted(HERE.glob("errors_*.json"))]
-    return out + [(p.parent.name, p) for p in sorted(HERE.glob("variants/*/errors_*.json"))]
+    one = [p for p in sorted(HERE.glob("errors_*.json")) if "_" not in p.stem[len("errors_"):]]  # one engine a file
+    return [("shipped", p) for p in one] + [(p.parent.name, p) for p in sorted(HERE.glob("variants/*/errors_*.json"))]
 
 
 def main() -> None:
