@@ -41,6 +41,7 @@ from perfmodel.calibration_schema import (  # noqa: F401 (the file schemas, re-e
     HOST,
     HOST_MAX_US,
     REL_SIGMA,
+    TTFT_MS,
     TTFT_STEPS,
     BenchRecord,
     CalibrationInput,
@@ -79,6 +80,10 @@ DRAFT_HOST_PRIOR_US = 1000.0
 # prompt up to 20 or 40 iterations (SemiAnalysisAI/InferenceX, its 70B and DeepSeek-R1 trtllm
 # scripts); 10 steps spans none to about half of the shorter one.
 TTFT_STEPS_PRIOR = 10.0
+# The first token's wait in ms (TTFT_MS): tokenising, the scheduler's receive and the HTTP and
+# streaming path of one request; uncalibrated SGLang TTFT on aiconfigurator's H200 rows falls short
+# by 150-250 ms whatever the prompt and load (evidence/engine-calibrations/); 300 ms spans it.
+TTFT_MS_PRIOR = 300.0
 DETERMINED = 0.7  # posterior σ below this fraction of the prior σ: the data pinned the factor
 TAU_PRIOR = 0.15  # acceptance models' spread against published τ (model/acceptance.py)
 
@@ -149,7 +154,7 @@ class Prepared:
                 shared.times.clear()
             times = shared.times[key] = request_times(self.model, mach, self.layout, wl, eng, graph=p.graphs,
                                                       tree_impl=p.tree_build, pricer=pricer)
-        return figures(times, mach.overheads.engine_ttft_steps)
+        return figures(times, mach.overheads.engine_ttft_steps, mach.overheads.engine_ttft_ms)
 
     def predict(self, f: Factors) -> float:
         """The point's figure, in its own unit."""
@@ -281,7 +286,8 @@ def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmode
     keys, prior = _keys(model, mach, draft and p.acceptance_length is None, q, chain)  # a given acceptance length pins τ
     if p.serving and p.ttft_ms is not None:  # the first token's wait moves a TTFT only
         prior[TTFT_STEPS] = TTFT_STEPS_PRIOR
-        keys = tuple(sorted(prior))
+        prior[TTFT_MS] = TTFT_MS_PRIOR
+    keys = tuple(sorted(prior))
     prep = Prepared(i, p, model, mach, lay, q, tau, cap, draft, budget if p.spec == "ddtree" else 0, keys, prior,
                     memory_note)
     _check_physics(prep, gpu)
@@ -361,7 +367,8 @@ def _to_factors(keys: list[str], x, sigma: dict[str, float] | None = None, gpus=
     return Factors(values=vals, sigma=sigma or {}, gpus=tuple(gpus))
 
 
-def _fit(preps: list[Prepared], keys: list[str], prior: dict[str, float], x0=None, pred: _Predictions | None = None):
+def _fit(preps: list[Prepared], keys: list[str], prior: dict[str, float], x0=None, pred: _Predictions | None = None,
+         loss: str = "squares"):
     import numpy as np
     from scipy.optimize import least_squares
 
@@ -371,8 +378,10 @@ def _fit(preps: list[Prepared], keys: list[str], prior: dict[str, float], x0=Non
     psig = np.array([prior[k] for k in keys])
 
     def resid(x):
-        r = [(math.log(max(pred(p, x), 1e-12)) - o) / s for p, o, s in zip(preps, obs, sig)]
-        return np.concatenate([np.array(r), x / psig])
+        r = np.array([(math.log(max(pred(p, x), 1e-12)) - o) / s for p, o, s in zip(preps, obs, sig)])
+        if loss == "soft_l1":  # the points' misses only (`calibration_schema.Loss`): the sum of squares is sum(rho(r^2))
+            r = np.sign(r) * np.sqrt(2.0 * (np.sqrt(1.0 + r * r) - 1.0))
+        return np.concatenate([r, x / psig])
 
     lo = np.array([0.0 if k in ADDITIVE else -math.log(FACTOR_MAX) for k in keys])
     hi = np.array([ADDITIVE_MAX[k] if k in ADDITIVE else math.log(FACTOR_MAX) for k in keys])
@@ -382,7 +391,8 @@ def _fit(preps: list[Prepared], keys: list[str], prior: dict[str, float], x0=Non
     return sol
 
 
-def _restart_at_bound(sol, preps: list[Prepared], keys: list[str], prior: dict[str, float], pred: _Predictions):
+def _restart_at_bound(sol, preps: list[Prepared], keys: list[str], prior: dict[str, float], pred: _Predictions,
+                      loss: str = "squares"):
     """The fit again from its optimum with every host term it left at its 0 µs bound started at its
     prior σ, kept when that lowers the cost. Started at the bound, the solver can stop where a
     multiplicative factor took up what a host term explains better (vLLM's EAGLE-3 table: a
@@ -394,7 +404,7 @@ def _restart_at_bound(sol, preps: list[Prepared], keys: list[str], prior: dict[s
         return sol
     x0 = np.array(sol.x, dtype=float)
     x0[at_bound] = [prior[keys[j]] for j in at_bound]
-    other = _fit(preps, keys, prior, x0=x0, pred=pred)
+    other = _fit(preps, keys, prior, x0=x0, pred=pred, loss=loss)
     return other if other.cost < sol.cost * (1 - 1e-6) else sol
 
 
@@ -525,7 +535,7 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
         preps = [replace(p, keys=tuple(k for k in p.keys if k in prior)) for p in preps]
     keys = sorted(prior)
     pred = _Predictions(keys)  # every fit below prices each (scenario, factor values) once
-    sol = _restart_at_bound(_fit(preps, keys, prior, pred=pred), preps, keys, prior, pred)
+    sol = _restart_at_bound(_fit(preps, keys, prior, pred=pred, loss=inp.loss), preps, keys, prior, pred, inp.loss)
     # The posterior from central differences about the optimum (`sensitivities`), not the
     # solver's forward-difference Jacobian: a factor at a kink (a bandwidth factor capped at the
     # GPU's roof, the host term at 0 µs) would read as one the points do not move at all.
@@ -550,7 +560,7 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
             rest = [p for j, p in enumerate(preps) if j not in out]
             same = tuple(sorted(x for j, x in enumerate(ident) if j not in out))
             if same not in fits:
-                fits[same] = _fit(rest, keys, prior, x0=sol.x, pred=pred).x
+                fits[same] = _fit(rest, keys, prior, x0=sol.x, pred=pred, loss=inp.loss).x
             loo[i] = pred(preps[i], fits[same]) / preps[i].point.figure[1] - 1
     undetermined, why = identifiability(preps, keys, prior, S)
     unsure = {k for g in undetermined for k in g.factors}
@@ -591,7 +601,8 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
                   f"{', '.join(machines)}" + (f", starting from the kernel set '{inp.kernels}'"
                                               if inp.kernels != "perfmodel" else ""),
         factors=factors, points=points, median_abs_err=statistics.median(abs(p.err) for p in points),
-        loo_median_abs_err=statistics.median(loos) if loos else None, held_out=inp.held_out, warnings=warnings,
+        loo_median_abs_err=statistics.median(loos) if loos else None, held_out=inp.held_out, loss=inp.loss,
+        warnings=warnings,
         undetermined=undetermined)
 
 

@@ -37,12 +37,25 @@ DRAFT_HOST = "engine_draft_host_us"
 # steps: scheduler settings the serving rows do not record (TensorRT-LLM's batch waiting,
 # `batch_wait_timeout_iters`; SGLang's `scheduler_recv_interval`), perfmodel/model/SOURCES.md [V11].
 TTFT_STEPS = "engine_ttft_steps"
-ADDITIVE = (HOST, DRAFT_HOST, TTFT_STEPS)  # additive terms (≥ 0); every other factor is multiplicative
+# The engine's and its server's work, per request, before the first token reaches the client that
+# no step prices (tokenising the prompt, the scheduler receiving it, the HTTP and streaming path),
+# in ms: a wait of the same length whatever the load, where TTFT_STEPS grows with the step time.
+TTFT_MS = "engine_ttft_ms"
+ADDITIVE = (HOST, DRAFT_HOST, TTFT_STEPS, TTFT_MS)  # additive terms (≥ 0); every other factor is multiplicative
 FACTOR_MAX = 50.0  # the fit's bounds on a multiplicative factor: [1 / FACTOR_MAX, FACTOR_MAX]
 HOST_MAX_US = 1e6  # ... and on the engine host terms
-TTFT_STEPS_MAX = 500.0  # ... and on the first token's wait
-ADDITIVE_MAX = {HOST: HOST_MAX_US, DRAFT_HOST: HOST_MAX_US, TTFT_STEPS: TTFT_STEPS_MAX}
-ADDITIVE_UNIT = {HOST: " µs", DRAFT_HOST: " µs", TTFT_STEPS: " steps"}
+TTFT_STEPS_MAX = 500.0  # ... and on the first token's wait, in steps
+TTFT_MS_MAX = 10_000.0  # ... and in ms: a server's per-request work, not a queue (which the simulation prices)
+ADDITIVE_MAX = {HOST: HOST_MAX_US, DRAFT_HOST: HOST_MAX_US, TTFT_STEPS: TTFT_STEPS_MAX, TTFT_MS: TTFT_MS_MAX}
+ADDITIVE_UNIT = {HOST: " µs", DRAFT_HOST: " µs", TTFT_STEPS: " steps", TTFT_MS: " ms"}
+
+
+# How the fit weighs a point's miss (in its figure's 1σ, log space): "squares" (least squares), or
+# "soft_l1" (2 (sqrt(1 + r^2) - 1): squares within 1σ, about |r| beyond, so a few points that the
+# model misses by far do not pull the factors that fit the others; the priors stay squares).
+Loss = Literal["squares", "soft_l1"]
+LOSS_HELP = ("how the fit weighs each point's miss: squares (least squares) or soft_l1 (squares within the point's "
+             "1σ, about linear beyond: a few far-off points pull the factors less)")
 
 
 def in_figure_range(figure: str, v: float) -> float:
@@ -186,6 +199,7 @@ class CalibrationInput(_Strict):
     held_out: Literal["point", "gpu", "model"] = Field("point", description="what the leave-one-out error leaves out: "
                                                                              "each point, each GPU's points, or each "
                                                                              "model's points")
+    loss: Loss = Field("squares", description=LOSS_HELP)
 
     _kernel_set = field_validator("kernels")(lambda v: check_kernel_set(v))
 
@@ -193,7 +207,8 @@ class CalibrationInput(_Strict):
 class FactorResult(_Strict):
     name: str
     value: float
-    sigma_post: float = Field(ge=0, description="posterior 1σ: relative (log) for factors, µs for the engine host terms")
+    sigma_post: float = Field(ge=0, description="posterior 1σ: relative (log) for factors, in the unit of the additive "
+                                                            "engine terms for those (µs, steps, ms)")
     sigma_prior: float = Field(ge=0)
     determined: bool = Field(description="pinned by the data on its own: posterior σ < 0.7 × prior σ, and in no "
                                          "group of `undetermined`")
@@ -251,6 +266,7 @@ class CalibrationResult(_Strict):
     median_abs_err: float = Field(ge=0)
     loo_median_abs_err: float | None = Field(ge=0)
     held_out: Literal["point", "gpu", "model"] = Field("point", description="what each leave-one-out fit left out")
+    loss: Loss = Field("squares", description=LOSS_HELP)
     warnings: list[str] = []
     undetermined: list[Undetermined] = Field([], description="the factors the points cannot separate, and why")
 
@@ -271,12 +287,13 @@ class CalibrationResult(_Strict):
         return v
 
     @model_serializer(mode="wrap")
-    def _leave_out_default_held_out(self, handler):
-        """calib.json as before for the default leave-one-point-out: the field written only when
-        each GPU's or model's points were held out."""
+    def _leave_out_defaults(self, handler):
+        """calib.json as before for the default leave-one-point-out and least squares: `held_out`
+        written only when each GPU's or model's points were held out, `loss` only when not squares."""
         out = handler(self)
-        if out.get("held_out") == "point":
-            del out["held_out"]
+        for k, default in (("held_out", "point"), ("loss", "squares")):
+            if out.get(k) == default:
+                del out[k]
         return out
 
     @property

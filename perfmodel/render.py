@@ -443,11 +443,16 @@ def calibration_table(res) -> None:
     ft = table(f"calibration to {escape(res.engine)} (profile {escape(res.profile)})",
                ("factor", "value", "σ posterior", "σ prior", "pinned by the data", "note"),
                right={"value", "σ posterior", "σ prior"})
+    from perfmodel.calibration_schema import ADDITIVE_UNIT
+
     for f in res.factors:
-        host = f.name.endswith("_us")  # an additive host term, in µs
-        ft.add_row(f.name, f"{f.value:.0f} µs" if host else f"{f.value:.3f}",
-                   f"{f.sigma_post:.0f} µs" if host else f"{f.sigma_post:.2f}",
-                   f"{f.sigma_prior:.0f} µs" if host else f"{f.sigma_prior:.2f}",
+        unit = ADDITIVE_UNIT.get(f.name, "")  # an additive engine term, in its unit (µs, steps, ms)
+        d = {" µs": 0, " ms": 0, " steps": 1}.get(unit)
+
+        def v(x: float, digits: int) -> str:
+            return f"{x:.{digits if d is None else d}f}{unit}"
+
+        ft.add_row(f.name, v(f.value, 3), v(f.sigma_post, 2), v(f.sigma_prior, 2),
                    "yes" if f.determined else "no (σ near its prior)" if f.sigma_post >= 0.7 * f.sigma_prior
                    else "no (not separated from others: below)",
                    "outside [0.33, 3]: a mechanism the model lacks" if f.outside_range else "")

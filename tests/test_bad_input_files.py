@@ -175,6 +175,10 @@ SPECIFIC = [
     ("calib_host_neg", "calib", _j(CALIB, f"factors.{_factor('engine_host_us')}.value", -50.0), ["engine_host_us", "-50"]),
     ("calib_ttft_wait_huge", "calib", _j(_set(CALIB, f"factors.{_factor('engine_host_us')}.name", "engine_ttft_steps"),
                                          f"factors.{_factor('engine_host_us')}.value", 900.0), ["engine_ttft_steps", "900", "steps"]),
+    ("calib_ttft_ms_huge", "calib", _j(_set(CALIB, f"factors.{_factor('engine_host_us')}.name", "engine_ttft_ms"),
+                                       f"factors.{_factor('engine_host_us')}.value", 2e4), ["engine_ttft_ms", "20000", "ms"]),
+    ("calib_ttft_ms_neg", "calib", _j(_set(CALIB, f"factors.{_factor('engine_host_us')}.name", "engine_ttft_ms"),
+                                      f"factors.{_factor('engine_host_us')}.value", -5.0), ["engine_ttft_ms", "-5"]),
     ("calib_err_neg", "calib", _j(CALIB, "median_abs_err", -0.1), ["median_abs_err", "-0.1"]),
     ("calib_list", "calib", b"[1, 2]", ["expected a mapping"]),
     # OBSERVED.yaml: figures physical, strict types, layouts as `project` checks them

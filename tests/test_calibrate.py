@@ -415,3 +415,24 @@ def test_projections_say_which_unpinned_factors_they_rest_on_and_widen(tmp_path)
         s_lo, s_hi = a.interval.step_ms
         assert s_hi - a.step_ms > a.step_ms - s_lo  # the host term can only add time
     assert loose.calibration["undetermined"] and any("1 token per step" in w for w in loose.calibration["warnings"])
+
+
+def test_soft_l1_keeps_one_far_off_point_from_pulling_the_fit():
+    """Six points made with 400 µs of host time per step, one of them then read 3x slower (a
+    mechanism the model lacks): least squares moves the host time far to meet it (about 8x), soft_l1
+    stays within 25% of the truth and leaves the outlier missed; the loss is written to calib.json only
+    when it is not the default."""
+    truth = Factors(values={"engine_host_us": 400.0})
+    pts = []
+    for c in (1, 2, 4, 8, 16, 32):
+        p = _pt(model="llama-3.1-8b", gpus=1, concurrency=c, step_ms=1000.0)
+        pts.append(p.model_copy(update={"step_ms": prepare(0, p, PROFILE).predict(truth) * (3.0 if c == 8 else 1.0)}))
+    got = {}
+    for loss in ("squares", "soft_l1"):
+        res = fit(CalibrationInput(engine="e", points=pts, factors=["engine_host_us"], loss=loss), PROFILE, "x")
+        got[loss] = res
+    host = {k: r.factors[0].value for k, r in got.items()}
+    assert host["soft_l1"] == pytest.approx(400.0, rel=0.25)
+    assert abs(host["squares"] - 400.0) > 4 * abs(host["soft_l1"] - 400.0)
+    assert got["soft_l1"].loss == "soft_l1" and json.loads(got["soft_l1"].model_dump_json())["loss"] == "soft_l1"
+    assert "loss" not in json.loads(got["squares"].model_dump_json())

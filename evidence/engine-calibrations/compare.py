@@ -1,9 +1,11 @@
-"""perfmodel's engine calibrations beside aiconfigurator's estimator on the same silicon rows (run from
-the repository root after run.py: python evidence/engine-calibrations/compare.py).
+"""The forms of the engine calibrations side by side, on the same rows, beside aiconfigurator's estimator
+(run from the repository root after run.py: python evidence/engine-calibrations/compare.py).
 
-Reads errors_*.json (run.py: per engine, each row's errors, uncalibrated and leave-one-system-out)
-and aiconfigurator_per_group2.jsonl (evidence/silicon-validation/run_aic.py 2: aiconfigurator's
-SILICON-mode estimate of the same stratified rows), and tabulates both on the rows both priced.
+Reads the errors files run.py writes: errors_<engine>.json here (the shipped fit) and
+variants/<tag>/errors_<engine>.json (the forms compared with it: the factors fitted and the fit's
+loss, run.py --factors/--loss/--tag). Per engine and figure, one line per form: its factors and
+the median |error| on every row uncalibrated, fitted, held out by system (LOSO) and by model
+(LOMO), and aiconfigurator's on the same rows (every row run.py fits was priced by it).
 """
 
 from __future__ import annotations
@@ -11,35 +13,36 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from run import stats  # this folder's run.py (the script's own folder is on the path)
-
-from perfmodel import silicon
-from perfmodel.silicon_validate import read_aic
+from perfmodel.silicon_validate import error_stats
 
 HERE = Path(__file__).parent
+KINDS = ("uncalibrated", "fitted", "leave-one-system-out", "leave-one-model-out", "aiconfigurator")
+SHORT = {"uncalibrated": "uncal", "fitted": "fitted", "leave-one-system-out": "LOSO", "leave-one-model-out": "LOMO",
+         "aiconfigurator": "aic"}
+
+
+def forms() -> list[tuple[str, Path]]:
+    one = [p for p in sorted(HERE.glob("errors_*.json")) if "_" not in p.stem[len("errors_"):]]  # one engine a file
+    return [("shipped", p) for p in one] + [(p.parent.name, p) for p in sorted(HERE.glob("variants/*/errors_*.json"))]
 
 
 def main() -> None:
-    rows = {r.id: r for r in silicon.load_rows()}
-    aic = read_aic((HERE / "aiconfigurator_per_group2.jsonl").read_text())
-    for f in sorted(HERE.glob("errors_*.json")):
-        for engine, d in json.loads(f.read_text()).items():
-            ids = d["rows"]
-            both = [i for i, rid in enumerate(ids) if "error" not in aic.get(rid, {"error": "not run"})]
-            print(f"== {engine}: {len(ids)} rows calibrated on; aiconfigurator priced {len(both)} of them ==")
-            for fig, key in (("ttft_ms", "ttft"), ("tpot_ms", "tpot")):
-                ours = d.get(f"leave-one-system-out {fig}", [])
-                unc = d.get(f"uncalibrated {fig}", [])
-                theirs = [aic[ids[i]][fig] / getattr(rows[ids[i]], fig) - 1 for i in both]
-                print(f"  {fig} perfmodel imported, uncalibrated, all rows      {stats(unc)}")
-                print(f"  {fig} perfmodel calibrated, leave-one-system-out, all  {stats(ours)}")
-                print(f"  {fig} perfmodel calibrated, leave-one-system-out, both {stats([ours[i] for i in both])}")
-                print(f"  {fig} aiconfigurator, both                            {stats(theirs)}")
-            for i in both:
-                r = rows[ids[i]]
-                print(f"    {ids[i][:60]:<60} {r.system:<9} TTFT perfmodel {d['leave-one-system-out ttft_ms'][i]:+6.1%} "
-                      f"aiconfigurator {aic[ids[i]]['ttft_ms'] / r.ttft_ms - 1:+6.1%}; TPOT perfmodel "
-                      f"{d['leave-one-system-out tpot_ms'][i]:+6.1%} aiconfigurator {aic[ids[i]]['tpot_ms'] / r.tpot_ms - 1:+6.1%}")
+    by_engine: dict[str, list] = {}
+    for name, path in forms():
+        for engine, d in json.loads(path.read_text()).items():
+            by_engine.setdefault(engine, []).append((name, d))
+    for engine, runs in sorted(by_engine.items()):
+        print(f"== {engine}: median |error| (signed median) on the same rows ==")
+        for fig in ("tpot_ms", "ttft_ms"):
+            print(f"  {fig:<8} {'form':<24} {'n':>3} " + " ".join(f"{SHORT[k]:>15}" for k in KINDS) + "  factors")
+            for name, d in runs:
+                rows = [r for r in d["rows"] if r["figure"] == fig]
+                cells = []
+                for k in KINDS:
+                    s = error_stats([r[k] for r in rows if r.get(k) is not None])
+                    cells.append(f"{s['median_abs']:6.1%} ({s['signed_median']:+6.1%})" if s["n"] else f"{'n/a':>15}")
+                facs = ", ".join(f"{k} {v:.4g}" for k, v in d["factors"].items())
+                print(f"  {fig:<8} {name:<24} {len(rows):3d} " + " ".join(cells) + f"  {facs}")
 
 
 if __name__ == "__main__":

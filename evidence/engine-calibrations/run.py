@@ -10,7 +10,7 @@ their loads). Each row is a calibration point with its mean TTFT and mean TPOT, 
 serving simulation with its server's settings where InferenceX's scripts give them
 (`silicon.Expressed.scenario`) against the row's system's imported per-op profile
 (`perfmodel.aic.import_profile`, the row's engine version where the database has it: way (b)).
-`perfmodel.calibrate.fit` fits the engine's factors (FACTORS) with each GPU's points held out in
+`perfmodel.calibrate.fit` fits the engine's factors (FORMS) with each GPU's points held out in
 turn (leave-one-system-out, LOSO), then again with each model's held out (leave-one-model-out,
 LOMO). Every row prints perfmodel's errors (uncalibrated, fitted, LOSO, LOMO) beside the
 estimator's on the same row, and the summary lines give both on the same rows.
@@ -41,12 +41,17 @@ AIC_RESULTS = ["evidence/silicon-validation/aic_estimator_4_per_group.jsonl",
                "evidence/silicon-validation/aic_estimator_8_per_group.jsonl",
                "evidence/engine-calibrations/aiconfigurator_per_group2.jsonl"]
 # The engine beyond its kernels: its host work per step, and its wait before a prompt's first
-# token (in decode steps: the scheduler settings the rows do not record, InferenceX's TRT-LLM
-# batch waiting and SGLang scheduler_recv_interval). The per-op rows underneath are the engine's
-# own kernels on the row's system, so kernel factors are left at 1: fitted beside the host term on
-# a few rows per engine they moved far (SGLang's bw.gemm x0.15) and carried worse to held-out
-# models (run_five_factors_sglang_6a02438.txt: TPOT leave-one-model-out median +166%).
-FACTORS = ["engine_host_us", "engine_ttft_steps"]
+# token, in ms (its per-request work no step prices: tokenising, the scheduler's receive, the HTTP
+# and streaming path) and in decode steps (the scheduler settings the rows do not record,
+# InferenceX's TRT-LLM batch waiting and SGLang scheduler_recv_interval). The per-op rows underneath
+# are the engine's own kernels on the row's system, so kernel factors are left at 1: fitted beside
+# the host term on a few rows per engine they moved far (SGLang's bw.gemm x0.15) and carried worse
+# to held-out models (run_five_factors_sglang_6a02438.txt: TPOT leave-one-model-out median +166%).
+# Each engine's factors and loss are the form whose errors held out by system were lowest, TPOT
+# first, among those compared on its rows (variants/, compare.txt).
+FORMS = {"vllm": (["engine_host_us", "engine_ttft_ms", "engine_ttft_steps"], "soft_l1"),
+         "sglang": (["engine_host_us", "engine_ttft_ms", "engine_ttft_steps"], "soft_l1"),
+         "trtllm": (["engine_host_us", "engine_ttft_steps"], "squares")}
 
 
 def sha() -> str:
@@ -91,6 +96,9 @@ def main() -> None:
     ap.add_argument("--engines", default="vllm,sglang,trtllm")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--held-out", default="gpu,model", help="the leave-one-out fits run: gpu, model or both")
+    ap.add_argument("--factors", default="", help="the factors fitted, comma-separated (default: the engine's FORMS)")
+    ap.add_argument("--loss", default="", help="the fit's loss, squares or soft_l1 (default: the engine's FORMS)")
+    ap.add_argument("--tag", default="", help="a variant's name: its errors file goes to variants/<tag>/")
     a = ap.parse_args()
     db = aic.Database.installed()
     local = resolve_profile(None)
@@ -100,11 +108,13 @@ def main() -> None:
     for f in AIC_RESULTS:
         est |= {i: r for i, r in read_aic((ROOT / f).read_text(), f).items() if "tpot_ms" in r and "ttft_ms" in r}
     print(f"perfmodel at {sha()}; {aic.PACKAGE} {db.version}; {len(rows)} aggregated rows, {len(ok)} expressed, "
-          f"{len(refused)} not; {len(est)} priced by aiconfigurator's estimator ({', '.join(AIC_RESULTS)}); "
-          f"factors fitted: {', '.join(FACTORS)}")
+          f"{len(refused)} not; {len(est)} priced by aiconfigurator's estimator ({', '.join(AIC_RESULTS)})"
+          + (f"; factors fitted: {a.factors}" if a.factors else "") + (f"; loss {a.loss}" if a.loss else ""))
     summary = {}
     with tempfile.TemporaryDirectory(prefix="perfmodel-enginecal-") as tmp:
         for engine in a.engines.split(","):
+            factors = a.factors.split(",") if a.factors else FORMS[engine][0]
+            loss = a.loss or FORMS[engine][1]
             sub = [e for e in ok if e.engine == engine and e.row.id in est]
             if a.per_group:
                 sub = silicon.stratified(sub, a.per_group, silicon.group_key)
@@ -114,13 +124,14 @@ def main() -> None:
                   + "of those aiconfigurator's estimator priced; models x systems: "
                   + ", ".join(f"{m} {s} {sum(1 for e in sub if (e.model, e.row.system) == (m, s))}" for m, s in groups)
                   + " ==")
+            print(f"  factors fitted: {', '.join(factors)}; loss {loss}")
             for s in skipped:
                 print(f"  skipped {s}")
             versions = sorted({p.label.split()[-1].rstrip("]") for p in pts})
             runs = {}
             for held in a.held_out.split(","):
                 inp = CalibrationInput(engine=f"{engine} (aiconfigurator-core {db.version} silicon sample; versions "
-                                              f"{', '.join(versions)})", points=pts, factors=FACTORS, held_out=held)
+                                              f"{', '.join(versions)})", points=pts, factors=factors, held_out=held, loss=loss)
                 t0 = time.perf_counter()
                 try:
                     res = fit(inp, local, "imported per-op profiles")
@@ -171,7 +182,9 @@ def main() -> None:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 write_result(res, out)
                 print(f"  written {out.relative_to(ROOT)}")
-    (Path(__file__).parent / f"errors_{a.engines.replace(',', '_')}.json").write_text(json.dumps(summary, indent=1) + "\n")
+    folder = Path(__file__).parent / ("variants/" + a.tag if a.tag else "")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"errors_{a.engines.replace(',', '_')}.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,10 @@ plus an additive per-step engine host term:
                      request's own decode steps (scheduler settings a serving figure does not
                      record: TRT-LLM's batch waiting, SGLang's scheduler_recv_interval), additive
                      and ≥ 0 — serving points with a TTFT only
+  engine_ttft_ms     that wait in ms, the same at any load: the engine's and its server's work per
+                     request before the first token reaches the client that no step prices
+                     (tokenising, the scheduler's receive, the HTTP and streaming path), additive
+                     and ≥ 0 — serving points with a TTFT only
 
 groups: attention (MLA, GQA decode, q = 1), attention_verify (q > 1: tree / chain verification,
 often another kernel in an engine), moe (W4A16, bf16), gemm (dense GEMMs, lm_head), elementwise.
@@ -38,7 +42,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from perfmodel.calibration_schema import ADDITIVE, DRAFT_HOST, FAMILIES, HOST, TTFT_STEPS  # the factor names, declared with the schema
+from perfmodel.calibration_schema import (  # the factor names, declared with the schema
+    ADDITIVE,
+    DRAFT_HOST,
+    FAMILIES,
+    HOST,
+    TTFT_MS,
+    TTFT_STEPS,
+)
 from perfmodel.kernel_classes import of_key
 from perfmodel.model.machine import CollectiveLaw, Machine
 
@@ -64,8 +75,9 @@ def link_family(kind: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class Factors:
-    """Fitted values (multiplicative factors; the `ADDITIVE` host terms in µs) and their posterior
-    1σ (relative for factors, µs for the host terms). Missing keys mean 1 (or 0 µs)."""
+    """Fitted values (multiplicative factors; the `ADDITIVE` engine terms in their units: µs, steps,
+    ms) and their posterior 1σ (relative for factors, the term's unit for the additive ones).
+    Missing keys mean 1 (or 0)."""
 
     values: dict[str, float] = field(default_factory=dict)
     sigma: dict[str, float] = field(default_factory=dict)
@@ -112,9 +124,11 @@ def calibrated(mach: Machine, f: Factors) -> Machine:
                  rel_unc_node=unc_node, engine_host_us=f.get(HOST),
                  engine_host_sigma_us=f.sigma.get(HOST, 0.0), engine_draft_host_us=f.get(DRAFT_HOST),
                  engine_draft_host_sigma_us=f.sigma.get(DRAFT_HOST, 0.0), engine_ttft_steps=f.get(TTFT_STEPS),
+                 engine_ttft_ms=f.get(TTFT_MS),
                  rule=o.rule + f"; calibrated: launch x {fl:.3g}, engine host {f.get(HOST):.0f} us/step"
                  + (f" + {f.get(DRAFT_HOST):.0f} us/draft forward" if DRAFT_HOST in f.values else "")
-                 + (f", first token after {f.get(TTFT_STEPS):.1f} more steps" if TTFT_STEPS in f.values else ""))
+                 + (f", first token after {f.get(TTFT_STEPS):.1f} more steps" if TTFT_STEPS in f.values else "")
+                 + (f", first token {f.get(TTFT_MS):.0f} ms later" if TTFT_MS in f.values else ""))
     return replace(mach, laws=laws, overheads=ov, **coll)
 
 

@@ -91,6 +91,9 @@ class Overheads:
     # a serving engine's wait before a prompt's first token reaches the client, in the request's
     # own decode steps (calibrated; 0 otherwise: serving.simulate)
     engine_ttft_steps: float = 0.0
+    # ... and that wait in ms, whatever the load: its per-request work before the first token
+    # reaches the client that no step prices (calibrated; 0 otherwise: serving.figures)
+    engine_ttft_ms: float = 0.0
 
 
 @dataclass(frozen=True)

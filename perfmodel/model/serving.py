@@ -394,11 +394,11 @@ def simulate(model: ModelSpec, machine: Machine, layout: Layout, workload: Workl
     """One workload point under one engine on one machine. `kv_tokens`: the engine's KV pool in
     tokens (default `memory.kv_capacity_tokens` of the machine's GPU); `exact`: price every step
     on its own (no stretches, no context grid); `pricer`: a StepPricer shared across points. The
-    machine's first-token wait (`Overheads.engine_ttft_steps`, a calibration's) moves the figures
-    only (`figures`), not the schedule."""
+    machine's first-token waits (`Overheads.engine_ttft_steps` and `engine_ttft_ms`, a
+    calibration's) move the figures only (`figures`), not the schedule."""
     times = request_times(model, machine, layout, workload, engine, graph=graph, tree_impl=tree_impl,
                           kv_tokens=kv_tokens, exact=exact, pricer=pricer)
-    return figures(times, machine.overheads.engine_ttft_steps)
+    return figures(times, machine.overheads.engine_ttft_steps, machine.overheads.engine_ttft_ms)
 
 
 def request_times(model: ModelSpec, machine: Machine, layout: Layout, workload: Workload, engine: Engine, *,
@@ -644,10 +644,11 @@ def request_times(model: ModelSpec, machine: Machine, layout: Layout, workload: 
                                                    if sp and sp.draft else []))
 
 
-def figures(t: RequestTimes, ttft_steps: float = 0.0) -> ServingPoint:
+def figures(t: RequestTimes, ttft_steps: float = 0.0, ttft_ms: float = 0.0) -> ServingPoint:
     """The serving figures of a simulated benchmark's request times, as `vllm bench serve` takes
     them (module docstring), with each first token `ttft_steps` of the request's own decode steps
-    later (a calibration's first-token wait; every later token shifted alike)."""
+    plus `ttft_ms` later (a calibration's first-token waits; every later token shifted alike, so
+    TPOT, ITL and the throughput stay as simulated)."""
     arrival, first, finish, osl, tau = t.arrival, t.first, t.finish, t.osl, t.tau
     s_arrival, s_first, s_finish = t.s_arrival, t.s_first, t.s_finish
     R = osl.size
@@ -660,6 +661,8 @@ def figures(t: RequestTimes, ttft_steps: float = 0.0) -> ServingPoint:
         step = np.full(R, float(np.mean(tpot)) if tpot.size else 0.0) * tau
         step[many] = tpot * tau
         ttft, e2e = ttft + wait * step, e2e + wait * step
+    if ttft_ms > 0:
+        ttft, e2e = ttft + ttft_ms * 1e3, e2e + ttft_ms * 1e3
     duration = float(np.max(finish) - np.min(t.sched))
     tps = float(osl.sum()) / (duration / 1e6)
     st = _stat(tpot / 1e3)
