@@ -49,8 +49,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 
-from perfmodel.kernel_classes import names as class_names
-from perfmodel.kernel_classes import of_key
+from perfmodel.kernel_classes import lacking, of_key
 from perfmodel.model.layers import (
     MOE_PROVIDERS,
     PREFILL,
@@ -88,8 +87,10 @@ KV_BYTES = {"bfloat16": 2.0, "fp8": 1.0}
 MLA_LATENT, MLA_ROPE = 512, 64  # DeepSeek-V3's MLA (the shape aiconfigurator's MLA tables time)
 MLA_NOPE, MLA_V = 128, 128  # its per-head K (nope part) and V dims, uncompressed as prefill runs them
 
-# Which rows each imported law is fitted on: (class, database dtype).
-FIT_ROWS = {"gemm_bf16": ("gemm", "bfloat16"), "moe_bf16": ("moe", "bfloat16"), "moe_w4a16": ("moe", "int4_wo"),
+# Which rows each imported law is fitted on: (class, database dtype). FP8 GEMMs on the block-scaled
+# rows: the FP8 checkpoints served (DeepSeek-V3/R1, Qwen3-FP8, MiniMax) carry 128x128 block scales
+# (specs.schema.WEIGHT_BYTES["fp8"]), and every engine's table has such rows.
+FIT_ROWS = {"gemm_bf16": ("gemm", "bfloat16"), "gemm_fp8": ("gemm", "fp8_block"), "moe_bf16": ("moe", "bfloat16"), "moe_w4a16": ("moe", "int4_wo"),
             "attention_gqa": ("attention_decode", "bfloat16"), "attention_mla": ("mla_decode", "bfloat16")}
 # Which rows each imported prefill law (`<class>.prefill`, the `layers.PREFILL` variant a prefill step
 # prices its causal attention and routed experts by) is fitted on: (class, rows, database dtype).
@@ -338,7 +339,8 @@ def gemm_points(rows: list[dict]) -> list[Point]:
         if wd is None or r["latency"] <= 0:
             continue
         m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
-        out.append(Point("gemm_bf16", "gemm", r["gemm_dtype"], gemm_op(m, k, n, wd), r["latency"] * 1e3, r["kernel_source"],
+        op = gemm_op(m, k, n, wd)
+        out.append(Point(op.kernel_class, "gemm", r["gemm_dtype"], op, r["latency"] * 1e3, r["kernel_source"],
                          {"name": f"N{n}_K{k}", "M": m, "N": n, "K": k}))
     return _fastest(out)
 
@@ -486,7 +488,8 @@ def _spread(pts: list[Point], n: int) -> list[Point]:
     return [pts[i] for i in idx]
 
 
-SAMPLE_BENCH = {"gemm_bf16": "gemm", "moe_bf16": "moe", "moe_w4a16": "moe", "attention_gqa": "attention", "attention_mla": "attention"}
+SAMPLE_BENCH = {"gemm_bf16": "gemm", "gemm_fp8": "gemm",
+                "moe_bf16": "moe", "moe_w4a16": "moe", "attention_gqa": "attention", "attention_mla": "attention"}
 SAMPLE_PROVIDER = {"gemm_bf16": "torch.matmul", "moe_bf16": "triton_bf16", "moe_w4a16": "triton_w4a16",
                    "attention_gqa": "triton", "attention_mla": "triton"}  # the providers the step's probes name (layers.py)
 
@@ -500,9 +503,12 @@ def _keep_as_sample(p: Point) -> bool:
     """Rows the step's probes can price from (bf16 weights / bf16 KV, decode: q = 1, no window), on
     the grid `perfmodel measure` samples (powers of two: lookup interpolates between them in
     log-log), up to SAMPLE_MAX_TOKENS GEMM or MoE tokens and SAMPLE_MAX_SEQS sequences, attention over
-    prefixes of SAMPLE_MIN_CONTEXT or more (shorter ones are priced by the law)."""
+    prefixes of SAMPLE_MIN_CONTEXT or more (shorter ones are priced by the law). FP8 GEMM rows are
+    not kept: the step's FP8 GEMMs carry no probe (samples record no weight format)."""
     s = p.shape
-    if p.dtype != FIT_ROWS[p.cls][1] or "window" in s or s.get("q", 1) != 1 or s.get("L", SAMPLE_MIN_CONTEXT) < SAMPLE_MIN_CONTEXT:
+    if p.cls not in SAMPLE_PROVIDER or p.dtype != FIT_ROWS[p.cls][1]:
+        return False
+    if "window" in s or s.get("q", 1) != 1 or s.get("L", SAMPLE_MIN_CONTEXT) < SAMPLE_MIN_CONTEXT:
         return False
     n = s.get("M", s.get("T", s.get("C", 1)))
     return n & (n - 1) == 0 and n <= (SAMPLE_MAX_SEQS if "C" in s else SAMPLE_MAX_TOKENS)
@@ -511,6 +517,21 @@ def _keep_as_sample(p: Point) -> bool:
 def _best_rate(pts: list[Point]) -> float | None:
     rates = [p.op.flops / (p.t_us * 1e6) for p in pts if p.op.flops > 0]
     return max(rates) if rates else None
+
+
+def _rate_over_bf16(compute_dtype: str, ceil: Ceilings, gpu_spec: str) -> float:
+    """How much faster the machine takes an op of `compute_dtype` to compute than a bf16 one on the
+    profile's GPU (`machine.Machine.flops_scale`: the GEMM ceilings' ratio where both were measured,
+    else the datasheet peaks'). Laws hold bf16 rates: a law fitted on FP8 rows divides their FLOPs
+    by this, so that the machine's scaling gives back the rows' own rate."""
+    if compute_dtype != "fp8":
+        return 1.0
+    if ceil.fp8_TFLOPS and ceil.bf16_TFLOPS:
+        return ceil.fp8_TFLOPS / ceil.bf16_TFLOPS
+    from perfmodel.specs import registry
+
+    c = registry.load_gpu(gpu_spec).compute
+    return c.fp8_dense_TFLOPS.value / c.bf16_dense_TFLOPS.value if c.fp8_dense_TFLOPS else 1.0
 
 
 def trimmed_fallback(local: Profile, lacks: list[str]) -> Profile:
@@ -531,7 +552,7 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
         raise AicError(f"--system {system!r}: no GPU spec of perfmodel's for it (mapped: {', '.join(SYSTEM_GPUS)})")
     if local.overheads is None:
         raise AicError("the local profile has no overheads: it cannot lend the host and launch terms")
-    by_kind, tables = points(db, system, engine, version, kinds=set(TABLES), gemm_dtypes={"bfloat16", "fp8"})
+    by_kind, tables = points(db, system, engine, version, kinds=set(TABLES), gemm_dtypes=set(GEMM_DTYPES) - {"nvfp4"})
     device = tables.pop("device", None)
     at = lambda kind: tables.get(kind, "")  # noqa: E731
     src = f"{PACKAGE} {db.version}: {system}, {engine} {version}"
@@ -550,8 +571,9 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
         if len(fit_pts) < 3:
             continue
         chosen = _spread(fit_pts, FIT_POINTS)
+        per_bf16 = _rate_over_bf16(chosen[0].op.compute_dtype, ceil, gpu_spec)
         fits[cls] = fit_kernel_law(
-            [p.op.bytes for p in chosen], [p.op.flops for p in chosen], [p.t_us for p in chosen],
+            [p.op.bytes for p in chosen], [p.op.flops / per_bf16 for p in chosen], [p.t_us for p in chosen],
             bench=SAMPLE_BENCH[cls], default_tflops=ceil.bf16_TFLOPS,
             source=f"{src}: {at(kind)}, {dtype} rows; fitted on {len(chosen)} of {len(fit_pts)} decode-size rows")
         samples[SAMPLE_BENCH[cls]] += [_sample(p) for p in pts if _keep_as_sample(p)]
@@ -588,7 +610,7 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
             continue
     if colls:
         info_tables["all_reduce"] = at(ar_kind)
-    lacks = [c for c in class_names() if c not in fits]
+    lacks = lacking(fits)
     o = local.overheads
     lent = f"from the fallback profile ({local.label}): the database holds no host or launch figures"
     benches = {b: BenchResult(status="ok", samples=s, note=f"imported from {src}: the decode-size rows the step's probes reach")

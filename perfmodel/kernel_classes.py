@@ -12,6 +12,12 @@ the projection's rules say so. Adding a class: docs/extending.md.
 streaming bandwidth, per-call latency floor in µs, fraction of the bf16 dense peak). Sources:
 FlashMLA ≈90% of peak on H800 (perfmodel/modelspecs/SOURCES.md §5); Marlin W4A16 ~1150 GB/s flat
 at batch 1–16 (vLLM PR #2497); graph node ≈1 µs and launch 4–6 µs (hwspecs/SOURCES.md 2d [S33, S36]).
+
+`stand_in`: the class whose law prices this one in a profile that has no fit of its own (the rule
+that stood before the class existed), in place of the spec-derived law: a profile without
+`gemm_fp8` (the measured ones: `perfmodel measure` times bf16 GEMMs) prices FP8 GEMMs by
+`gemm_bf16`'s law at the FP8 compute rate, as it always did; an import from aiconfigurator's
+database fits `gemm_fp8` on the database's FP8 GEMM rows (`perfmodel.aic`).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ class KernelClass:
     kernels_per_call: int  # kernel launches per call (a fused MoE call = align + gate_up + down + reduce)
     derived: tuple[float, float, float]  # spec-derived law: (bw fraction, t0 µs, bf16-peak fraction)
     doc: str
+    stand_in: str = ""  # the class whose law prices this one where a profile has no fit for it (docstring)
 
 
 CLASSES: tuple[KernelClass, ...] = (
@@ -36,6 +43,8 @@ CLASSES: tuple[KernelClass, ...] = (
     KernelClass("moe_bf16", "moe", "moe", "MoE bf16", 4, (0.85, 8.0, 0.60), "routed experts, bf16 weights"),
     KernelClass("gemm_bf16", "dense", "gemm", "bf16 GEMM", 1, (0.85, 4.0, 0.70),
                 "dense projections, shared expert, dense MLP, lm_head, router"),
+    KernelClass("gemm_fp8", "dense", "gemm", "FP8 GEMM", 1, (0.85, 4.0, 0.70),
+                "dense projections of FP8 (block-scaled) weights, W8A8", stand_in="gemm_bf16"),
     KernelClass("attention_mla", "attention", "attention", "MLA attention", 2, (0.85, 6.0, 0.60),
                 "absorbed MLA decode / tree-verify attention over the latent cache"),
     KernelClass("attention_gqa", "attention", "attention", "GQA attention", 2, (0.85, 6.0, 0.60),
@@ -58,6 +67,20 @@ def by_name() -> dict[str, KernelClass]:
 
 def names() -> tuple[str, ...]:
     return tuple(by_name())
+
+
+def lacking(keys) -> list[str]:
+    """The classes a profile of these fit keys has no law for: neither a fit of their own nor
+    their stand-in's (those are priced by their spec-derived law or a fallback profile)."""
+    have = set(keys)
+    return [c.name for c in by_name().values() if c.name not in have and c.stand_in not in have]
+
+
+def priced_as(name: str, laws) -> str:
+    """The class whose law prices a call of class `name` among `laws` (a machine's): its own, or
+    its stand-in's where the machine has none of its own."""
+    c = by_name().get(name)
+    return c.stand_in if name not in laws and c is not None and c.stand_in in laws else name
 
 
 def of_key(key: str) -> KernelClass | None:

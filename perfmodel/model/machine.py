@@ -52,7 +52,7 @@ from dataclasses import dataclass, field, replace
 
 from perfmodel import kernel_classes
 from perfmodel.collective_math import bus_factor
-from perfmodel.kernel_classes import by_name, of_key
+from perfmodel.kernel_classes import by_name, of_key, priced_as
 from perfmodel.model.lookup import SampleTable
 from perfmodel.model.ops import KernelLaw
 from perfmodel.profile import KERNEL_SETS, CollectiveFit, Profile, check_kernel_set
@@ -122,15 +122,21 @@ class Machine:
     dtype_efficiency: dict[str, float] = field(default_factory=dict)
     roof_GBps: float | None = None  # datasheet bandwidth x streaming fraction: no DRAM stream beats it
 
+    def class_of(self, op) -> str:
+        """The class whose law prices the op: its own, or its class's stand-in where the profile
+        has no fit for it (`kernel_classes.KernelClass.stand_in`: FP8 GEMMs by gemm_bf16's law)."""
+        return priced_as(op.kernel_class, self.laws)
+
     def source_law(self, op) -> KernelLaw:
-        return self.source_laws.get(f"{op.kernel_class}.{op.variant}") or self.source_laws[op.kernel_class]
+        return self.source_laws.get(f"{op.kernel_class}.{op.variant}") or self.source_laws[self.class_of(op)]
 
     def source_flops_scale(self, dtype: str) -> float:
         return _flops_scale(self.source_gpu or self.gpu, dtype) * self.dtype_efficiency.get(dtype, 1.0)
 
     def law(self, op) -> KernelLaw:
-        """The op's own law (`class.variant`) when the profile fitted one, else its class's."""
-        return self.laws.get(f"{op.kernel_class}.{op.variant}") or self.laws[op.kernel_class]
+        """The op's own law (`class.variant`) when the profile fitted one, else its class's (or the
+        class's stand-in's: `class_of`)."""
+        return self.laws.get(f"{op.kernel_class}.{op.variant}") or self.laws[self.class_of(op)]
 
     def flops_scale(self, dtype: str) -> float:
         return _flops_scale(self.gpu, dtype) * self.dtype_efficiency.get(dtype, 1.0)
@@ -205,8 +211,9 @@ def _streaming_rate(bw_fit: float, read_src: float, roof_t: float, slot_ratio: f
 
 def missing_fits(profile: Profile) -> list[str]:
     """Kernel classes the profile has no fit for (a partial `--only` run, or a profile measured
-    before the class existed): build_machine prices them by their spec-derived law."""
-    return [c for c in kernel_classes.names() if c not in profile.fits]
+    before the class existed): build_machine prices them by their spec-derived law. A class with a
+    stand-in the profile fits (`KernelClass.stand_in`) is not missing: the stand-in's law prices it."""
+    return kernel_classes.lacking(profile.fits)
 
 
 def _fits_with_fallbacks(profile: Profile, source_gpu: GpuSpec, memory_kinds: MemoryKinds,

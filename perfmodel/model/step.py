@@ -24,6 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
 from perfmodel.collective_math import bus_factor
+from perfmodel.kernel_classes import of_key
 from perfmodel.model.layers import PREFILL, Batch, Collective, Decode, Layout, Verify, at_probe, batch_ops, decode_ops
 from perfmodel.model.machine import Machine
 from perfmodel.model.ops import KernelLaw, Op, OpEstimate, estimate
@@ -192,8 +193,8 @@ def _op_terms(mach: Machine, op: Op, past_x_edge: bool = False) -> _Terms:
     floor = min(law.t0_us * op.count, e.total_us)
     node = law.graph_nodes * node_us * op.count
     return _Terms(e=e, n_kernels=op.n_kernels, timeline=((e.total_us + node) / op.count, host_us / op.count, op.count),
-                  work=(e.total_us - floor, f"{op.kernel_class}:{e.bound}", unc),
-                  floor=(floor, f"{op.kernel_class}:t0", unc_t0), node=(node, "graph_node", node_unc),
+                  work=(e.total_us - floor, f"{mach.class_of(op)}:{e.bound}", unc),
+                  floor=(floor, f"{mach.class_of(op)}:t0", unc_t0), node=(node, "graph_node", node_unc),
                   component=op.component, notes=tuple(notes))
 
 
@@ -481,8 +482,9 @@ def eager_launch_us(op: Op, launcher: str, o, *, timed: bool = True) -> float:
     if timed:
         table = o.launch_eager_call_us
         per_call = eager_call_us(table, f"{op.kernel_class}.{op.variant}", op.tokens) if op.variant else None
-        if per_call is None:
-            per_call = eager_call_us(table, op.kernel_class, op.tokens)
+        for cls in (op.kernel_class, of_key(op.kernel_class).stand_in):  # an FP8 GEMM launches as the bf16 one timed
+            if per_call is None and cls:
+                per_call = eager_call_us(table, cls, op.tokens)
         if per_call is not None:
             return op.count * per_call
     return op.n_kernels * (o.launch_eager_triton_us if launcher == "triton" else o.launch_eager_us)
