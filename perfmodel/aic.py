@@ -19,10 +19,10 @@ copied), reads the tables (pandas; CSV for the test fixtures) and turns the rows
 has an op for into points: each row's op built as the step builds it (`perfmodel.model.layers`
 builders) and its measured time. `import_profile` fits perfmodel's kernel laws per class on them
 (the same fits as `perfmodel measure`'s samples, `perfmodel.measure.fits`): each class's law on its
-decode-size rows, and its prefill law (`<class>.prefill`, the variant a prefill step prices its
-causal attention and routed experts by, as `measure`'s prefill bench fits it) on the context
-attention, context MLA and 256+-token MoE rows; it keeps the decode-size
-rows as samples filed under the bench, shape fields and provider the step's probes name (so
+decode-size rows (FP8 dense GEMMs' law, `gemm_fp8`, on the FP8 rows), and its prefill law
+(`<class>.prefill`, the variant a prefill step prices its causal attention and routed experts by,
+as `measure`'s prefill bench fits it) on the context attention, context MLA and 256+-token MoE
+rows; it keeps the decode-size rows as samples filed under the bench, shape fields and provider the step's probes name (so
 `perfmodel.model.lookup` prices an op from them on that GPU; each sample's `kernel_source` names
 the engine's kernel), records where every law came from (`Provenance.imported`), and embeds the
 local profile, trimmed, as the fallback for the classes the database lacks (elementwise, and any
@@ -87,10 +87,13 @@ KV_BYTES = {"bfloat16": 2.0, "fp8": 1.0}
 MLA_LATENT, MLA_ROPE = 512, 64  # DeepSeek-V3's MLA (the shape aiconfigurator's MLA tables time)
 MLA_NOPE, MLA_V = 128, 128  # its per-head K (nope part) and V dims, uncompressed as prefill runs them
 
-# Which rows each imported law is fitted on: (class, database dtype). FP8 GEMMs on the block-scaled
-# rows: the FP8 checkpoints served (DeepSeek-V3/R1, Qwen3-FP8, MiniMax) carry 128x128 block scales
-# (specs.schema.WEIGHT_BYTES["fp8"]), and every engine's table has such rows.
-FIT_ROWS = {"gemm_bf16": ("gemm", "bfloat16"), "gemm_fp8": ("gemm", "fp8_block"), "moe_bf16": ("moe", "bfloat16"), "moe_w4a16": ("moe", "int4_wo"),
+# Which rows each imported law is fitted on: (class, database dtype, or dtypes: per shape the fastest
+# row of any of them). FP8 GEMMs on the per-tensor and the block-scaled rows, the faster per shape:
+# perfmodel's one FP8 weight format stands for both (Llama-3.1-70B FP8 is per-tensor, DeepSeek's and
+# Qwen3's FP8 checkpoints 128x128 blocks), and an engine's block kernel is at times several times
+# slower than its per-tensor one at decode sizes (vLLM's rows: evidence/fp8-gemm-import/).
+FIT_ROWS = {"gemm_bf16": ("gemm", "bfloat16"), "gemm_fp8": ("gemm", ("fp8", "fp8_block")),
+            "moe_bf16": ("moe", "bfloat16"), "moe_w4a16": ("moe", "int4_wo"),
             "attention_gqa": ("attention_decode", "bfloat16"), "attention_mla": ("mla_decode", "bfloat16")}
 # Which rows each imported prefill law (`<class>.prefill`, the `layers.PREFILL` variant a prefill step
 # prices its causal attention and routed experts by) is fitted on: (class, rows, database dtype).
@@ -322,11 +325,11 @@ def balanced_experts(T: int, E: int, k: int) -> int:
     return len(ids)
 
 
-def _fastest(points: list[Point]) -> list[Point]:
-    """One point per (class, kind, dtype, shape, GPUs, graph): the fastest kernel's."""
+def _fastest(points: list[Point], by=None) -> list[Point]:
+    """One point per (class, kind, dtype, shape, GPUs, graph), or per `by(point)`: the fastest kernel's."""
     best: dict[tuple, Point] = {}
     for p in points:
-        key = (p.cls, p.kind, p.dtype, tuple(p.shape.items()), p.n_gpus, p.graph)  # one converter: one key order
+        key = by(p) if by else (p.cls, p.kind, p.dtype, tuple(p.shape.items()), p.n_gpus, p.graph)  # one converter: one key order
         if key not in best or p.t_us < best[key].t_us:
             best[key] = p
     return list(best.values())
@@ -519,6 +522,10 @@ def _best_rate(pts: list[Point]) -> float | None:
     return max(rates) if rates else None
 
 
+def _dtypes(dtype: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (dtype,) if isinstance(dtype, str) else dtype
+
+
 def _rate_over_bf16(compute_dtype: str, ceil: Ceilings, gpu_spec: str) -> float:
     """How much faster the machine takes an op of `compute_dtype` to compute than a bf16 one on the
     profile's GPU (`machine.Machine.flops_scale`: the GEMM ceilings' ratio where both were measured,
@@ -566,7 +573,9 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
     samples: dict[str, list[Sample]] = defaultdict(list)
     info_tables, dtypes, sources = {}, {}, {}
     for cls, (kind, dtype) in FIT_ROWS.items():
-        pts = [p for p in by_kind.get(kind, []) if p.cls == cls and p.dtype == dtype]
+        pts = [p for p in by_kind.get(kind, []) if p.cls == cls and p.dtype in _dtypes(dtype)]
+        if not isinstance(dtype, str):
+            pts, dtype = _fastest(pts, lambda p: tuple(p.shape.items())), "+".join(dtype)  # per shape, any dtype
         fit_pts = [p for p in pts if _decode_size(p)]
         if len(fit_pts) < 3:
             continue

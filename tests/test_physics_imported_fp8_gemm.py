@@ -1,5 +1,6 @@
 """An imported profile prices an FP8 dense GEMM by the database's own FP8 GEMM rows (`aic.import_profile`:
-the `gemm_fp8` law fitted on the block-scaled `fp8_block` rows), not by the bf16 GEMM's law at the
+the `gemm_fp8` law fitted per shape on the faster of the per-tensor `fp8` and the block-scaled
+`fp8_block` rows), not by the bf16 GEMM's law at the
 FP8 compute rate; a profile without a `gemm_fp8` fit (the local measured profile, or an import whose
 table has no such rows) keeps that old rule (`KernelClass.stand_in`). Checked on the rows of
 tests/fixtures/aic/ by hand: each row's op priced from its law, t0 + max(bytes / bw, FLOPs / F) with F
@@ -40,9 +41,9 @@ def _machine(prof):
 
 
 def _rows() -> list[tuple]:
-    """(the step's GEMM op of each fp8_block row, its measured µs), the fastest kernel per shape."""
+    """(the step's GEMM op of each FP8 shape, its measured µs): the fastest kernel of either FP8 dtype."""
     best: dict[tuple, float] = {}
-    for r in aic._read_table(GEMM, {"gemm_dtype": {"fp8_block"}}):
+    for r in aic._read_table(GEMM, {"gemm_dtype": {"fp8", "fp8_block"}}):
         key = (r["m"], r["k"], r["n"])
         best[key] = min(best.get(key, float("inf")), r["latency"] * 1e3)
     return [(gemm_op(m, k, n, "fp8"), us) for (m, k, n), us in sorted(best.items())]
@@ -64,12 +65,11 @@ def test_fp8_weights_make_fp8_gemms():
 def test_an_imported_fp8_gemm_is_priced_by_the_databases_fp8_rows(local):
     prof = aic.import_profile(_db(FIXTURE / "systems"), "h200_sxm", "sglang@0.5.14", local)
     im, fit = prof.provenance.imported, prof.fits["gemm_fp8"]
-    assert im.dtypes["gemm_fp8"] == "fp8_block" and "fp8_block rows" in fit.source and "gemm_fp8" not in im.lacks
+    assert im.dtypes["gemm_fp8"] == "fp8+fp8_block" and "fp8+fp8_block rows" in fit.source and "gemm_fp8" not in im.lacks
     m = _machine(prof)
     rows = _rows()
     assert len(rows) >= 20
-    old_law = m.laws["gemm_bf16"]
-    new_err, old_err = [], []
+    new_err = []
     for op, measured_us in rows:
         assert m.class_of(op) == "gemm_fp8"
         law = m.laws["gemm_fp8"]
@@ -79,12 +79,10 @@ def test_an_imported_fp8_gemm_is_priced_by_the_databases_fp8_rows(local):
         priced = price_op(m, op)
         assert priced == pytest.approx(_hand(m, law, op), rel=1e-6), f"{op.bytes=} {op.flops=}"
         new_err.append(priced / measured_us - 1)
-        old_err.append(_hand(m, old_law, op) / measured_us - 1)
     # the fit is on the rows it prices: centred on them (signed median within 5%, |error| within 20% at
-    # the median), where the bf16 law at the fp8 rate prices them too fast
-    new, old = statistics.median(new_err), statistics.median(old_err)
-    assert abs(new) < 0.05 and statistics.median(abs(e) for e in new_err) < 0.2, new_err
-    assert old < -0.05 and abs(new) < abs(old), (new, old)
+    # the median). (These few sglang rows are near the bf16 law at the fp8 rate too, 3% too fast at
+    # the median; the whole tables are not: evidence/fp8-gemm-import/gap_*.txt.)
+    assert abs(statistics.median(new_err)) < 0.05 and statistics.median(abs(e) for e in new_err) < 0.2, new_err
 
 
 def test_the_local_profile_keeps_the_bf16_law_at_the_fp8_rate(local):
@@ -103,7 +101,7 @@ def test_an_import_without_fp8_rows_keeps_its_bf16_law_at_the_fp8_rate(local, tm
     shutil.copytree(FIXTURE / "systems", root)
     f = root / GEMM.relative_to(FIXTURE / "systems")
     lines = f.read_text().splitlines(keepends=True)
-    f.write_text("".join(ln for ln in lines if ",fp8_block," not in ln))
+    f.write_text("".join(ln for ln in lines if ",fp8_block," not in ln and ",fp8," not in ln))
     prof = aic.import_profile(_db(root), "h200_sxm", "sglang@0.5.14", local)
     assert "gemm_fp8" not in prof.fits and "gemm_fp8" not in prof.provenance.imported.lacks
     assert prof.fallback is not None and "gemm_fp8" not in prof.fallback.fits
