@@ -31,7 +31,8 @@ def spec_derived_profile(gpu: GpuSpec, memory_kinds: MemoryKinds) -> Profile:
     src = f"spec-derived from {gpu.name} datasheet × assumed class efficiency (perfmodel/model/derived.py)"
     fits = {}
     for kc in kernel_classes.by_name().values():
-        fits[kc.name] = derived_fit(kc, gpu, memory_kinds, src)
+        if not kc.stand_in:  # a class with a stand-in takes its stand-in's law, as in a measured profile
+            fits[kc.name] = derived_fit(kc, gpu, memory_kinds, src)
     return Profile(
         provenance=Provenance(kind="spec-derived", gpu_name=gpu.display_name, gpu_spec=gpu.name,
                               timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
