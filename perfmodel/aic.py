@@ -19,10 +19,10 @@ copied), reads the tables (pandas; CSV for the test fixtures) and turns the rows
 has an op for into points: each row's op built as the step builds it (`perfmodel.model.layers`
 builders) and its measured time. `import_profile` fits perfmodel's kernel laws per class on them
 (the same fits as `perfmodel measure`'s samples, `perfmodel.measure.fits`): each class's law on its
-decode-size rows, and its prefill law (`<class>.prefill`, the variant a prefill step prices its
-causal attention and routed experts by, as `measure`'s prefill bench fits it) on the context
-attention, context MLA and 256+-token MoE rows; it keeps the decode-size
-rows as samples filed under the bench, shape fields and provider the step's probes name (so
+decode-size rows (FP8 dense GEMMs' law, `gemm_fp8`, on the FP8 rows), and its prefill law
+(`<class>.prefill`, the variant a prefill step prices its causal attention and routed experts by,
+as `measure`'s prefill bench fits it) on the context attention, context MLA and 256+-token MoE
+rows; it keeps the decode-size rows as samples filed under the bench, shape fields and provider the step's probes name (so
 `perfmodel.model.lookup` prices an op from them on that GPU; each sample's `kernel_source` names
 the engine's kernel), records where every law came from (`Provenance.imported`), and embeds the
 local profile, trimmed, as the fallback for the classes the database lacks (elementwise, and any
@@ -88,12 +88,17 @@ KV_BYTES = {"bfloat16": 2.0, "fp8": 1.0}
 MLA_LATENT, MLA_ROPE = 512, 64  # DeepSeek-V3's MLA (the shape aiconfigurator's MLA tables time)
 MLA_NOPE, MLA_V = 128, 128  # its per-head K (nope part) and V dims, uncompressed as prefill runs them
 
-# Which rows each imported law is fitted on: (class, database dtype).
+# Which rows each imported law is fitted on: (class, database dtype, or dtypes: per shape the fastest
+# row of any of them). FP8 GEMMs on the per-tensor and the block-scaled rows, the faster per shape:
+# perfmodel's one FP8 weight format stands for both (Llama-3.1-70B FP8 is per-tensor, DeepSeek's and
+# Qwen3's FP8 checkpoints 128x128 blocks), and an engine's block kernel is at times several times
+# slower than its per-tensor one at decode sizes (vLLM's rows: evidence/fp8-gemm-import/).
 # The quantised-expert classes are fitted on the rows of the format the checkpoints hold: FP8 ones
 # use 128x128 block scales (DeepSeek-R1/V3, Qwen3-235B-FP8, MiniMax-M2.5: fp8_block, not the
 # per-tensor fp8 rows), MXFP4 ones run weight-only with bf16 activations on Hopper (gpt-oss:
 # w4a16_mxfp4).
-FIT_ROWS = {"gemm_bf16": ("gemm", "bfloat16"), "moe_bf16": ("moe", "bfloat16"), "moe_w4a16": ("moe", "int4_wo"),
+FIT_ROWS = {"gemm_bf16": ("gemm", "bfloat16"), "gemm_fp8": ("gemm", ("fp8", "fp8_block")),
+            "moe_bf16": ("moe", "bfloat16"), "moe_w4a16": ("moe", "int4_wo"),
             "moe_fp8": ("moe", "fp8_block"), "moe_nvfp4": ("moe", "nvfp4"), "moe_mxfp4": ("moe", "w4a16_mxfp4"),
             "attention_gqa": ("attention_decode", "bfloat16"), "attention_mla": ("mla_decode", "bfloat16")}
 # Which rows each imported prefill law (`<class>.prefill`, the `layers.PREFILL` variant a prefill step
@@ -327,11 +332,11 @@ def balanced_experts(T: int, E: int, k: int) -> int:
     return len(ids)
 
 
-def _fastest(points: list[Point]) -> list[Point]:
-    """One point per (class, kind, dtype, shape, GPUs, graph): the fastest kernel's."""
+def _fastest(points: list[Point], by=None) -> list[Point]:
+    """One point per (class, kind, dtype, shape, GPUs, graph), or per `by(point)`: the fastest kernel's."""
     best: dict[tuple, Point] = {}
     for p in points:
-        key = (p.cls, p.kind, p.dtype, tuple(p.shape.items()), p.n_gpus, p.graph)  # one converter: one key order
+        key = by(p) if by else (p.cls, p.kind, p.dtype, tuple(p.shape.items()), p.n_gpus, p.graph)  # one converter: one key order
         if key not in best or p.t_us < best[key].t_us:
             best[key] = p
     return list(best.values())
@@ -344,7 +349,8 @@ def gemm_points(rows: list[dict]) -> list[Point]:
         if wd is None or r["latency"] <= 0:
             continue
         m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
-        out.append(Point("gemm_bf16", "gemm", r["gemm_dtype"], gemm_op(m, k, n, wd), r["latency"] * 1e3, r["kernel_source"],
+        op = gemm_op(m, k, n, wd)
+        out.append(Point(op.kernel_class, "gemm", r["gemm_dtype"], op, r["latency"] * 1e3, r["kernel_source"],
                          {"name": f"N{n}_K{k}", "M": m, "N": n, "K": k}))
     return _fastest(out)
 
@@ -493,7 +499,7 @@ def _spread(pts: list[Point], n: int) -> list[Point]:
 
 
 # the bench and provider the step's probes name (layers.py)
-SAMPLE_BENCH = {"gemm_bf16": "gemm", "attention_gqa": "attention", "attention_mla": "attention"} | {
+SAMPLE_BENCH = {"gemm_bf16": "gemm", "gemm_fp8": "gemm", "attention_gqa": "attention", "attention_mla": "attention"} | {
     moe_class(f): "moe" for f in MOE_PROVIDERS}
 SAMPLE_PROVIDER = {"gemm_bf16": "torch.matmul", "attention_gqa": "triton", "attention_mla": "triton"} | {
     moe_class(f): p for f, p in MOE_PROVIDERS.items()}
@@ -508,9 +514,12 @@ def _keep_as_sample(p: Point) -> bool:
     """Rows the step's probes can price from (bf16 weights / bf16 KV, decode: q = 1, no window), on
     the grid `perfmodel measure` samples (powers of two: lookup interpolates between them in
     log-log), up to SAMPLE_MAX_TOKENS GEMM or MoE tokens and SAMPLE_MAX_SEQS sequences, attention over
-    prefixes of SAMPLE_MIN_CONTEXT or more (shorter ones are priced by the law)."""
+    prefixes of SAMPLE_MIN_CONTEXT or more (shorter ones are priced by the law). FP8 GEMM rows are
+    not kept: the step's FP8 GEMMs carry no probe (samples record no weight format)."""
     s = p.shape
-    if p.dtype != FIT_ROWS[p.cls][1] or "window" in s or s.get("q", 1) != 1 or s.get("L", SAMPLE_MIN_CONTEXT) < SAMPLE_MIN_CONTEXT:
+    if p.cls not in SAMPLE_PROVIDER or p.dtype != FIT_ROWS[p.cls][1]:
+        return False
+    if "window" in s or s.get("q", 1) != 1 or s.get("L", SAMPLE_MIN_CONTEXT) < SAMPLE_MIN_CONTEXT:
         return False
     n = s.get("M", s.get("T", s.get("C", 1)))
     return n & (n - 1) == 0 and n <= (SAMPLE_MAX_SEQS if "C" in s else SAMPLE_MAX_TOKENS)
@@ -519,6 +528,12 @@ def _keep_as_sample(p: Point) -> bool:
 def _best_rate(pts: list[Point]) -> float | None:
     rates = [p.op.flops / (p.t_us * 1e6) for p in pts if p.op.flops > 0]
     return max(rates) if rates else None
+
+
+def _dtypes(dtype: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (dtype,) if isinstance(dtype, str) else dtype
+
+
 
 
 def trimmed_fallback(local: Profile, lacks: list[str]) -> Profile:
@@ -541,7 +556,7 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
         raise AicError(f"--system {system!r}: no GPU spec of perfmodel's for it (mapped: {', '.join(SYSTEM_GPUS)})")
     if local.overheads is None:
         raise AicError("the local profile has no overheads: it cannot lend the host and launch terms")
-    by_kind, tables = points(db, system, engine, version, kinds=set(TABLES), gemm_dtypes={"bfloat16", "fp8"})
+    by_kind, tables = points(db, system, engine, version, kinds=set(TABLES), gemm_dtypes=set(GEMM_DTYPES) - {"nvfp4"})
     device = tables.pop("device", None)
     at = lambda kind: tables.get(kind, "")  # noqa: E731
     src = f"{PACKAGE} {db.version}: {system}, {engine} {version}"
@@ -557,7 +572,9 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
     samples: dict[str, list[Sample]] = defaultdict(list)
     info_tables, dtypes, sources = {}, {}, {}
     for cls, (kind, dtype) in FIT_ROWS.items():
-        pts = [p for p in by_kind.get(kind, []) if p.cls == cls and p.dtype == dtype]
+        pts = [p for p in by_kind.get(kind, []) if p.cls == cls and p.dtype in _dtypes(dtype)]
+        if not isinstance(dtype, str):
+            pts, dtype = _fastest(pts, lambda p: tuple(p.shape.items())), "+".join(dtype)  # per shape, any dtype
         fit_pts = [p for p in pts if _decode_size(p)]
         if len(fit_pts) < 3:
             continue

@@ -20,6 +20,12 @@ that format, each timed per expert slice) that cost is in the law already.
 streaming bandwidth, per-call latency floor in µs, fraction of the bf16 dense peak). Sources:
 FlashMLA ≈90% of peak on H800 (perfmodel/modelspecs/SOURCES.md §5); Marlin W4A16 ~1150 GB/s flat
 at batch 1–16 (vLLM PR #2497); graph node ≈1 µs and launch 4–6 µs (hwspecs/SOURCES.md 2d [S33, S36]).
+
+`stand_in`: the class whose law prices this one in a profile that has no fit of its own (the rule
+that stood before the class existed), in place of the spec-derived law: a profile without
+`gemm_fp8` (the measured ones: `perfmodel measure` times bf16 GEMMs) prices FP8 GEMMs by
+`gemm_bf16`'s law at the FP8 compute rate, as it always did; an import from aiconfigurator's
+database fits `gemm_fp8` on the database's FP8 GEMM rows (`perfmodel.aic`).
 """
 
 from __future__ import annotations
@@ -56,6 +62,8 @@ CLASSES: tuple[KernelClass, ...] = (
                 weight_formats=("mxfp4",), stand_in="moe_bf16"),
     KernelClass("gemm_bf16", "dense", "gemm", "bf16 GEMM", 1, (0.85, 4.0, 0.70),
                 "dense projections, shared expert, dense MLP, lm_head, router"),
+    KernelClass("gemm_fp8", "dense", "gemm", "FP8 GEMM", 1, (0.85, 4.0, 0.70),
+                "dense projections of FP8 (block-scaled) weights, W8A8", stand_in="gemm_bf16"),
     KernelClass("attention_mla", "attention", "attention", "MLA attention", 2, (0.85, 6.0, 0.60),
                 "absorbed MLA decode / tree-verify attention over the latent cache"),
     KernelClass("attention_gqa", "attention", "attention", "GQA attention", 2, (0.85, 6.0, 0.60),

@@ -98,9 +98,9 @@ def test_import_records_where_every_law_came_from(b300_sglang, local):
     assert (pv.kind, pv.gpu_spec, pv.gpu_name) == ("measured", "b300-sxm", "NVIDIA B300 SXM6 AC")
     assert (im.database, im.database_version, im.licence, im.system, im.engine, im.engine_version) == \
         ("aiconfigurator-core", "0.12.0", "Apache-2.0", "b300_sxm", "sglang", "0.5.14")
-    classes = {"gemm_bf16": "bfloat16", "moe_bf16": "bfloat16", "moe_w4a16": "int4_wo", "moe_fp8": "fp8_block",
-               "attention_gqa": "bfloat16", "attention_mla": "bfloat16"}
-    prefill = {f"{c}.prefill": d for c, d in classes.items() if c != "gemm_bf16"}  # the prefill rows' laws
+    classes = {"gemm_bf16": "bfloat16", "gemm_fp8": "fp8+fp8_block", "moe_bf16": "bfloat16", "moe_w4a16": "int4_wo",
+               "moe_fp8": "fp8_block", "attention_gqa": "bfloat16", "attention_mla": "bfloat16"}
+    prefill = {f"{c}.prefill": d for c, d in classes.items() if not c.startswith("gemm")}  # the prefill rows' laws
     assert set(prof.fits) == set(classes) | set(prefill)
     assert im.dtypes == classes | prefill
     assert im.tables["attention_mla.prefill"].endswith("b300_sxm/mla/sglang/0.5.14/context_mla_perf.csv")

@@ -52,6 +52,7 @@ def test_records_are_complete():
     optional = {"weight_formats", "stand_in"}
     for c in kernel_classes.CLASSES:
         assert all(v for k, v in dataclasses.asdict(c).items() if k not in optional), c
+        assert c.stand_in in ("", *kernel_classes.names()) and c.stand_in != c.name, c  # optional: another class
         assert c.group in {"attention", "moe", "gemm", "elementwise"}
         assert not c.stand_in or kernel_classes.by_name()[c.stand_in].stand_in == "", c  # one step, no chains
 

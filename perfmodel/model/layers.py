@@ -139,10 +139,21 @@ def expected_max_distinct_per_gpu(n_experts: int, top_k: int, tokens: float, n_g
     return min(m, k * T, mean + math.sqrt(var * n / (n - 1)) * expected_max_std_normal(int(n)))
 
 
+# weight format -> the kernel class of a dense GEMM through it: FP8 weights run W8A8 FP8 GEMMs
+# (block-scaled as DeepSeek's and Qwen3's FP8 checkpoints; a profile without their own law prices
+# them by gemm_bf16's at the FP8 rate: kernel_classes.KernelClass.stand_in); the others dequantise
+# to, or are, bf16 GEMMs at their format's compute rate (compute_dtype).
+GEMM_CLASSES = {"fp8": "gemm_fp8"}
+
+
+def gemm_class(weight_dtype: str) -> str:
+    return GEMM_CLASSES.get(weight_dtype, "gemm_bf16")
+
+
 def _gemm(name, component, tokens, k, n, wdtype, count) -> Op:
     wb = WEIGHT_BYTES[wdtype]
     return Op(
-        name=name, component=component, kernel_class="gemm_bf16",
+        name=name, component=component, kernel_class=gemm_class(wdtype),
         bytes=n * k * wb + tokens * (k + n) * ACT, flops=2.0 * tokens * k * n, count=count,
         compute_dtype=compute_dtype(wdtype),
         probe=Probe("gemm", (("K", k), ("N", n)), "M", tokens, "torch.matmul") if wdtype == "bf16" else None,

@@ -488,8 +488,9 @@ def eager_launch_us(op: Op, launcher: str, o, *, timed: bool = True) -> float:
     if timed:
         table = o.launch_eager_call_us
         per_call = eager_call_us(table, f"{op.kernel_class}.{op.variant}", op.tokens) if op.variant else None
-        if per_call is None:
-            per_call = eager_call_us(table, op.kernel_class, op.tokens)
+        for cls in (op.kernel_class, of_key(op.kernel_class).stand_in):  # an FP8 GEMM launches as the bf16 one timed
+            if per_call is None and cls:
+                per_call = eager_call_us(table, cls, op.tokens)
         if per_call is not None:
             return op.count * per_call
     return op.n_kernels * (o.launch_eager_triton_us if launcher == "triton" else o.launch_eager_us)
