@@ -95,6 +95,21 @@ class _Machines:
         return price_op(m, p.op), estimate(p.op, m.law(p.op), m.flops_scale(p.op.compute_dtype)).bound
 
 
+def imported_machines(db: aic.Database, systems, local: Profile):
+    """Each system's engines at the package's maintained version, imported (`aic.import_profile`,
+    `local` pricing what the database lacks), with the machines of that import on the system's
+    GPU: (system, engine, version, profile, machines), system by system."""
+    mk, local_gpu = registry.load_memory_kinds(), profile_source_gpu(local)
+    for system in systems:
+        gpu = registry.load_gpu(aic.SYSTEM_GPUS[system])
+        for engine in aic.ENGINES:
+            version = db.current(system, engine)
+            if version is None:
+                continue
+            prof = aic.import_profile(db, system, f"{engine}@{version}", local)
+            yield system, engine, version, prof, _Machines(prof, gpu, mk, fallback_gpu=local_gpu)
+
+
 def run_transfer(profile: str | None = None, systems: list[str] | None = None, engines: list[str] | None = None,
                  db: aic.Database | None = None) -> dict:
     """The transfer table: one row per (system, engine, op, dtype) with each source's errors."""

@@ -26,9 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from perfmodel import aic  # noqa: E402
-from perfmodel.request import profile_source_gpu, resolve_profile  # noqa: E402
-from perfmodel.specs import registry  # noqa: E402
-from perfmodel.transfer import _Machines  # noqa: E402
+from perfmodel.request import resolve_profile  # noqa: E402
+from perfmodel.transfer import imported_machines  # noqa: E402
 
 SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm")
 DTYPES = ("bfloat16", "fp8", "fp8_block")
@@ -48,36 +47,27 @@ def _row(errs: list[float]) -> str:
 def main() -> int:
     db = aic.Database.installed()
     local = resolve_profile(None)
-    local_gpu = profile_source_gpu(local)
-    mk = registry.load_memory_kinds()
     print(f"database: {aic.PACKAGE} {db.version}; fallback profile: {local.label}")
     print("error = predicted / measured - 1 (-: the imported profile prices the GEMM too fast)")
     print(f"{'system':9} {'engine':7} {'version':10} {'dtype':9} {'M':>11} {'rows':>5} {'signed':>8} {'|err|':>7} "
           f"{'p10':>7} {'p90':>7}  law")
     by_shape: dict[tuple, list[float]] = defaultdict(list)
-    for system in SYSTEMS:
-        gpu = registry.load_gpu(aic.SYSTEM_GPUS[system])
-        for engine in aic.ENGINES:
-            version = db.current(system, engine)
-            if version is None:
-                continue
-            prof = aic.import_profile(db, system, f"{engine}@{version}", local)
-            m = _Machines(prof, gpu, mk, fallback_gpu=local_gpu)
-            by_kind, _ = aic.points(db, system, engine, version, kinds={"gemm"}, gemm_dtypes=set(DTYPES))
-            for dtype in DTYPES:
-                pts = [p for p in by_kind.get("gemm", []) if p.dtype == dtype]
-                for lo, hi in M_RANGES:
-                    sel = [p for p in pts if lo <= p.shape["M"] <= hi]
-                    if not sel:
-                        continue
-                    errs = [m.price(p)[0] / p.t_us - 1.0 for p in sel]
-                    op = sel[0].op
-                    law = op.kernel_class if op.kernel_class in prof.fits else f"{m.get().class_of(op)} (stand-in)"
-                    print(f"{system:9} {engine:7} {version:10} {dtype:9} {f'{lo}-{hi}':>11} {_row(errs)}  {law}")
-                    if lo > 1024 and dtype != "bfloat16":
-                        for p, e in zip(sel, errs):
-                            by_shape[(system, dtype, p.shape["N"], p.shape["K"])].append(e)
-            sys.stdout.flush()
+    for system, engine, version, prof, m in imported_machines(db, SYSTEMS, local):
+        by_kind, _ = aic.points(db, system, engine, version, kinds={"gemm"}, gemm_dtypes=set(DTYPES))
+        for dtype in DTYPES:
+            pts = [p for p in by_kind.get("gemm", []) if p.dtype == dtype]
+            for lo, hi in M_RANGES:
+                sel = [p for p in pts if lo <= p.shape["M"] <= hi]
+                if not sel:
+                    continue
+                errs = [m.price(p)[0] / p.t_us - 1.0 for p in sel]
+                op = sel[0].op
+                law = op.kernel_class if op.kernel_class in prof.fits else f"{m.get().class_of(op)} (stand-in)"
+                print(f"{system:9} {engine:7} {version:10} {dtype:9} {f'{lo}-{hi}':>11} {_row(errs)}  {law}")
+                if lo > 1024 and dtype != "bfloat16":
+                    for p, e in zip(sel, errs):
+                        by_shape[(system, dtype, p.shape["N"], p.shape["K"])].append(e)
+        sys.stdout.flush()
     print()
     print("prefill sizes (M = 1025-16384), by weight shape, all engines together")
     print(f"{'system':9} {'dtype':9} {'N':>6} {'K':>6} {'rows':>5} {'signed':>8} {'|err|':>7} {'p10':>7} {'p90':>7}")

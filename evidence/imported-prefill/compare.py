@@ -30,9 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from perfmodel import aic  # noqa: E402
 from perfmodel.model.layers import PREFILL  # noqa: E402
-from perfmodel.request import profile_source_gpu, resolve_profile  # noqa: E402
-from perfmodel.specs import registry  # noqa: E402
-from perfmodel.transfer import _Machines  # noqa: E402
+from perfmodel.request import resolve_profile  # noqa: E402
+from perfmodel.transfer import imported_machines  # noqa: E402
 
 SYSTEMS = ("h200_sxm", "b200_sxm", "b300_sxm")
 TOKENS = {"attention_prefill": (1024, 8192), "mla_prefill": (1024, 8192), "gemm": (1024, 16384), "moe": (1024, 16384)}
@@ -58,35 +57,26 @@ def _pct(xs: list[float], q: float) -> float:
 def main() -> int:
     db = aic.Database.installed()
     local = resolve_profile(None)
-    local_gpu = profile_source_gpu(local)
-    mk = registry.load_memory_kinds()
     print(f"database: {aic.PACKAGE} {db.version}; fallback profile: {local.label}")
     print("error = predicted / measured - 1 (-: the imported profile prices the op too fast)")
     print(f"{'system':9} {'engine':7} {'version':10} {'op':17} {'dtype':9} {'rows':>5} {'signed':>8} {'|err|':>7} "
           f"{'p10':>7} {'p90':>7}  law")
-    for system in SYSTEMS:
-        gpu = registry.load_gpu(aic.SYSTEM_GPUS[system])
-        for engine in aic.ENGINES:
-            version = db.current(system, engine)
-            if version is None:
-                continue
-            prof = aic.import_profile(db, system, f"{engine}@{version}", local)
-            m = _Machines(prof, gpu, mk, fallback_gpu=local_gpu)
-            by_kind, _ = aic.points(db, system, engine, version, kinds=set(TOKENS), gemm_dtypes={"bfloat16", "fp8"})
-            for kind, (lo, hi) in TOKENS.items():
-                groups: dict[str, list[aic.Point]] = {}
-                for p in by_kind.get(kind, []):
-                    if lo <= _tokens(p) <= hi and (kind not in ("attention_prefill", "mla_prefill") or p.dtype == "bfloat16"):
-                        groups.setdefault(p.dtype, []).append(p)
-                for dtype, pts in sorted(groups.items()):
-                    pts = aic._spread(pts, PER_GROUP)
-                    errs = [m.price(replace(p, op=_prefill_op(p)))[0] / p.t_us - 1.0 for p in pts]
-                    op = _prefill_op(pts[0])
-                    key = f"{op.kernel_class}.{op.variant}" if op.variant else op.kernel_class
-                    law = key if key in prof.fits else f"{op.kernel_class} (+ GEMM roof)" if op.variant else op.kernel_class
-                    print(f"{system:9} {engine:7} {version:10} {kind:17} {dtype:9} {len(pts):5d} {statistics.median(errs):+8.1%} "
-                          f"{statistics.median(abs(e) for e in errs):7.1%} {_pct(errs, 0.1):+7.1%} {_pct(errs, 0.9):+7.1%}  {law}")
-            sys.stdout.flush()
+    for system, engine, version, prof, m in imported_machines(db, SYSTEMS, local):
+        by_kind, _ = aic.points(db, system, engine, version, kinds=set(TOKENS), gemm_dtypes={"bfloat16", "fp8"})
+        for kind, (lo, hi) in TOKENS.items():
+            groups: dict[str, list[aic.Point]] = {}
+            for p in by_kind.get(kind, []):
+                if lo <= _tokens(p) <= hi and (kind not in ("attention_prefill", "mla_prefill") or p.dtype == "bfloat16"):
+                    groups.setdefault(p.dtype, []).append(p)
+            for dtype, pts in sorted(groups.items()):
+                pts = aic._spread(pts, PER_GROUP)
+                errs = [m.price(replace(p, op=_prefill_op(p)))[0] / p.t_us - 1.0 for p in pts]
+                op = _prefill_op(pts[0])
+                key = f"{op.kernel_class}.{op.variant}" if op.variant else op.kernel_class
+                law = key if key in prof.fits else f"{op.kernel_class} (+ GEMM roof)" if op.variant else op.kernel_class
+                print(f"{system:9} {engine:7} {version:10} {kind:17} {dtype:9} {len(pts):5d} {statistics.median(errs):+8.1%} "
+                      f"{statistics.median(abs(e) for e in errs):7.1%} {_pct(errs, 0.1):+7.1%} {_pct(errs, 0.9):+7.1%}  {law}")
+        sys.stdout.flush()
     return 0
 
 

@@ -26,9 +26,9 @@ from collections import defaultdict
 
 from perfmodel import aic
 from perfmodel.model.step import price_op
-from perfmodel.request import profile_source_gpu, resolve_profile
+from perfmodel.request import resolve_profile
 from perfmodel.specs import registry
-from perfmodel.transfer import _Machines
+from perfmodel.transfer import imported_machines
 
 SYSTEMS = ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm")
 DB_DTYPE = {"fp8": "fp8_block", "mxfp4": "w4a16_mxfp4", "nvfp4": "nvfp4"}
@@ -49,8 +49,6 @@ def shapes() -> dict[tuple, str]:
 def main() -> None:
     db = aic.Database.installed()
     local = resolve_profile(None)
-    local_gpu = profile_source_gpu(local)
-    mk = registry.load_memory_kinds()
     want = shapes()
     print(f"{aic.PACKAGE} {db.version}; local profile: {local.label}")
     print("predicted / measured - 1 of the routed-expert op, imported profile of the row's system and engine "
@@ -59,36 +57,29 @@ def main() -> None:
             f"{'|err|':>6} {'law':>7} {'|err|':>6}  " + " ".join(f"{'T=' + str(t):>7}" for t in TOKENS))
     print(head)
     overall = defaultdict(list)
-    for system in SYSTEMS:
-        gpu = registry.load_gpu(aic.SYSTEM_GPUS[system])
-        for engine in aic.ENGINES:
-            version = db.current(system, engine)
-            if version is None:
+    for system, engine, version, prof, mach in imported_machines(db, SYSTEMS, local):
+        bare = dataclasses.replace(mach.get(), table=None)  # the laws alone
+        by_kind, _ = aic.points(db, system, engine, version, kinds={"moe"})
+        groups = defaultdict(list)
+        for p in by_kind.get("moe", []):
+            s = p.shape
+            name = want.get((p.dtype, s["H"], s["I"] * int(s["shape"].rpartition("_tp")[2]), s["E"], s["k"]))
+            if name is None or s["T"] > MAX_TOKENS:
                 continue
-            prof = aic.import_profile(db, system, f"{engine}@{version}", local)
-            mach = _Machines(prof, gpu, mk, fallback_gpu=local_gpu)
-            bare = dataclasses.replace(mach.get(), table=None)  # the laws alone
-            by_kind, _ = aic.points(db, system, engine, version, kinds={"moe"})
-            groups = defaultdict(list)
-            for p in by_kind.get("moe", []):
-                s = p.shape
-                name = want.get((p.dtype, s["H"], s["I"] * int(s["shape"].rpartition("_tp")[2]), s["E"], s["k"]))
-                if name is None or s["T"] > MAX_TOKENS:
-                    continue
-                groups[(p.dtype, name, int(s["shape"].rpartition("_tp")[2]))].append(p)
-            for (dtype, name, tp), pts in sorted(groups.items()):
-                errs, law, at = [], [], {}
-                for p in pts:
-                    us, _ = mach.price(p)
-                    errs.append(us / p.t_us - 1.0)
-                    law.append(price_op(bare, p.op) / p.t_us - 1.0)
-                    at[p.shape["T"]] = law[-1] + 1.0
-                for key in ((dtype, system[:1]), (dtype, "all")):
-                    overall[key + ("step",)].extend(errs)
-                    overall[key + ("law",)].extend(law)
-                cells = " ".join(f"{at[t]:7.2f}" if t in at else f"{'-':>7}" for t in TOKENS)
-                print(f"{system:9} {engine + ' ' + version:17} {dtype:12} {name:20} {tp:>2} {pts[0].cls:10} {len(pts):>3} "
-                      f"{_fmt(errs)} {_fmt(law)}  {cells}")
+            groups[(p.dtype, name, int(s["shape"].rpartition("_tp")[2]))].append(p)
+        for (dtype, name, tp), pts in sorted(groups.items()):
+            errs, law, at = [], [], {}
+            for p in pts:
+                us, _ = mach.price(p)
+                errs.append(us / p.t_us - 1.0)
+                law.append(price_op(bare, p.op) / p.t_us - 1.0)
+                at[p.shape["T"]] = law[-1] + 1.0
+            for key in ((dtype, system[:1]), (dtype, "all")):
+                overall[key + ("step",)].extend(errs)
+                overall[key + ("law",)].extend(law)
+            cells = " ".join(f"{at[t]:7.2f}" if t in at else f"{'-':>7}" for t in TOKENS)
+            print(f"{system:9} {engine + ' ' + version:17} {dtype:12} {name:20} {tp:>2} {pts[0].cls:10} {len(pts):>3} "
+                  f"{_fmt(errs)} {_fmt(law)}  {cells}")
     print("\nall rows by dtype (h: Hopper systems, b: Blackwell): n, signed median, median |error|")
     for (dtype, fam, how), errs in sorted(overall.items()):
         print(f"  {dtype:12} {fam:4} {how:5} {len(errs):5} {_fmt(errs)}")
