@@ -5,7 +5,9 @@ Reads the errors files run.py writes: errors_<engine>.json here (the shipped fit
 variants/<tag>/errors_<engine>.json (the forms compared with it: the factors fitted and the fit's
 loss, run.py --factors/--loss/--tag). Per engine and figure, one line per form: its factors and
 the median |error| on every row uncalibrated, fitted, held out by system (LOSO) and by model
-(LOMO), and aiconfigurator's on the same rows (every row run.py fits was priced by it).
+(LOMO), and aiconfigurator's on the same rows: the rows it priced. A form fitted on more rows
+(run.py --more-per-group) also gets a line on every row it fitted ("+ every row"), without the
+estimator's column.
 """
 
 from __future__ import annotations
@@ -36,13 +38,17 @@ def main() -> None:
         for fig in ("tpot_ms", "ttft_ms"):
             print(f"  {fig:<8} {'form':<24} {'n':>3} " + " ".join(f"{SHORT[k]:>15}" for k in KINDS) + "  factors")
             for name, d in runs:
-                rows = [r for r in d["rows"] if r["figure"] == fig]
-                cells = []
-                for k in KINDS:
-                    s = error_stats([r[k] for r in rows if r.get(k) is not None])
-                    cells.append(f"{s['median_abs']:6.1%} ({s['signed_median']:+6.1%})" if s["n"] else f"{'n/a':>15}")
+                every = [r for r in d["rows"] if r["figure"] == fig]
+                same = [r for r in every if r.get("aiconfigurator") is not None]
                 facs = ", ".join(f"{k} {v:.4g}" for k, v in d["factors"].items())
-                print(f"  {fig:<8} {name:<24} {len(rows):3d} " + " ".join(cells) + f"  {facs}")
+                for label, rows in ((name, same), (name + " + every row", every if len(every) > len(same) else [])):
+                    if not rows:
+                        continue
+                    cells = []
+                    for k in KINDS:
+                        s = error_stats([r[k] for r in rows if r.get(k) is not None])
+                        cells.append(f"{s['median_abs']:6.1%} ({s['signed_median']:+6.1%})" if s["n"] else f"{'n/a':>15}")
+                    print(f"  {fig:<8} {label:<24} {len(rows):3d} " + " ".join(cells) + f"  {facs}")
 
 
 if __name__ == "__main__":

@@ -1,19 +1,23 @@
 """Engine calibrations from aiconfigurator's measured serving points, on the rows its own estimator
 priced (run from the repository root: python evidence/engine-calibrations/run.py [--per-group N]
-[--engines vllm,sglang,trtllm] [--held-out gpu,model] [--write]).
+[--more-per-group N] [--engines vllm,sglang,trtllm] [--held-out gpu,model] [--write]).
 
 For each engine family: the aggregated rows of aiconfigurator-core's silicon_sample.csv that
 perfmodel expresses (`perfmodel.silicon`) and that aiconfigurator's estimator priced in its saved
 runs (AIC_RESULTS, read back with `silicon_validate.read_aic`: the estimator is not run here), all
 of them or, with --per-group N, a stratified subset (at most N rows per model and system, spanning
-their loads). Each row is a calibration point with its mean TTFT and mean TPOT, priced through the
-serving simulation with its server's settings where InferenceX's scripts give them
-(`silicon.Expressed.scenario`) against the row's system's imported per-op profile
-(`perfmodel.aic.import_profile`, the row's engine version where the database has it: way (b)).
+their loads); --more-per-group N adds up to N of the engine's other expressed rows per model and
+system (every system and model the sample holds for the engine, spanning their loads), so that the
+fit and its held-out folds see more systems and models than the estimator's rows do. Each row is
+a calibration point with its mean TTFT and mean TPOT, priced through the serving simulation with
+its server's settings where InferenceX's scripts give them (`silicon.Expressed.scenario`) against
+the row's system's imported per-op profile (`perfmodel.aic.import_profile`, the row's engine
+version where the database has it: way (b)).
 `perfmodel.calibrate.fit` fits the engine's factors (FORMS) with each GPU's points held out in
 turn (leave-one-system-out, LOSO), then again with each model's held out (leave-one-model-out,
 LOMO). Every row prints perfmodel's errors (uncalibrated, fitted, LOSO, LOMO) beside the
-estimator's on the same row, and the summary lines give both on the same rows.
+estimator's on the same row, and the summary lines give both on the same rows (the rows the estimator
+priced), then perfmodel's on every fitted row.
 --write ships the leave-one-system-out fit as perfmodel/data/engines/<engine>.json.
 Errors: predicted / measured - 1 (+: too slow).
 """
@@ -93,6 +97,8 @@ def points_for(expressed, folder: Path, db, local) -> tuple[list[ObservedPoint],
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--per-group", type=int, default=0, help="at most N rows per model and system (0: every row)")
+    ap.add_argument("--more-per-group", type=int, default=0,
+                    help="add up to N of the engine's expressed rows the estimator did not price, per model and system")
     ap.add_argument("--engines", default="vllm,sglang,trtllm")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--held-out", default="gpu,model", help="the leave-one-out fits run: gpu, model or both")
@@ -118,10 +124,16 @@ def main() -> None:
             sub = [e for e in ok if e.engine == engine and e.row.id in est]
             if a.per_group:
                 sub = silicon.stratified(sub, a.per_group, silicon.group_key)
+            if a.more_per_group:
+                sub += silicon.stratified([e for e in ok if e.engine == engine and e.row.id not in est],
+                                          a.more_per_group, silicon.group_key)
             pts, skipped = points_for(sub, Path(tmp), db, local)
             groups = sorted({(e.model, e.row.system) for e in sub})
-            print(f"\n== {engine}: {len(pts)} rows " + (f"(at most {a.per_group} per model and system) " if a.per_group else "")
-                  + "of those aiconfigurator's estimator priced; models x systems: "
+            n_est = sum(1 for p in pts if p.label.split()[0] in est)
+            print(f"\n== {engine}: {n_est} rows " + (f"(at most {a.per_group} per model and system) " if a.per_group else "")
+                  + "of those aiconfigurator's estimator priced"
+                  + (f", {len(pts) - n_est} more (at most {a.more_per_group} per model and system)" if a.more_per_group else "")
+                  + "; models x systems: "
                   + ", ".join(f"{m} {s} {sum(1 for e in sub if (e.model, e.row.system) == (m, s))}" for m, s in groups)
                   + " ==")
             print(f"  factors fitted: {', '.join(factors)}; loss {loss}")
@@ -148,7 +160,6 @@ def main() -> None:
             loso = {(p.index, p.figure): p.loo_err for p in runs["gpu"].points} if "gpu" in runs else {}
             lomo = {(p.index, p.figure): p.loo_err for p in runs["model"].points} if "model" in runs else {}
             print(f"  {'row':<70} {'fig':<7} {'measured':>9} {'uncal':>7} {'fitted':>7} {'LOSO':>7} {'LOMO':>7} {'aic':>7}")
-            table: dict[tuple, list] = {}
             rows_out = []
             for p in res.points:
                 rid = p.label.split()[0]
@@ -156,23 +167,24 @@ def main() -> None:
                 errs = {"uncalibrated": p.uncalibrated / p.observed - 1, "fitted": p.err,
                         "leave-one-system-out": loso.get((p.index, p.figure)),
                         "leave-one-model-out": lomo.get((p.index, p.figure)),
-                        "aiconfigurator": est[rid][p.figure] / p.observed - 1}
+                        "aiconfigurator": est[rid][p.figure] / p.observed - 1 if rid in est else None}
                 print(f"  {p.label[:70]:<70} {p.figure:<7} {p.observed:9.2f} "
                       + " ".join(f"{v:+7.1%}" if v is not None else "    n/a" for v in errs.values()))
-                for kind, v in errs.items():
-                    if v is not None:
-                        table.setdefault((kind, p.figure), []).append(v)
                 rows_out.append({"id": rid, "model": e.model, "system": e.row.system, "figure": p.figure,
                                  "measured": p.observed, "predicted": p.predicted} | errs)
-            for fig in ("tpot_ms", "ttft_ms"):
-                for kind in ("uncalibrated", "fitted", "leave-one-system-out", "leave-one-model-out", "aiconfigurator"):
-                    if (kind, fig) in table:
-                        print(f"  {engine:<7} {fig:<8} {kind:<22} {stats(table[(kind, fig)])}")
+            same = [r for r in rows_out if r["aiconfigurator"] is not None]
+            for label, rs in (("", same), (" every fitted row", rows_out if len(same) < len(rows_out) else [])):
+                for fig in ("tpot_ms", "ttft_ms"):
+                    kinds = ("uncalibrated", "fitted", "leave-one-system-out", "leave-one-model-out")
+                    for kind in kinds + (() if label else ("aiconfigurator",)):
+                        errs = [r[kind] for r in rs if r["figure"] == fig and r[kind] is not None]
+                        if errs:
+                            print(f"  {engine:<7} {fig:<8} {kind:<22} {stats(errs)}{label}")
             for by in ("system", "model"):
                 for g in sorted({r[by] for r in rows_out}):
                     for fig in ("tpot_ms", "ttft_ms"):
                         rs = [r for r in rows_out if r[by] == g and r["figure"] == fig]
-                        line = "  ".join(f"{k} {error_stats([r[k] for r in rs])['median_abs'] or 0:6.1%}"
+                        line = "  ".join(f"{k} {error_stats([r[k] for r in rs if r[k] is not None])['median_abs'] or 0:6.1%}"
                                          for k in ("leave-one-system-out", "leave-one-model-out", "aiconfigurator")
                                          if any(r[k] is not None for r in rs))
                         print(f"  by {by} {g:<16} {fig:<8} n {len(rs):3d}  median |err|: {line}")
