@@ -401,10 +401,8 @@ def _attention_ops(m: ModelSpec, lay: Layout, groups: list[_Seqs], count: int) -
         hq = max(1, a.n_heads // t)
         hkv = max(1, a.n_kv_heads // t)
         D = a.head_dim
-        ops.append(_gemm("qkv_proj", "dense", T, H, (hq + 2 * hkv) * D, wd, count))
-        if a.qk_norm:  # each head's q and k normalised over its D: T*hq and T*hkv rows
-            ops += [_elt("q_norm", T * hq, D, count, "rmsnorm"), _elt("k_norm", T * hkv, D, count, "rmsnorm")]
-        ops.append(_elt("rope", T, (hq + hkv) * D, count, "rope", per_token=2 * D))
+        ops += [_gemm("qkv_proj", "dense", T, H, (hq + 2 * hkv) * D, wd, count),
+                _elt("rope", T, (hq + hkv) * D, count, "rope", per_token=2 * D)]
         for g in groups:
             if g.kind == "prefill":
                 ops += _prefill_attention_ops(m, lay, g, count, kvb)

@@ -23,7 +23,6 @@ from perfmodel.specs.registry import SpecError, _format_validation_error
 from perfmodel.specs.schema import ModelSpec
 
 DENSE = {"llama", "qwen2", "qwen3", "mistral"}
-QK_NORM = {"qwen3", "qwen3_moe"}  # transformers' Qwen3Attention / Qwen3MoeAttention: q_norm, k_norm over head_dim
 MOE_GQA = {"qwen3_moe": "num_experts", "mixtral": "num_local_experts", "gpt_oss": "num_local_experts"}
 MLA = {"deepseek_v3", "kimi_k2"}
 FAMILIES = sorted(DENSE | set(MOE_GQA) | MLA)
@@ -219,8 +218,6 @@ def from_hf_config(cfg: dict, name: str, label: str = "config.json") -> ModelSpe
             att["sliding_window"] = cfg["sliding_window"]
             att["sliding_layer_fraction"] = (sum(t == "sliding_attention" for t in types) / len(types)
                                              if types else 0.5)
-        if family in QK_NORM:
-            att["qk_norm"] = True
         spec["attention"] = att
         if family in DENSE:
             spec["n_dense_layers"] = n_layers

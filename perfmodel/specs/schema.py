@@ -184,8 +184,6 @@ class GQASpec(Strict):
     head_dim: int = Field(gt=0)
     sliding_window: int | None = Field(None, gt=0)
     sliding_layer_fraction: float = Field(0.0, ge=0, le=1)
-    qk_norm: bool = Field(False, description="an RMSNorm over each head of q and of k before RoPE (Qwen3: q_norm, "
-                                             "k_norm), two kernels a layer")
 
     @model_validator(mode="after")
     def _divisible(self) -> GQASpec:
