@@ -79,7 +79,11 @@ class Checkpoint:
 
 
 # model_path -> preset. Sources: perfmodel/modelspecs/SOURCES.md for the presets; the KV dtype from
-# the bundled config.json's quantization_config (aiconfigurator-core 0.12.0 model_configs/).
+# the bundled config.json's quantization_config (aiconfigurator-core 0.12.0 model_configs/): fp8 where
+# it declares a KV-cache quantization, else the engines' `auto`, the checkpoint's bf16 (aiconfigurator's
+# own reading of these configs, sdk/utils.py `_infer_quantization_fields`; evidence/qwen3-fp8-step/).
+# DeepSeek-R1/V3 and MiniMax-M2.5 declare none either; their fp8 stands until their runs' server
+# arguments are read (InferenceX's scripts may set an FP8 KV cache on the command line).
 MODELS: dict[str, Checkpoint] = {
     "deepseek-ai/DeepSeek-R1": Checkpoint("deepseek-v3", "fp8", "quant_method fp8, 128x128 blocks"),
     "deepseek-ai/DeepSeek-V3": Checkpoint("deepseek-v3", "fp8", "quant_method fp8, 128x128 blocks"),
@@ -90,7 +94,7 @@ MODELS: dict[str, Checkpoint] = {
     "meta-llama/Llama-3.1-8B-Instruct": Checkpoint("llama-3.1-8b", "bf16", "bf16 checkpoint"),
     "nvidia/Llama-3.1-8B-Instruct-FP8": Checkpoint("llama-3.1-8b", "fp8", "ModelOpt FP8"),
     "meta-llama/Llama-3.1-70B": Checkpoint("llama-3.1-70b", "bf16", "bf16 checkpoint"),
-    "Qwen/Qwen3-235B-A22B-FP8": Checkpoint("qwen3-235b-a22b", "fp8", "quant_method fp8, 128x128 blocks"),
+    "Qwen/Qwen3-235B-A22B-FP8": Checkpoint("qwen3-235b-a22b", "bf16", "quant_method fp8, 128x128 blocks, no KV-cache quantization"),
     "Qwen/Qwen3-32B": Checkpoint("qwen3-32b", "bf16", "bf16 checkpoint"),
     "MiniMaxAI/MiniMax-M2.5": Checkpoint("minimax-m2.5", "fp8", "quant_method fp8, 128x128 blocks"),
     "nvidia/Qwen3-32B-NVFP4": Checkpoint("qwen3-32b", "fp8", "ModelOpt NVFP4"),

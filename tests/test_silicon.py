@@ -79,7 +79,17 @@ def test_tp_row_expressed_with_the_checkpoints_dtypes(rows):
 def test_tp_ep_row(rows):
     e = silicon.express(_row(rows, "qwen_qwen3_235b_a22b_fp8_qwen_qwen3_235b_a22b_fp8_h100_sxm_trtllm_agg_512x128_c4_tp4"))
     assert (e.parallel, e.gpus, e.model, e.engine) == ("tp-attn-ep-moe", 4, "qwen3-235b-a22b", "trtllm")
-    assert e.dtypes["routed_experts"] == "fp8" and e.dtypes["kv_cache"] == "fp8"
+    assert e.dtypes["routed_experts"] == "fp8" and "kv_cache" not in e.dtypes
+
+
+def test_a_block_fp8_checkpoint_that_declares_no_kv_quantization_keeps_a_bf16_kv_cache(rows):
+    """Qwen3-235B-A22B-FP8's config quantizes weights only (no kv_cache_quant_algo or kv_cache_scheme):
+    the engines' `auto` KV dtype is then the checkpoint's bf16, as aiconfigurator reads it too."""
+    for prefix in ("qwen_qwen3_235b_a22b_fp8_qwen_qwen3_235b_a22b_fp8_h200_sxm_vllm_agg_1000x100_c8_tp1",
+                   "qwen_qwen3_235b_a22b_fp8_qwen_qwen3_235b_a22b_fp8_h100_sxm_trtllm_agg_512x128_c4_tp4"):
+        e = silicon.express(_row(rows, prefix))
+        assert e.dtypes["attention"] == e.dtypes["routed_experts"] == "fp8"
+        assert "kv_cache" not in e.dtypes and e.request().dtypes.get("kv_cache", "bf16") == "bf16"
 
 
 def test_experts_tp_x_ep_row_is_a_mixed_layout(rows):
