@@ -12,7 +12,8 @@ laws, the collectives at prefill sizes) moves the slope; a per-step cost moves t
 
 Then T(1024) by GPU count (tensor-parallel layouts: GPU work per rank shrinks with the ranks, a
 host-bound forward's does not), and the floor perfmodel leaves (measured minus imported) per
-kernel launch of the group's 1024-token prefill step as perfmodel counts them.
+kernel launch of the group's 1024-token prefill step as perfmodel counts them, and
+aiconfigurator's estimator on DeepSeek-R1's rows at C <= 8 where its saved results priced them.
 
     python evidence/dsr1-ttft-floor/floor.py > evidence/dsr1-ttft-floor/floor.txt
 """
@@ -145,7 +146,36 @@ def per_kernel(floors: dict) -> None:
         print(f"  {engine:7} {model:14} {statistics.median(v):6.1f} ({len(v)})")
 
 
+AIC_RESULTS = ["silicon-validation/aic_estimator_4_per_group.jsonl",
+               "silicon-validation/aic_estimator_8_per_group.jsonl",
+               "engine-calibrations/aiconfigurator_per_group2.jsonl"]
+
+
+def estimator() -> None:
+    """aiconfigurator's estimator on DeepSeek-R1's rows at C <= 8, where its saved results
+    (evidence/engine-calibrations/run.py AIC_RESULTS) priced them: it sums the database's per-op
+    times, as the imported way does."""
+    from perfmodel.silicon_validate import read_aic
+
+    est: dict = {}
+    for name in AIC_RESULTS:
+        path = ROWS.parents[1] / name
+        est.update({k: v for k, v in read_aic(path.read_text(), name).items() if "ttft_ms" in v})
+    print()
+    print("aiconfigurator's estimator on DeepSeek-R1's rows at C <= 8 (its saved results): TTFT ms")
+    print(f"  {'row':76} {'C':>2} {'prompt':>6} {'measured':>9} {'estimator':>9} {'imported':>9}")
+    for p in json.loads(ROWS.read_text())["points"]:
+        if p["model"] != "deepseek-v3" or p["id"] not in est or not p["predicted"].get("imported"):
+            continue
+        m = re.search(r"C=(\d+), (\d+)/(\d+)", p["scenario"])
+        if int(m.group(1)) > 8:
+            continue
+        print(f"  {p['id']:76} {m.group(1):>2} {m.group(2):>6} {p['measured']['ttft_ms']:9.1f}"
+              f" {est[p['id']]['ttft_ms']:9.1f} {p['predicted']['imported']['ttft_ms']:9.1f}")
+
+
 if __name__ == "__main__":
     main()
     by_width()
     per_kernel(FLOORS)
+    estimator()
