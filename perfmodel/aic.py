@@ -113,6 +113,9 @@ SAMPLE_MAX_TOKENS = 1024  # GEMM / MoE rows kept as samples for lookup, and atte
 SAMPLE_MAX_SEQS = 256  # this many sequences over prefixes of SAMPLE_MIN_CONTEXT or more (an imported profile
 SAMPLE_MIN_CONTEXT = 1023  # stays a few MB: input files are capped at 10 MB)
 COLL_MAX_BYTES = 4 << 20  # collective laws on decode-range messages, as measure/collectives.py fits them
+# and a second law on the larger messages a prompt's step sends (`CollectiveFit.min_bytes`): carried
+# to them, the decode-range law priced 117 MB all-reduces (DeepSeek's 8192-token prompt on TP8) 2-3x
+# slower than the database's own rows at that size (evidence/collective-sizes/)
 
 
 class AicError(ValueError):
@@ -607,16 +610,20 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
     ar_kind = "custom_allreduce" if by_kind.get("custom_allreduce") else "nccl"
     link = _link_kind(gpu_spec)
     for (n, graph), group in sorted(_groups(ar, lambda p: (p.n_gpus, p.graph)).items()):
-        pts = [p for p in group if p.bytes_per_gpu <= COLL_MAX_BYTES and p.dtype in ("bfloat16", "half")]
-        if len(pts) < 2:
-            continue
-        try:
-            colls.append(fit_collective_law([p.bytes_per_gpu for p in pts], [p.t_us for p in pts], op="all_reduce",
-                                            n_gpus=n, graph=graph, link=link,
-                                            source=f"{src}: {at(ar_kind)} ({', '.join(sorted({p.kernel_source for p in pts}))}), "
-                                                   f"{len(pts)} messages <= {COLL_MAX_BYTES >> 20} MB"))
-        except ValueError:
-            continue
+        bf16 = [p for p in group if p.dtype in ("bfloat16", "half")]
+        small = [p for p in bf16 if p.bytes_per_gpu <= COLL_MAX_BYTES]
+        large = [p for p in bf16 if p.bytes_per_gpu > COLL_MAX_BYTES]
+        for pts, lo, what in ((small, 0.0, f"<= {COLL_MAX_BYTES >> 20} MB"), (large, float(COLL_MAX_BYTES), f"> {COLL_MAX_BYTES >> 20} MB")):
+            if len(pts) < 2 or (lo and len(small) < 2):
+                continue
+            try:
+                fit = fit_collective_law([p.bytes_per_gpu for p in pts], [p.t_us for p in pts], op="all_reduce",
+                                         n_gpus=n, graph=graph, link=link,
+                                         source=f"{src}: {at(ar_kind)} ({', '.join(sorted({p.kernel_source for p in pts}))}), "
+                                                f"{len(pts)} messages {what}")
+            except ValueError:
+                continue
+            colls.append(fit.model_copy(update={"min_bytes": lo}))
     if colls:
         info_tables["all_reduce"] = at(ar_kind)
     lacks = [c.name for c in class_by_name().values() if c.name not in fits and not c.stand_in]  # a stand-in prices the rest

@@ -665,7 +665,8 @@ def profile_import_aic(system: str | None = typer.Option(None, "--system", help=
         typer.echo(f"  {cls:<21} imported: {im.dtypes[cls]} rows of {im.tables[cls]} ({', '.join(im.kernel_sources[cls])}); "
                    f"{f.n_points} fitted, rms {f.rmse_rel:.0%}")
     for c in prof.collectives:
-        typer.echo(f"  {'all_reduce':<21} imported: {c.n_gpus} GPUs, {'graph' if c.graph else 'eager'}: latency {c.latency_us:.1f} us, "
+        size = f", messages above {c.min_bytes / 2**20:g} MB" if c.min_bytes else ""
+        typer.echo(f"  {'all_reduce':<21} imported: {c.n_gpus} GPUs, {'graph' if c.graph else 'eager'}{size}: latency {c.latency_us:.1f} us, "
                    f"rms {c.rmse_rel:.0%} ({im.tables['all_reduce']})")
     for cls in im.lacks:
         typer.echo(f"  {cls:<21} not in the database: priced by the fallback profile's law carried to {prof.provenance.gpu_spec} "

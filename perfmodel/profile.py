@@ -187,6 +187,9 @@ class CollectiveFit(_M):
     residuals_rel: list[float] = []
     rmse_rel: float = Field(0.0, ge=0)
     link: str = Field("", description="what joined the GPUs, e.g. nvlink4")
+    min_bytes: float = Field(0.0, ge=0, description="bytes per GPU from which the fit prices a message: 0 for the "
+                                                  "law of every size; above 0, the law of messages larger than that "
+                                                  "(an imported profile's prefill-size all-reduces), beside the law of 0")
     source: str = ""
 
 

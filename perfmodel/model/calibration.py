@@ -133,8 +133,11 @@ def calibrated(mach: Machine, f: Factors) -> Machine:
 
 
 def _coll(law: CollectiveLaw | None, fam: str | None, f: Factors) -> CollectiveLaw | None:
-    if law is None:
-        return None
+    """The calibrated collective law, its large messages' law (`CollectiveLaw.large`) alike."""
+    return None if law is None else law.each(lambda x: _coll_one(x, fam, f))
+
+
+def _coll_one(law: CollectiveLaw, fam: str | None, f: Factors) -> CollectiveLaw:
     kl, kb = f"coll_lat.{fam}", f"coll_bw.{fam}"
     if fam and (kl in f.values or kb in f.values):
         return replace(law, latency_us=law.latency_us * f.get(kl), busbw_GBps=law.busbw_GBps * f.get(kb),

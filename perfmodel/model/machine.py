@@ -66,6 +66,20 @@ class CollectiveLaw:
     rel_unc_lat: float
     rel_unc_bw: float
     rule: str
+    # The law of messages above `large_from_bytes` per GPU, where the profile fitted one apart
+    # (`CollectiveFit.min_bytes`): a law fitted on decode-size messages, carried to a prompt's,
+    # prices them at the small messages' bandwidth.
+    large: CollectiveLaw | None = None
+    large_from_bytes: float = math.inf
+
+    def at(self, bytes_per_gpu: float) -> CollectiveLaw:
+        """The law that prices a message of this many bytes per GPU."""
+        return self.large if self.large is not None and bytes_per_gpu > self.large_from_bytes else self
+
+    def each(self, fn) -> CollectiveLaw:
+        """`fn` applied to this law and to its large messages' law."""
+        out = fn(self)
+        return replace(out, large=fn(self.large)) if self.large is not None else out
 
 
 @dataclass(frozen=True)
@@ -195,6 +209,19 @@ def _collective_from_fit(fit: CollectiveFit, n: int) -> CollectiveLaw:
         rel_unc_lat=max(0.1, fit.rmse_rel), rel_unc_bw=max(0.1, fit.rmse_rel),
         rule=f"measured {fit.op} fit on {fit.n_gpus} GPUs over {fit.link or 'local link'} ({fit.source})",
     )
+
+
+def _with_large(small: CollectiveLaw, large: CollectiveLaw, from_bytes: float, factor: float) -> CollectiveLaw:
+    """`small` pricing messages up to `from_bytes` per GPU and `large` those above; where the large
+    law would price a message just above the bound below the small law's price at it, its latency
+    is raised to meet it, so that a larger message never costs less (`factor`: the op's bus factor,
+    as `step` prices a message: latency + bytes x factor / busbw)."""
+    at_bound = small.latency_us + from_bytes * factor / (small.busbw_GBps * 1e3)
+    floor_us = at_bound - from_bytes * factor / (large.busbw_GBps * 1e3)
+    if large.latency_us < floor_us:
+        large = replace(large, latency_us=floor_us,
+                        rule=large.rule + f"; latency raised to {floor_us:.1f} us to meet the smaller messages' law at {from_bytes / 2**20:g} MB")
+    return replace(small, large=large, large_from_bytes=from_bytes)
 
 
 def _collective_from_spec(link: InterconnectSpec, op: str) -> CollectiveLaw:
@@ -362,8 +389,13 @@ def build_machine(gpu: GpuSpec, n_gpus: int, link: InterconnectSpec | None, prof
         for op in coll:
             fits = [c for c in profile.collectives if c.op == op and c.graph == graph
                     and link is not None and c.link == link.kind and c.n_gpus == n_gpus]
-            if fits:
-                coll[op] = _collective_from_fit(fits[0], n_gpus)
+            small = [c for c in fits if c.min_bytes == 0]
+            large = sorted((c for c in fits if c.min_bytes > 0), key=lambda c: c.min_bytes)
+            if small:
+                coll[op] = _collective_from_fit(small[0], n_gpus)
+                if large:
+                    coll[op] = _with_large(coll[op], _collective_from_fit(large[0], n_gpus), large[0].min_bytes,
+                                           bus_factor(op, n_gpus))
             elif link is not None:
                 coll[op] = _collective_from_spec(link, op)
             else:

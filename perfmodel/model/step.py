@@ -293,6 +293,7 @@ def _price_collectives(acc: _Acc, mach: Machine, colls: list[Collective], comp: 
         n = c.group or mach.n_gpus
         if n <= 1:
             continue
+        law = law.at(c.bytes_per_gpu)
         factor = bus_factor(c.op, n)
         lat = law.latency_us * c.count
         bw = c.bytes_per_gpu * factor / (law.busbw_GBps * 1e3) * c.count

@@ -35,7 +35,7 @@ def scale_laws(k: float, attr: str) -> MachineFn:
 
 def scale_collectives(k: float, attr: str) -> MachineFn:
     def f(m: Machine) -> Machine:
-        upd = {n: replace(getattr(m, n), **{attr: getattr(getattr(m, n), attr) * k})
+        upd = {n: getattr(m, n).each(lambda law: replace(law, **{attr: getattr(law, attr) * k}))
                for n in ("all_reduce", "all_to_all") if getattr(m, n) is not None}
         return replace(m, **upd)
     return f
