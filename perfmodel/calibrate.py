@@ -40,6 +40,7 @@ from perfmodel.calibration_schema import (  # noqa: F401 (the file schemas, re-e
     GROUPS,
     HOST,
     HOST_MAX_US,
+    PREFILL_LAUNCH,
     REL_SIGMA,
     TTFT_MS,
     TTFT_STEPS,
@@ -84,6 +85,11 @@ TTFT_STEPS_PRIOR = 10.0
 # streaming path of one request; uncalibrated SGLang TTFT on aiconfigurator's H200 rows falls short
 # by 150-250 ms whatever the prompt and load (evidence/engine-calibrations/); 300 ms spans it.
 TTFT_MS_PRIOR = 300.0
+# Per kernel of a step with prompt tokens (PREFILL_LAUNCH): a one-token DeepSeek-V3 prefill in SGLang
+# takes 82.6 ms eager against 23.1 ms from a CUDA graph (sgl-project/sglang#12160), some 40 us for
+# each of its ~1,500 kernels; 100 us spans it.
+PREFILL_LAUNCH_PRIOR_US = 100.0
+NAMED_ONLY = (PREFILL_LAUNCH,)  # fitted only when a calibration input names it in `factors`
 DETERMINED = 0.7  # posterior σ below this fraction of the prior σ: the data pinned the factor
 TAU_PRIOR = 0.15  # acceptance models' spread against published τ (model/acceptance.py)
 
@@ -138,7 +144,7 @@ class Prepared:
         shared = _kernel_shared(self.machine, f)
         p = self.point
         setup = p.model_dump_json(exclude={"label", "rel_sigma", *FIGURES})
-        key = (setup, f.get(HOST), f.get(DRAFT_HOST))
+        key = (setup, f.get(HOST), f.get(DRAFT_HOST), f.get(PREFILL_LAUNCH))
         times = shared.times.get(key)
         if times is None:
             eng = engine_defaults(p.engine or "vllm", mach.gpu).with_settings(**server_settings(p))
@@ -287,6 +293,8 @@ def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmode
     if p.serving and p.ttft_ms is not None:  # the first token's wait moves a TTFT only
         prior[TTFT_STEPS] = TTFT_STEPS_PRIOR
         prior[TTFT_MS] = TTFT_MS_PRIOR
+    if p.serving:  # a serving point runs its prompts' steps
+        prior[PREFILL_LAUNCH] = PREFILL_LAUNCH_PRIOR_US
     keys = tuple(sorted(prior))
     prep = Prepared(i, p, model, mach, lay, q, tau, cap, draft, budget if p.spec == "ddtree" else 0, keys, prior,
                     memory_note)
@@ -532,7 +540,9 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
             raise CalibrationError(f"factors: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a factor of "
                                    f"these points (theirs: {', '.join(sorted(prior))})")
         prior = {k: v for k, v in prior.items() if k in inp.factors}
-        preps = [replace(p, keys=tuple(k for k in p.keys if k in prior)) for p in preps]
+    else:  # the default set: every factor of the points but those fitted only when named
+        prior = {k: v for k, v in prior.items() if k not in NAMED_ONLY}
+    preps = [replace(p, keys=tuple(k for k in p.keys if k in prior)) for p in preps]
     keys = sorted(prior)
     pred = _Predictions(keys)  # every fit below prices each (scenario, factor values) once
     sol = _restart_at_bound(_fit(preps, keys, prior, pred=pred, loss=inp.loss), preps, keys, prior, pred, inp.loss)

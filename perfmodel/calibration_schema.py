@@ -41,13 +41,22 @@ TTFT_STEPS = "engine_ttft_steps"
 # no step prices (tokenising the prompt, the scheduler receiving it, the HTTP and streaming path),
 # in ms: a wait of the same length whatever the load, where TTFT_STEPS grows with the step time.
 TTFT_MS = "engine_ttft_ms"
-ADDITIVE = (HOST, DRAFT_HOST, TTFT_STEPS, TTFT_MS)  # additive terms (≥ 0); every other factor is multiplicative
+# The engine's host time per kernel of a step that carries prompt tokens, in µs: engines run such
+# steps outside CUDA graphs (SGLang's and TensorRT-LLM's prefill, vLLM's beyond its captured sizes),
+# so each kernel's launch from Python costs the host again (a one-token DeepSeek-V3 prefill: 82.6 ms
+# eager against 23.1 ms replayed from a graph, sgl-project/sglang#12160). A prompt's floor that
+# does not shrink with more GPUs and grows with the kernels a model's forward launches
+# (evidence/dsr1-ttft-floor/floor.txt).
+PREFILL_LAUNCH = "engine_prefill_launch_us"
+ADDITIVE = (HOST, DRAFT_HOST, TTFT_STEPS, TTFT_MS, PREFILL_LAUNCH)  # additive terms (≥ 0); every other factor is multiplicative
 FACTOR_MAX = 50.0  # the fit's bounds on a multiplicative factor: [1 / FACTOR_MAX, FACTOR_MAX]
 HOST_MAX_US = 1e6  # ... and on the engine host terms
 TTFT_STEPS_MAX = 500.0  # ... and on the first token's wait, in steps
 TTFT_MS_MAX = 10_000.0  # ... and in ms: a server's per-request work, not a queue (which the simulation prices)
-ADDITIVE_MAX = {HOST: HOST_MAX_US, DRAFT_HOST: HOST_MAX_US, TTFT_STEPS: TTFT_STEPS_MAX, TTFT_MS: TTFT_MS_MAX}
-ADDITIVE_UNIT = {HOST: " µs", DRAFT_HOST: " µs", TTFT_STEPS: " steps", TTFT_MS: " ms"}
+PREFILL_LAUNCH_MAX_US = 10_000.0  # ... and per kernel of a prompt's step
+ADDITIVE_MAX = {HOST: HOST_MAX_US, DRAFT_HOST: HOST_MAX_US, TTFT_STEPS: TTFT_STEPS_MAX, TTFT_MS: TTFT_MS_MAX,
+                PREFILL_LAUNCH: PREFILL_LAUNCH_MAX_US}
+ADDITIVE_UNIT = {HOST: " µs", DRAFT_HOST: " µs", TTFT_STEPS: " steps", TTFT_MS: " ms", PREFILL_LAUNCH: " µs/kernel"}
 
 
 # How the fit weighs a point's miss (in its figure's 1σ, log space): "squares" (least squares), or

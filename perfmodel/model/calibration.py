@@ -24,6 +24,9 @@ plus an additive per-step engine host term:
                      request before the first token reaches the client that no step prices
                      (tokenising, the scheduler's receive, the HTTP and streaming path), additive
                      and ≥ 0 — serving points with a TTFT only
+  engine_prefill_launch_us  the engine's host time per kernel of a step that carries prompt
+                     tokens (run outside CUDA graphs, each kernel launched from Python), µs,
+                     additive and ≥ 0 — serving points only
 
 groups: attention (MLA, GQA decode, q = 1), attention_verify (q > 1: tree / chain verification,
 often another kernel in an engine), moe (W4A16, bf16), gemm (dense GEMMs, lm_head), elementwise.
@@ -47,6 +50,7 @@ from perfmodel.calibration_schema import (  # the factor names, declared with th
     DRAFT_HOST,
     FAMILIES,
     HOST,
+    PREFILL_LAUNCH,
     TTFT_MS,
     TTFT_STEPS,
 )
@@ -124,11 +128,13 @@ def calibrated(mach: Machine, f: Factors) -> Machine:
                  rel_unc_node=unc_node, engine_host_us=f.get(HOST),
                  engine_host_sigma_us=f.sigma.get(HOST, 0.0), engine_draft_host_us=f.get(DRAFT_HOST),
                  engine_draft_host_sigma_us=f.sigma.get(DRAFT_HOST, 0.0), engine_ttft_steps=f.get(TTFT_STEPS),
-                 engine_ttft_ms=f.get(TTFT_MS),
+                 engine_ttft_ms=f.get(TTFT_MS), engine_prefill_launch_us=f.get(PREFILL_LAUNCH),
+                 engine_prefill_launch_sigma_us=f.sigma.get(PREFILL_LAUNCH, 0.0),
                  rule=o.rule + f"; calibrated: launch x {fl:.3g}, engine host {f.get(HOST):.0f} us/step"
                  + (f" + {f.get(DRAFT_HOST):.0f} us/draft forward" if DRAFT_HOST in f.values else "")
                  + (f", first token after {f.get(TTFT_STEPS):.1f} more steps" if TTFT_STEPS in f.values else "")
-                 + (f", first token {f.get(TTFT_MS):.0f} ms later" if TTFT_MS in f.values else ""))
+                 + (f", first token {f.get(TTFT_MS):.0f} ms later" if TTFT_MS in f.values else "")
+                 + (f", {f.get(PREFILL_LAUNCH):.0f} us per kernel of a prompt's step" if PREFILL_LAUNCH in f.values else ""))
     return replace(mach, laws=laws, overheads=ov, **coll)
 
 

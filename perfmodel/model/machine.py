@@ -108,6 +108,8 @@ class Overheads:
     # ... and that wait in ms, whatever the load: its per-request work before the first token
     # reaches the client that no step prices (calibrated; 0 otherwise: serving.figures)
     engine_ttft_ms: float = 0.0
+    engine_prefill_launch_us: float = 0.0  # host µs per kernel of a step with prompt tokens (calibrated; 0 otherwise)
+    engine_prefill_launch_sigma_us: float = 0.0
 
 
 @dataclass(frozen=True)

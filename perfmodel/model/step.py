@@ -61,6 +61,7 @@ class _Acc:
         self.n_kernels = 0
         self.timeline: list[tuple[float, float, int]] = []  # per op, in issue order: (GPU us, host us) per call, calls
         self.notes: set[str] = set()
+        self.prefill = False  # the step carries prompt tokens (the engine's eager launches: `_finish`)
 
     def add(self, comp: str, us: float, group: str, rel_unc: float) -> None:
         self.by_comp[comp] += us
@@ -74,6 +75,7 @@ class _Acc:
         out = _Acc()
         out.by_comp, out.by_group = defaultdict(float, self.by_comp), defaultdict(float, self.by_group)
         out.ops, out.n_kernels, out.timeline, out.notes = self.ops, self.n_kernels, self.timeline, self.notes
+        out.prefill = self.prefill
         return out
 
 
@@ -529,6 +531,7 @@ def _terms(m: ModelSpec, mach: Machine, lay: Layout, ops: list[Op], colls: list[
     engine cost (evidence/acceptance-by-workload/check.txt), which a calibration supplies
     (evidence/engine-host-eagle3/)."""
     acc = _Acc()
+    acc.prefill = past_x_edge  # a batch with prefill groups
     gpu_us = _price_ops(acc, mach, ops, past_x_edge=past_x_edge, memo=memo)
     o = mach.overheads
     if draft_groups and m.drafter:
@@ -576,6 +579,9 @@ def _finish(acc: _Acc, o, host: bool) -> StepEstimate:
     """The step of `acc` (`_terms`) with the engine's host time per step of overheads `o`, added last."""
     if host and o.engine_host_us > 0:
         acc.add("engine_host", o.engine_host_us, "engine_host", o.engine_host_sigma_us / o.engine_host_us)
+    if host and acc.prefill and o.engine_prefill_launch_us > 0:  # the engine launches a prompt's kernels eagerly
+        acc.add("engine_host", acc.n_kernels * o.engine_prefill_launch_us, "engine_prefill_launch",
+                o.engine_prefill_launch_sigma_us / o.engine_prefill_launch_us)
     bd = {k: v for k, v in acc.by_comp.items() if v > 0}
     return StepEstimate(step_us=sum(bd.values()), breakdown_us=bd, sigma_us=acc.sigma(),
                         n_kernels=acc.n_kernels, ops=acc.ops, assumptions=sorted(acc.notes))
