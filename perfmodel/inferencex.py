@@ -20,10 +20,22 @@ Scripts read (paths at the commits named; the scripts moved from `benchmarks/<na
     `--ep_size` and `enable_attention_dp` themselves, whatever the run's config (and the records)
     named: EP over every GPU on FP8, EP and attention DP above set concurrencies
     (`_dsr1_trt_layout`): the published "tp8 ep1" H200 points of 2025-11-02 ran EP8, and their TPOT
-    is the "tp8 ep8" points' of the same loads (evidence/server-settings/ep_in_script.txt). No `--max_batch_size` (the YAML's cuda_graph_config
+    is the "tp8 ep8" points' of the same loads (evidence/server-settings/ep_in_script.txt). With attention DP,
+    `attention_dp_config: enable_balance: true, timeout_iters: 60, batching_wait_iters: 0` (in every
+    DeepSeek-R1 TRT-LLM script, the MTP ones too). No `--max_batch_size` (the YAML's cuda_graph_config
     max_batch_size is the CUDA graphs', not the scheduler's). dsr1_fp8_b200_trt from 2026-01-29
     (ec7bafaae): ISL = OSL = 1024 and CONC >= 64 set `batch_wait_timeout_iters: 40`,
     `batch_wait_max_tokens_ratio: 0.8` (DELAY_BATCHING).
+  TRT-LLM DeepSeek-R1 with MTP (dsr1_fp8_h200_trt_mtp, dsr1_fp8_b200_trt_mtp, dsr1_fp4_b200_trt_mtp at
+    bf3456727, 5d517074c, 0aae52d4c): `speculative_config: decoding_type: MTP`,
+    `num_nextn_predict_layers` 1 with attention DP, else 3; `--max_batch_size` (per rank) CONC, or with
+    attention DP CONC / TP (bf3456727), CONC / 8 (5d517074c: fp8 B200) or CONC / 4 (0aae52d4c: fp4 B200), CONC
+    itself below that; `--max_num_tokens` = ((MTP + 1) x max_batch_size + ISL + 64) rounded up to 64,
+    no floor. A push that adds a perf-changelog entry sweeps the entry's config keys alone
+    (.github/workflows/run-sweep.yml, utils/process_changelog.py), and the entries of these three
+    commits name only `dsr1-*-trt-mtp` keys: a run of that date on that GPU and precision served with
+    MTP, though aiconfigurator's sample records no speculative setting (`DSR1_TRT_MTP_SWEEPS`;
+    evidence/silicon-mtp-runs/).
   TRT-LLM Llama-3.1-70B (70b_fp8_h200_trt, 70b_fp8_b200_trt, 70b_fp4_b200_trt at 9596d23d7; the
     scripts were removed on 2025-10-29, 2582bce40): `--max_num_tokens 16384`; ISL = OSL = 1024 and
     TP < 8: `batch_wait_max_tokens_ratio: 0.9`, `batch_wait_timeout_iters: 20`.
@@ -51,8 +63,7 @@ vLLM's other scripts set `--max-num-seqs` to CONC or more (never binding a close
 and no budget, and are not listed. Not modelled here: `stream_interval` (TRT-LLM and SGLang send a request's first token
 at once whatever it is: `py_executor._handle_responses`, SGLang's `len(output_ids) % interval ==
 1`), the overlap schedulers (TRT-LLM's and SGLang's send a step's tokens once the next step is
-launched, about a step's host time later, not a step later), CUDA-graph batch sizes, and
-TRT-LLM's attention-DP balancing (`batching_wait_iters: 0`).
+launched, about a step's host time later, not a step later) and CUDA-graph batch sizes.
 
 Pure: no file is read.
 """
@@ -72,6 +83,14 @@ MI325X_PREFILL_131072_FROM = "2026-02-27"  # f267602ff: dsr1_fp8_mi325x --chunke
 MINIMAX_VLLM_BUDGET_FROM = {("fp8", "b200"): "2026-04-03", ("fp8", "b300"): "2026-04-17", ("fp4", "b200"): "2026-04-08",
                             ("fp4", "b300"): "2026-04-17"}
 TRT_LAYOUT_IN_SCRIPT_UNTIL = "2025-11-03"  # 17d5e204f: EP_SIZE and DP_ATTENTION come from the run's config after
+ADP_BALANCE_ITERS = 60  # the DeepSeek-R1 TRT-LLM scripts' attention_dp_config timeout_iters (enable_balance) with attention DP
+# The sweeps that ran DeepSeek-R1 TRT-LLM's MTP configs alone (the merge of the commit named; dates UTC):
+# date -> {(precision, gpu): with attention DP, the divisor of CONC in a rank's --max_batch_size (None: TP)}
+DSR1_TRT_MTP_SWEEPS = {
+    "2026-01-14": {("fp8", "h200"): None, ("fp8", "b200"): None, ("fp4", "b200"): None},  # bf3456727
+    "2026-02-05": {("fp8", "b200"): 8},  # 5d517074c
+    "2026-02-06": {("fp4", "b200"): 4},  # 0aae52d4c
+}
 
 
 def _dsr1_trt_layout(precision: str, gpu: str, tp: int, isl: int, osl: int, conc: int) -> tuple[int, bool]:
@@ -100,6 +119,10 @@ class ServerSettings:
     recv_interval: int | None = None
     batch_wait_iters: int | None = None
     batch_wait_tokens_ratio: float | None = None
+    adp_balance_iters: int | None = None
+    spec: str | None = None  # speculative decoding, where the script served with it: chain ...
+    drafter: str | None = None  # ... by the model's MTP module ...
+    draft_tokens: int | None = None  # ... drafting num_nextn_predict_layers tokens a step
     ep_size: int | None = None  # the layout, where the script decided it itself: --ep_size ...
     attention_dp: bool | None = None  # ... and enable_attention_dp
     script: str = ""
@@ -126,20 +149,37 @@ def trtllm_budget(isl: int, conc: int, date: str) -> int:
     return max(8192, n) if date >= TRT_BUDGET_FLOOR_FROM else n
 
 
+def _dsr1_trt_mtp(precision: str, gpu: str, tp: int, isl: int, conc: int, date: str, attention_dp: bool) -> ServerSettings:
+    """The settings of a DeepSeek-R1 TRT-LLM MTP run (dsr1_<precision>_<gpu>_trt_mtp at the sweep's commit)."""
+    div = DSR1_TRT_MTP_SWEEPS[date][precision, gpu]
+    mtp = 1 if attention_dp else 3
+    per_rank = (conc // tp if div is None else (conc if conc < div else conc // div)) if attention_dp else conc
+    budget = -(-((mtp + 1) * per_rank + isl + 64) // 64) * 64
+    return ServerSettings(max_batched_tokens=budget, max_running=per_rank, adp_balance_iters=ADP_BALANCE_ITERS if attention_dp else None,
+                          spec="chain", drafter="mtp", draft_tokens=mtp, script=_cite(f"benchmarks/dsr1_{precision}_{gpu}_trt_mtp.sh"))
+
+
 def settings(engine: str, model: str, precision: str, gpu: str, *, tp: int, isl: int, osl: int, conc: int,
-             date: str) -> ServerSettings | None:
+             date: str, attention_dp: bool = False, spec_method: str | None = None) -> ServerSettings | None:
     """The settings InferenceX's script set for one run: `engine` trtllm | sglang | vllm, `model` dsr1 |
     70b | gptoss | minimaxm2.5, `precision` fp8 | fp4, `gpu` h200 | b200 | b300 | mi325x | mi355x, `tp` the GPUs the
-    server spans (its --tp / TP), the run's ISL, OSL, concurrency (CONC) and date (YYYY-MM-DD). None:
-    no script of that kind is read here (the engine's defaults stand)."""
+    server spans (its --tp / TP), the run's ISL, OSL, concurrency (CONC), date (YYYY-MM-DD), attention DP
+    (its DP_ATTENTION) and speculative method where its record names one (`spec_method`; None: the
+    record does not say, and a sweep that ran MTP configs alone that day decides). None: no script of
+    that kind is read here (the engine's defaults stand)."""
     one_k = isl == 1024 and osl == 1024
+    if (engine == "trtllm" and model == "dsr1" and (precision, gpu) in DSR1_TRT_MTP_SWEEPS.get(date, {})
+            and spec_method in (None, "mtp")):
+        return _dsr1_trt_mtp(precision, gpu, tp, isl, conc, date, attention_dp)
     if engine == "trtllm" and model == "dsr1" and gpu in ("h200", "b200"):
         path = f"benchmarks/dsr1_{precision}_{gpu}_trt.sh"
         wait = (precision == "fp8" and gpu == "b200" and date >= DSR1_FP8_B200_TRT_DELAY_BATCHING_FROM
                 and one_k and conc >= 64)
         ep, dpa = _dsr1_trt_layout(precision, gpu, tp, isl, osl, conc) if date < TRT_LAYOUT_IN_SCRIPT_UNTIL else (None, None)
+        balance = ADP_BALANCE_ITERS if (attention_dp if dpa is None else dpa) else None
         return ServerSettings(max_batched_tokens=trtllm_budget(isl, conc, date), batch_wait_iters=40 if wait else None,
-                              batch_wait_tokens_ratio=0.8 if wait else None, ep_size=ep, attention_dp=dpa, script=_cite(path))
+                              batch_wait_tokens_ratio=0.8 if wait else None, adp_balance_iters=balance, ep_size=ep,
+                              attention_dp=dpa, script=_cite(path))
     if engine == "trtllm" and model == "70b" and gpu in ("h200", "b200"):
         wait = one_k and tp < 8
         return ServerSettings(max_batched_tokens=16384, batch_wait_iters=20 if wait else None,

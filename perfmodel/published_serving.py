@@ -239,7 +239,7 @@ def server_settings(p: Published):
     if s.source != "inferencex" or date is None:
         return None
     return inferencex.settings(ENGINES.get(s.framework, s.framework), s.model, s.precision, s.hardware, tp=s.tp, isl=q.isl,
-                               osl=q.osl, conc=q.conc, date=date)
+                               osl=q.osl, conc=q.conc, date=date, attention_dp=s.dp_attention, spec_method=s.spec_method)
 
 
 def _length_ratio(source: str) -> float:

@@ -324,6 +324,11 @@ class Request:
                                        Cli(("--batch-wait-tokens-ratio",), "TRT-LLM batch_wait_max_tokens_ratio: the wait "
                                                                            "ends once the step's tokens reach this share of "
                                                                            "--max-batched-tokens; default 0.")] = None
+    adp_balance_iters: Annotated[int | None, Field(ge=1, strict=True),
+                                 Cli(("--adp-balance-iters",), "TRT-LLM attention_dp_config enable_balance with "
+                                                               "timeout_iters N: with data-parallel attention, new prompts "
+                                                               "wait until every rank has one, at most N steps; default: "
+                                                               "no balancing.")] = None
     request_rate: Annotated[float | None, Field(gt=0, allow_inf_nan=False),
                             Cli(("--request-rate",), "Requests per second (Poisson) instead of keeping C in flight.")] = None
     prefix_hit: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False),
@@ -393,7 +398,8 @@ class Request:
 # The engine server settings a scenario may set (Request fields; a calibration point carries them too),
 # by the name `serving.Engine.with_settings` takes.
 SERVER_SETTINGS = {"max_batched_tokens": "max_batched_tokens", "max_running": "max_seqs", "recv_interval": "recv_interval",
-                   "batch_wait_iters": "batch_wait_iters", "batch_wait_tokens_ratio": "batch_wait_tokens_ratio"}
+                   "batch_wait_iters": "batch_wait_iters", "batch_wait_tokens_ratio": "batch_wait_tokens_ratio",
+                   "adp_balance_iters": "adp_balance_iters"}
 
 
 def server_settings(scenario: Any) -> dict[str, Any]:
@@ -405,7 +411,8 @@ def server_settings(scenario: Any) -> dict[str, Any]:
 # Settings only one engine has: (scenario field, its flag, the engine, the engine's own name of it)
 _ENGINE_ONLY = (("recv_interval", "--recv-interval", "sglang", "--scheduler-recv-interval"),
                 ("batch_wait_iters", "--batch-wait-iters", "trtllm", "batch_wait_timeout_iters"),
-                ("batch_wait_tokens_ratio", "--batch-wait-tokens-ratio", "trtllm", "batch_wait_max_tokens_ratio"))
+                ("batch_wait_tokens_ratio", "--batch-wait-tokens-ratio", "trtllm", "batch_wait_max_tokens_ratio"),
+                ("adp_balance_iters", "--adp-balance-iters", "trtllm", "attention_dp_config timeout_iters"))
 
 
 def server_settings_problem(scenario: Any, engine: str | None) -> str | None:

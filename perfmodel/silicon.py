@@ -241,7 +241,7 @@ class Expressed:
         dt = ",".join(f"{k}={v}" for k, v in sorted(self.dtypes.items()))
         return (f"{self.model} on {self.gpus}x {self.target} {layout_of(self.parallel).name}, {self.engine}"
                 + (f" (budget {self.max_batched_tokens})" if self.max_batched_tokens else "")
-                + "".join(f", {k} {v:g}" for k, v in sorted(self.server.items()))
+                + "".join(f", {k} {v:g}" if isinstance(v, (int, float)) else f", {k} {v}" for k, v in sorted(self.server.items()))
                 + f", C={self.concurrency}, {self.row.isl}/{self.row.osl}" + (f", {dt}" if dt else ""))
 
 
@@ -358,7 +358,7 @@ def express(row: Row) -> Expressed:
         dtypes["kv_cache"] = ck.kv_cache
     from perfmodel.scenario import layout_split
 
-    found = server_settings(row, n)
+    found = server_settings(row, n, layout_split(parallel, n).attn_dp > 1)
     server = found.request_fields() if found else {}
     script_split = found.split(n) if found else None
     if script_split is not None and moe:  # the layout the run's script chose itself, whatever the row records
@@ -377,10 +377,10 @@ INFERENCEX_GPUS = {"h100_sxm": "h100", "h200_sxm": "h200", "b200_sxm": "b200", "
 _MEASURED = re.compile(r"\bmeasured=(\d{4}-\d{2}-\d{2})")
 
 
-def server_settings(row: Row, n_gpus: int):
+def server_settings(row: Row, n_gpus: int, attention_dp: bool = False):
     """The server settings of an InferenceX row's script at the row's `measured=` date, over its
-    n_gpus (`inferencex.settings`), or None: not an InferenceX run, no date, or a script not read
-    (multi-node GB200 runs, vLLM's)."""
+    n_gpus, attention data-parallel or not (`inferencex.settings`; the sample records no speculative
+    setting), or None: not an InferenceX run, no date, or a script not read (multi-node GB200 runs, vLLM's)."""
     from perfmodel import inferencex
 
     date = _MEASURED.search(row.source)
@@ -388,7 +388,7 @@ def server_settings(row: Row, n_gpus: int):
     if not _INFERENCEX.match(row.source) or date is None or model is None or gpu is None:
         return None
     return inferencex.settings(row.backend, model, row.precision, gpu, tp=n_gpus, isl=row.isl, osl=row.osl,
-                               conc=row.concurrency, date=date.group(1))
+                               conc=row.concurrency, date=date.group(1), attention_dp=attention_dp)
 
 
 def serving_budget(engine: str, gpu_name: str, isl: int, concurrency: int, dp_ranks: int) -> int | None:

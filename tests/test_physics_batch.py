@@ -186,6 +186,26 @@ def test_more_prefill_tokens_never_cost_less(model, gpus):
         prev = t
 
 
+def test_prompts_of_one_step_spread_over_the_attention_dp_ranks():
+    """With data-parallel attention the prompts of a step run on different ranks, one a rank, so the
+    busiest rank's attention side is the longest prompt's, whatever the lengths: eight prompts of
+    1000 to 1007 tokens on DeepSeek-V3 over 8 x H200 (attention DP 8, experts EP 8) cost what eight of
+    1007 tokens cost, within their routed experts' share, not eight prompts on one rank. With
+    attention TP they all run on every GPU: at least eight of the shortest (each its own attention call)."""
+    dp = _pj(model="deepseek-v3", parallel="dp-attn+ep")
+    assert dp.layout.dp_attn == 8
+    mixed = _batch(*(Prefill(n=1, tokens=1000 + i) for i in range(8)))
+    est = lambda pj, b: batch_estimate(pj.model, pj.machine, pj.layout, b)  # noqa: E731
+    spread, longest, shortest = (est(dp, b) for b in (mixed, _batch(Prefill(n=8, tokens=1007)),
+                                                       _batch(Prefill(n=8, tokens=1000))))
+    assert shortest.step_us <= spread.step_us <= longest.step_us
+    nine = est(dp, _batch(*(Prefill(n=1, tokens=1000 + i) for i in range(9))))  # the 9th shares the longest's rank
+    assert nine.step_us > longest.step_us
+    assert nine.step_us == pytest.approx(est(dp, _batch(Prefill(n=9, tokens=1008))).step_us, rel=0.05)
+    tp = _pj(model="deepseek-v3", parallel="tp")
+    assert est(tp, mixed).step_us >= est(tp, _batch(Prefill(n=8, tokens=1000))).step_us
+
+
 def test_a_prefill_chunk_never_makes_a_decode_step_cheaper():
     """Adding prefill tokens to a decode batch adds time; in particular the routed experts of a
     mixed step (priced at prefill size) cost at least what the decode tokens alone cost."""

@@ -116,6 +116,32 @@ def test_batch_waiting_holds_each_prompt_at_most_the_timeout():
     assert held.tpot_ms.mean < free.tpot_ms.mean  # fewer 30 ms prompt steps inside each request's decodes
 
 
+def _run_dp(engine, concurrency):
+    pj = Projector(Request(target="h200", gpus=8, model="deepseek-v3", parallel="dp-attn+ep", concurrency=[1]))
+    assert pj.layout.dp_attn == 8
+    w = Workload(isl=1024, osl=256, min_length_ratio=0.8, concurrency=concurrency, seed=1)
+    return simulate(pj.model, pj.machine, pj.layout, w, engine, pricer=StubPricer(), kv_tokens=10**7)
+
+
+def test_attention_dp_balancing_runs_the_ranks_prompts_together():
+    """TRT-LLM's enable_balance under attention DP 8 (stub price: 30 ms a step with prompts, 10 ms
+    without): with 64 in flight, the prompts wait until 8 are there, one a rank, and run in one
+    step; the steps with prompts fall to well under half, each request's decodes wait through fewer
+    of them (TPOT falls) and its prompt waits up to 60 steps (TTFT rises by at most 60 x 30 ms).
+    Without attention DP the setting changes nothing."""
+    eng = Engine(name="trtllm", max_batched_tokens=2048, chunked=False, mixed=True, budget_per_dp_rank=True)
+    free = _run_dp(eng, 64)
+    held = _run_dp(eng.with_settings(adp_balance_iters=60), 64)
+    assert held.prefill_steps < free.prefill_steps / 2
+    assert held.tpot_ms.mean < 0.8 * free.tpot_ms.mean
+    assert free.ttft_ms.mean < held.ttft_ms.mean <= free.ttft_ms.mean + 60 * 30.0
+    # 4 in flight never fill the 8 ranks: each wait ends at the timeout, 5 steps here
+    few, few_held = _run_dp(eng, 4), _run_dp(eng.with_settings(adp_balance_iters=5), 4)
+    assert few.ttft_ms.mean < few_held.ttft_ms.mean <= few.ttft_ms.mean + 5 * 30.0 + 1e-6
+    tp = Engine(name="trtllm", max_batched_tokens=10**5, chunked=False, mixed=True)
+    assert _run(tp, StubPricer()).tpot_ms == _run(tp.with_settings(adp_balance_iters=60), StubPricer()).tpot_ms
+
+
 def test_batch_waiting_raises_ttft_and_not_tpot_on_the_profile():
     """The same on the embedded H200 profile, Llama-3.1-8B under TRT-LLM's defaults: TTFT rises by
     several decode steps (the wait, and the longer step of the prompts batched together), and TPOT
@@ -168,6 +194,61 @@ def test_inferencex_trtllm_budget_and_waiting_by_date():
     assert (s.batch_wait_iters, s.batch_wait_tokens_ratio) == (40, 0.8)
     assert inferencex.settings("trtllm", "dsr1", "fp8", "b200", tp=8, isl=1024, osl=1024, conc=64,
                                date="2026-01-20").batch_wait_iters is None
+
+
+def test_inferencex_trtllm_mtp_sweeps():
+    """The sweeps of bf3456727 (2026-01-14), 5d517074c (2026-02-05, fp8 B200) and 0aae52d4c (2026-02-06,
+    fp4 B200) ran the DeepSeek-R1 TRT-LLM MTP configs alone: MTP 3, or 1 with attention DP, a rank's
+    max_batch_size CONC (with attention DP CONC / TP, / 8 or / 4), max_num_tokens (MTP + 1) x that + ISL + 64
+    up to 64, no 8192 floor."""
+    s = inferencex.settings("trtllm", "dsr1", "fp8", "h200", tp=8, isl=1024, osl=1024, conc=16, date="2026-01-14")
+    assert s.request_fields() == {"max_batched_tokens": 1152, "max_running": 16, "spec": "chain", "drafter": "mtp",
+                                  "draft_tokens": 3}
+    s = inferencex.settings("trtllm", "dsr1", "fp8", "h200", tp=8, isl=8192, osl=1024, conc=256, date="2026-01-14",
+                            attention_dp=True)
+    assert (s.draft_tokens, s.max_running, s.max_batched_tokens) == (1, 32, 8320)
+    s = inferencex.settings("trtllm", "dsr1", "fp8", "b200", tp=4, isl=1024, osl=1024, conc=256, date="2026-02-05",
+                            attention_dp=True)
+    assert (s.draft_tokens, s.max_running, s.max_batched_tokens) == (1, 32, 1152)  # 256 / 8 a rank
+    s = inferencex.settings("trtllm", "dsr1", "fp4", "b200", tp=8, isl=1024, osl=1024, conc=256, date="2026-02-06",
+                            attention_dp=True)
+    assert (s.draft_tokens, s.max_running, s.max_batched_tokens) == (1, 64, 1216)  # 256 / 4 a rank
+    assert inferencex.settings("trtllm", "dsr1", "fp4", "b200", tp=8, isl=1024, osl=1024, conc=2, date="2026-02-06",
+                               attention_dp=True).max_running == 2  # below the divisor: CONC
+    # other sweeps, GPUs and engines of those dates, and runs whose record names no MTP, are not
+    for kw in [dict(precision="fp8", gpu="h200", date="2026-02-05"), dict(precision="fp8", gpu="b200", date="2026-02-06"),
+               dict(precision="fp8", gpu="h200", date="2026-01-15"), dict(precision="fp8", gpu="h200", date="2026-01-14",
+                                                                          spec_method="none")]:
+        s = inferencex.settings("trtllm", "dsr1", tp=8, isl=1024, osl=1024, conc=16, **kw)
+        assert s.spec is None and s.draft_tokens is None, kw
+    assert inferencex.settings("sglang", "dsr1", "fp8", "h200", tp=8, isl=1024, osl=1024, conc=16, date="2026-01-14").spec is None
+
+def test_inferencex_trtllm_attention_dp_balancing():
+    """Every DeepSeek-R1 TRT-LLM script sets enable_balance, timeout_iters 60 with attention DP: the
+    script's own choice before 2025-11-03, the run's config after, the MTP runs' too."""
+    s = inferencex.settings("trtllm", "dsr1", "fp8", "h200", tp=8, isl=8192, osl=1024, conc=64, date="2025-11-02")
+    assert (s.attention_dp, s.adp_balance_iters) == (True, 60)  # the script's choice above CONC 32
+    s = inferencex.settings("trtllm", "dsr1", "fp8", "h200", tp=8, isl=8192, osl=1024, conc=64, date="2025-12-15",
+                            attention_dp=True)
+    assert s.request_fields()["adp_balance_iters"] == 60
+    assert inferencex.settings("trtllm", "dsr1", "fp8", "h200", tp=8, isl=8192, osl=1024, conc=64,
+                               date="2025-12-15").adp_balance_iters is None
+    assert inferencex.settings("trtllm", "dsr1", "fp8", "h200", tp=8, isl=8192, osl=1024, conc=256, date="2026-01-14",
+                               attention_dp=True).adp_balance_iters == 60
+
+
+def test_an_mtp_run_is_priced_faster_than_the_same_load_without():
+    """The settings reach the projection: the same DeepSeek-R1 load on 8x H200, the MTP sweep's
+    settings against the plain script's, by the MTP drafter's published acceptance."""
+    import perfmodel
+
+    kw = dict(target="h200", gpus=8, model="deepseek-v3", parallel="tp+ep", concurrency=[4], isl=1024, osl=1024,
+              engine="trtllm")
+    plain = inferencex.settings("trtllm", "dsr1", "fp8", "h200", tp=8, isl=1024, osl=1024, conc=4, date="2025-12-15")
+    mtp = inferencex.settings("trtllm", "dsr1", "fp8", "h200", tp=8, isl=1024, osl=1024, conc=4, date="2026-01-14")
+    a = perfmodel.project(Request(**kw, **plain.request_fields())).points[0].serving
+    b = perfmodel.project(Request(**kw, **mtp.request_fields())).points[0].serving
+    assert b.tpot_ms["mean"] < 0.8 * a.tpot_ms["mean"]
 
 
 def test_inferencex_layout_chosen_by_the_script_before_november_3():
@@ -225,6 +306,8 @@ BAD = [
     ("ratio_big", S + ("--engine", "trtllm", "--batch-wait-tokens-ratio", "1.5"), ["--batch-wait-tokens-ratio", "1.5"]),
     ("ratio_nan", S + ("--engine", "trtllm", "--batch-wait-tokens-ratio", "nan"), ["--batch-wait-tokens-ratio"]),
     ("running0", S + ("--max-running", "0"), ["--max-running", "0"]),
+    ("balance0", S + ("--engine", "trtllm", "--adp-balance-iters", "0"), ["--adp-balance-iters", "0"]),
+    ("balance_vllm", S + ("--adp-balance-iters", "60"), ["--adp-balance-iters", "trtllm", "--engine"]),
     ("recv_no_isl", ("project", "--target", "h200", "--gpus", "1", "--model", "llama-3.1-8b", "--engine", "sglang",
                      "--recv-interval", "10"), ["--recv-interval", "--isl"]),
 ]

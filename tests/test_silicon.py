@@ -128,6 +128,24 @@ def test_dp_attention_row_counts_every_ranks_requests(rows):
     assert e.dtypes["routed_experts"] == "nvfp4" and e.dtypes["attention"] == "nvfp4"
 
 
+def test_rows_of_the_mtp_sweeps_are_served_with_mtp(rows):
+    """The sample records no speculative setting; the DeepSeek-R1 TRT-LLM runs of InferenceX's sweep
+    of 2026-01-14 (its MTP configs alone) ran MTP 3, or 1 with attention DP, with their scripts'
+    budgets; a run of the same load on 2025-12-15 did not."""
+    plain = silicon.express(_row(rows, "dsr1_h200_trtllm_fp8_agg_1024x1024_c4_cfg181"))
+    mtp = silicon.express(_row(rows, "2026_04_06_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c4_tp8_ep8_954"))
+    assert "spec" not in plain.server and plain.max_batched_tokens == 1152
+    assert (plain.parallel, plain.gpus, plain.concurrency) == (mtp.parallel, mtp.gpus, mtp.concurrency) == ("tp-attn-ep-moe", 8, 4)
+    assert (mtp.server["spec"], mtp.server["drafter"], mtp.server["draft_tokens"]) == ("chain", "mtp", 3)
+    assert mtp.max_batched_tokens == 1152 and "trt_mtp" in mtp.script  # (3 + 1) x 4 + 1024 + 64, up to 64
+    req = mtp.request()
+    assert (req.spec, req.drafter, req.draft_tokens) == ("chain", "mtp", 3)
+    dp = silicon.express(_row(rows, "2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_8192x1024_c256_tp8_0_ep8_0_1251"))
+    assert (dp.parallel, dp.concurrency, dp.server["draft_tokens"], dp.server["max_running"]) == ("ep", 256, 1, 32)
+    assert dp.max_batched_tokens == 8320  # (1 + 1) x 256 / 8 + 8192 + 64
+    assert "draft_tokens 3" in mtp.describe()
+
+
 def test_dense_row_without_quant_modes_keeps_the_preset(rows):
     e = silicon.express(_row(rows, "meta_llama_llama_3_1_8b_instruct_meta_llama_llama_3_1_8b_instruct_h100_sxm_trtllm"))
     assert (e.model, e.parallel, e.gpus, e.dtypes) == ("llama-3.1-8b", "tp", 1, {})
@@ -177,7 +195,7 @@ def test_refused_rows_of_other_kinds():
 
 def test_express_all_and_reason_kinds(rows):
     ok, refused = silicon.express_all(rows.values())
-    assert len(ok) + len(refused) == len(rows) and len(ok) == 13
+    assert len(ok) + len(refused) == len(rows) and len(ok) == 16
     kinds = {silicon.reason_kind(r) for _, r in refused}
     assert kinds == {"model: no preset", "mode: perfmodel simulates aggregated serving only"}
 
@@ -266,12 +284,14 @@ def test_a_calibration_per_engine():
 
 def test_inferencex_rows_get_their_scripts_settings(rows):
     """An InferenceX row is priced with what its script set at the row's `measured=` date
-    (`perfmodel.inferencex`): the TRT-LLM DeepSeek-R1 run of 2026-02-06 at 8k/1k, C=256, with
-    max_num_tokens max(8192, 256 + 8192 + 64 rounded up to 64) = 8512; the SGLang H200 run of
+    (`perfmodel.inferencex`): the TRT-LLM DeepSeek-R1 run of 2026-02-06 at 8k/1k, C=256 (the sweep of
+    the fp4 B200 MTP config, attention DP 8: MTP 1, max_batch_size 256 / 4 a rank, max_num_tokens
+    (1 + 1) x 64 + 8192 + 64 = 8384, the ranks' prompts balanced); the SGLang H200 run of
     2026-03-25 at 1k/1k with its chunked prefill size 32768 and 512 running requests at most."""
     e = silicon.express(_row(rows, "2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_8192x1024_c256"))
-    assert e.max_batched_tokens == 8512 and e.request().max_batched_tokens == 8512
-    assert "dsr1_fp4_b200_trt" in e.script
+    assert e.max_batched_tokens == 8384 and e.request().max_batched_tokens == 8384
+    assert e.server == {"max_running": 64, "adp_balance_iters": 60, "spec": "chain", "drafter": "mtp", "draft_tokens": 1}
+    assert "dsr1_fp4_b200_trt_mtp" in e.script
     e = silicon.express(_row(rows, "dsr1_h200_sglang_fp8_agg_1024x1024_c4_cfg81"))
     assert (e.max_batched_tokens, e.server) == (32768, {"max_running": 512})
     assert e.request().max_running == 512
@@ -343,7 +363,7 @@ def test_cli_silicon_table_on_the_fixture_with_the_estimators_results(cli_db, tm
     r = CliRunner().invoke(app, args + ["--format", "json"])
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
-    assert res["counts"]["expressed"] == 3 and res["counts"]["agg_rows"] == 3
+    assert res["counts"]["expressed"] == 6 and res["counts"]["agg_rows"] == 6
     p = next(p for p in res["points"] if p["id"] == rid)
     assert p["id"] == rid and {"local", "imported", "aiconfigurator"} <= set(p["predicted"])
     assert p["predicted"]["aiconfigurator"]["tpot_ms"] == 10.0

@@ -34,6 +34,7 @@ experts are priced at the expected maximum over GPUs of the distinct local exper
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 from dataclasses import dataclass, replace
@@ -295,14 +296,33 @@ class _Seqs:
     ctx: int
 
 
+def _q(g) -> int:
+    """Tokens a group adds per sequence: a prompt's chunk, a decode's 1, a verify's width."""
+    return g.tokens if g.kind == "prefill" else 1 if g.kind == "decode" else g.width
+
+
+def _busiest_prompts(batch: Batch, ranks: int) -> collections.Counter:
+    """How many prompts of each prefill group (by index) the busiest of `ranks` runs: the step's
+    prompts spread over the ranks, longest first, one a rank in turn (each engine gives a rank its
+    own requests; TRT-LLM's balancing hands every rank one, SOURCES.md [V13]), so the busiest runs
+    the 1st, (ranks+1)th, ... longest of whichever groups; ceil(n / ranks) of a single group."""
+    prompts = sorted(((g.tokens + g.prefix, i) for i, g in enumerate(batch.groups) if g.kind == "prefill"
+                      for _ in range(g.n)), reverse=True)
+    return collections.Counter(i for _, i in prompts[::ranks])
+
+
 def _per_gpu(batch: Batch, lay: Layout) -> list[_Seqs]:
+    """The batch as its busiest attention rank sees it: ceil(n / DP) of each decode or verify group,
+    its share of the prompts (`_busiest_prompts`); prefill groups with none there are left out."""
+    d = lay.dp_attn
+    busiest = _busiest_prompts(batch, d)
     out = []
-    for g in batch.groups:
-        seqs = math.ceil(g.n / lay.dp_attn)
+    for i, g in enumerate(batch.groups):
         if g.kind == "prefill":
-            out.append(_Seqs("prefill", seqs, g.tokens, g.prefix))
+            if busiest[i]:
+                out.append(_Seqs("prefill", busiest[i], g.tokens, g.prefix))
         else:
-            out.append(_Seqs(g.kind, seqs, 1 if g.kind == "decode" else g.width, g.context))
+            out.append(_Seqs(g.kind, math.ceil(g.n / d), _q(g), g.context))
     return out
 
 
@@ -690,7 +710,7 @@ def batch_ops(m: ModelSpec, lay: Layout, batch: Batch, *, n_layers: int | None =
     """All ops and collectives of one target forward over a batch (per GPU, as `decode_ops`)."""
     nl, nd, nm = _layer_counts(m, n_layers, n_dense)
     groups = _per_gpu(batch, lay)
-    T = sum(g.n * (g.tokens if g.kind == "prefill" else 1 if g.kind == "decode" else g.width) for g in batch.groups)
+    T = sum(g.n * _q(g) for g in batch.groups)
     Ta = sum(g.seqs * g.q for g in groups)
     prefill = batch.has_prefill
     T_dec = sum(g.n * (1 if g.kind == "decode" else g.width) for g in batch.groups if g.kind != "prefill")
@@ -701,8 +721,9 @@ def batch_ops(m: ModelSpec, lay: Layout, batch: Batch, *, n_layers: int | None =
 
     if lm_head:
         ops += lm_head_ops(m, lay, sum(g.seqs * rows(g.q, g.kind) for g in groups))
-    Ta_ep = sum(math.ceil(g.n / lay.n_gpus) * q for g, q in zip(batch.groups, (s.q for s in groups), strict=True))
-    rows_all = sum(g.n * rows(s.q, s.kind) for g, s in zip(batch.groups, groups, strict=True))
+    on_one = _busiest_prompts(batch, lay.n_gpus)  # tokens of the busiest GPU's own sequences, the dispatch's unit
+    Ta_ep = sum((on_one[i] if g.kind == "prefill" else math.ceil(g.n / lay.n_gpus)) * _q(g) for i, g in enumerate(batch.groups))
+    rows_all = sum(g.n * rows(_q(g), g.kind) for g in batch.groups)
     return ops, _collectives(m, lay, T, Ta, Ta_ep, rows_all, nm, nd, lm_head)
 
 

@@ -42,6 +42,9 @@ Server settings that hold a prompt back before it runs (off by default, set per 
   batch_wait_tokens_ratio  while generation requests run (and attention is not data-parallel),
                      the scheduled context requests are held until the held steps reach the
                      timeout or the step's tokens reach the ratio of `max_num_tokens`.
+  adp_balance_iters  TensorRT-LLM `attention_dp_config` `enable_balance`, `timeout_iters` [V13]:
+                     with data-parallel attention, while generation requests run, the context
+                     requests are held until every rank has one, at most that many steps.
 
 Decodes are never held back by the budget (each takes its 1 or `width` tokens first; the
 budget binds the prefill chunks), which is what the engines do while C x width stays within it.
@@ -107,6 +110,11 @@ class Engine(BaseModel):
                                                        "batch_wait_tokens_ratio x max_batched_tokens (perfmodel/model/"
                                                        "SOURCES.md [V11]; 0: no waiting)")
     batch_wait_tokens_ratio: float = Field(0.0, ge=0.0, le=1.0, description="TRT-LLM batch_wait_max_tokens_ratio (above)")
+    adp_balance_iters: int = Field(0, ge=0, description="TRT-LLM attention_dp_config enable_balance, timeout_iters: with "
+                                                        "data-parallel attention, while generation requests run, new context "
+                                                        "requests are held until every rank has one, or for this many steps "
+                                                        "(PyExecutor._balance_adp_requests, perfmodel/model/SOURCES.md [V13]; "
+                                                        "0: no balancing)")
     source: str = ""
 
     @property
@@ -412,6 +420,7 @@ def request_times(model: ModelSpec, machine: Machine, layout: Layout, workload: 
     engine = engine.over(layout.dp_attn)
     recv = engine.recv_interval  # SGLang's poll interval (1: every step)
     batch_wait = engine.batch_waiting and layout.dp_attn == 1  # TRT-LLM waits only without attention DP [V11]
+    balance = engine.adp_balance_iters if layout.dp_attn > 1 else 0  # ... and balances only with it [V13]
     if pricer is None:
         pricer = StepPricer(model, machine, layout, graph=graph, spec=sp, tree_impl=tree_impl, interpolate=not exact)
     if kv_tokens is None:
@@ -549,22 +558,28 @@ def request_times(model: ModelSpec, machine: Machine, layout: Layout, workload: 
             c = min(rest, budget)
             chunks.append((r, c))
             budget -= c
-        hold = False
+        hold, checked = False, False
         if batch_wait and chunks and n_dec:
             # TRT-LLM's _waiting_requests: the context requests wait while generation requests run, until
             # the held steps reach batch_wait_timeout_iters or the step's tokens reach the ratio of its budget
             tokens = sum(c for _, c in chunks) + n_dec * W
-            if held >= engine.batch_wait_iters or tokens >= engine.batch_wait_tokens_ratio * engine.max_batched_tokens:
-                held = 0
-            else:
-                held += 1
-                hold = True
-                for r in reversed(admitted):
-                    waiting.appendleft(r)
-                    prefilling.remove(r)
-                    reserved -= int(need[r])
-                    running -= 1
-                chunks = []
+            checked = True
+            hold = not (held >= engine.batch_wait_iters or tokens >= engine.batch_wait_tokens_ratio * engine.max_batched_tokens)
+        elif balance and admitted and n_dec:
+            # TRT-LLM's _balance_adp_requests: the context requests wait until every rank has one (as many as
+            # the ranks admitted at once), at most adp_balance_iters steps
+            checked = True
+            hold = not (len(admitted) >= layout.dp_attn or held >= balance)
+        if hold:
+            held += 1
+            for r in reversed(admitted):
+                waiting.appendleft(r)
+                prefilling.remove(r)
+                reserved -= int(need[r])
+                running -= 1
+            chunks = [c for c in chunks if c[0] not in admitted]
+        elif checked:  # the wait is over: its count starts again
+            held = 0
         max_running = max(max_running, running)
         if not chunks and not n_dec:  # cannot happen with the checks above (every request fits alone)
             raise ValueError(f"{engine.name} can schedule none of the {len(waiting)} waiting requests")
@@ -576,7 +591,7 @@ def request_times(model: ModelSpec, machine: Machine, layout: Layout, workload: 
             left = np.ceil((osl[dec_arr] - gen[dec_arr]) / tau - 1e-9)
             k = 1 if exact else int(max(1, min(left.min(), MAX_STRETCH)))
             if hold:  # the held steps end when the wait times out
-                k = min(k, 1 + engine.batch_wait_iters - held)
+                k = min(k, 1 + (balance or engine.batch_wait_iters) - held)
             if inbox:  # ... and SGLang receives at its next poll
                 k = min(k, max(1, recv - polled))
             t_a = next_arrival()
