@@ -51,11 +51,13 @@ AIC_RESULTS = ["evidence/silicon-validation/aic_estimator_4_per_group.jsonl",
 # are the engine's own kernels on the row's system, so kernel factors are left at 1: fitted beside
 # the host term on a few rows per engine they moved far (SGLang's bw.gemm x0.15) and carried worse
 # to held-out models (run_five_factors_sglang_6a02438.txt: TPOT leave-one-model-out median +166%).
-# Each engine's factors and loss are the form whose errors held out by system were lowest, TPOT
-# first, among those compared on its rows (variants/, compare.txt).
-FORMS = {"vllm": (["engine_host_us", "engine_ttft_ms", "engine_ttft_steps"], "soft_l1"),
+# A prompt's step also pays the engine's host time per kernel it launches outside CUDA graphs
+# (engine_prefill_launch_us: a per-prompt floor that does not shrink with the GPUs,
+# evidence/dsr1-ttft-floor/). Each engine's factors and loss are the form whose errors held out by
+# system were lowest, TPOT first, among those compared on its rows (variants/, compare.txt).
+FORMS = {"vllm": (["engine_host_us", "engine_ttft_ms", "engine_prefill_launch_us"], "soft_l1"),
          "sglang": (["engine_host_us", "engine_ttft_ms", "engine_ttft_steps"], "soft_l1"),
-         "trtllm": (["engine_host_us", "engine_ttft_steps"], "squares")}
+         "trtllm": (["engine_host_us", "engine_ttft_ms", "engine_prefill_launch_us"], "soft_l1")}
 
 
 def sha() -> str:
