@@ -713,7 +713,7 @@ def batch_ops(m: ModelSpec, lay: Layout, batch: Batch, *, n_layers: int | None =
     T = sum(g.n * _q(g) for g in batch.groups)
     Ta = sum(g.seqs * g.q for g in groups)
     prefill = batch.has_prefill
-    T_dec = sum(g.n * (1 if g.kind == "decode" else g.width) for g in batch.groups if g.kind != "prefill")
+    T_dec = sum(g.n * _q(g) for g in batch.groups if g.kind != "prefill")
     ops = _attention_ops(m, lay, groups, nl) + _ffn_ops(m, lay, T, Ta, nm, nd, prefill=prefill, T_decode=T_dec)
 
     def rows(q: int, kind: str) -> int:  # logits rows per sequence

@@ -72,6 +72,11 @@ class CollectiveLaw:
     large: CollectiveLaw | None = None
     large_from_bytes: float = math.inf
 
+    def bw_us(self, bytes_per_gpu: float, factor: float) -> float:
+        """The bandwidth term of one message of this many bytes per GPU, `factor` the op's bus factor
+        (`bus_factor`): the time past the latency."""
+        return bytes_per_gpu * factor / (self.busbw_GBps * 1e3)
+
     def at(self, bytes_per_gpu: float) -> CollectiveLaw:
         """The law that prices a message of this many bytes per GPU."""
         return self.large if self.large is not None and bytes_per_gpu > self.large_from_bytes else self
@@ -218,8 +223,7 @@ def _with_large(small: CollectiveLaw, large: CollectiveLaw, from_bytes: float, f
     law would price a message just above the bound below the small law's price at it, its latency
     is raised to meet it, so that a larger message never costs less (`factor`: the op's bus factor,
     as `step` prices a message: latency + bytes x factor / busbw)."""
-    at_bound = small.latency_us + from_bytes * factor / (small.busbw_GBps * 1e3)
-    floor_us = at_bound - from_bytes * factor / (large.busbw_GBps * 1e3)
+    floor_us = small.latency_us + small.bw_us(from_bytes, factor) - large.bw_us(from_bytes, factor)
     if large.latency_us < floor_us:
         large = replace(large, latency_us=floor_us,
                         rule=large.rule + f"; latency raised to {floor_us:.1f} us to meet the smaller messages' law at {from_bytes / 2**20:g} MB")

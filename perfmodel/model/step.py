@@ -298,7 +298,7 @@ def _price_collectives(acc: _Acc, mach: Machine, colls: list[Collective], comp: 
         law = law.at(c.bytes_per_gpu)
         factor = bus_factor(c.op, n)
         lat = law.latency_us * c.count
-        bw = c.bytes_per_gpu * factor / (law.busbw_GBps * 1e3) * c.count
+        bw = law.bw_us(c.bytes_per_gpu, factor) * c.count
         acc.add(comp, lat, f"{c.op}:lat", law.rel_unc_lat)
         acc.add(comp, bw, f"{c.op}:bw", law.rel_unc_bw)
         acc.n_kernels += c.count
