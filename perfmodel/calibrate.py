@@ -33,6 +33,7 @@ from typing import Literal
 from perfmodel.calibration_schema import (  # noqa: F401 (the file schemas, re-exported)
     ADDITIVE,
     ADDITIVE_MAX,
+    CAUCHY_SCALE_SIGMAS,
     DRAFT_HOST,
     FACTOR_MAX,
     FAMILIES,
@@ -389,10 +390,15 @@ def _fit(preps: list[Prepared], keys: list[str], prior: dict[str, float], x0=Non
         r = np.array([(math.log(max(pred(p, x), 1e-12)) - o) / s for p, o, s in zip(preps, obs, sig)])
         if loss == "soft_l1":  # the points' misses only (`calibration_schema.Loss`): the sum of squares is sum(rho(r^2))
             r = np.sign(r) * np.sqrt(2.0 * (np.sqrt(1.0 + r * r) - 1.0))
+        elif loss == "cauchy":  # sum(c^2 log(1 + (r/c)^2)): squares within c sigma, a pull that fades beyond
+            c = CAUCHY_SCALE_SIGMAS
+            r = np.sign(r) * c * np.sqrt(np.log1p((r / c) ** 2))
         return np.concatenate([r, x / psig])
 
     lo = np.array([0.0 if k in ADDITIVE else -math.log(FACTOR_MAX) for k in keys])
     hi = np.array([ADDITIVE_MAX[k] if k in ADDITIVE else math.log(FACTOR_MAX) for k in keys])
+    if x0 is None and loss == "cauchy":  # its pull fades far off, so it starts where soft_l1 ends
+        x0 = _fit(preps, keys, prior, pred=pred, loss="soft_l1").x
     x0 = np.zeros(len(keys)) if x0 is None else np.clip(x0, lo, hi)
     sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=np.maximum(psig, 1e-3), diff_step=1e-4,
                         xtol=1e-8, ftol=1e-8, max_nfev=400)

@@ -436,3 +436,21 @@ def test_soft_l1_keeps_one_far_off_point_from_pulling_the_fit():
     assert abs(host["squares"] - 400.0) > 4 * abs(host["soft_l1"] - 400.0)
     assert got["soft_l1"].loss == "soft_l1" and json.loads(got["soft_l1"].model_dump_json())["loss"] == "soft_l1"
     assert "loss" not in json.loads(got["squares"].model_dump_json())
+
+
+def test_cauchy_keeps_a_far_off_group_from_setting_the_fit():
+    """Eight points made with 400 µs of host time per step, two of them then read 4x slower (a
+    group the model misses by far, as a stalled system's rows): soft_l1 still moves the host time
+    toward them, cauchy stays within 20% of the truth and at most half as far from it as soft_l1; the loss is written
+    to calib.json."""
+    truth = Factors(values={"engine_host_us": 400.0})
+    pts = []
+    for c in (1, 2, 4, 8, 16, 32, 64, 128):
+        p = _pt(model="llama-3.1-8b", gpus=1, concurrency=c, step_ms=1000.0)
+        pts.append(p.model_copy(update={"step_ms": prepare(0, p, PROFILE).predict(truth) * (4.0 if c in (2, 32) else 1.0)}))
+    got = {loss: fit(CalibrationInput(engine="e", points=pts, factors=["engine_host_us"], loss=loss), PROFILE, "x")
+           for loss in ("soft_l1", "cauchy")}
+    host = {k: r.factors[0].value for k, r in got.items()}
+    assert host["cauchy"] == pytest.approx(400.0, rel=0.2)
+    assert abs(host["soft_l1"] - 400.0) > 2 * abs(host["cauchy"] - 400.0)
+    assert json.loads(got["cauchy"].model_dump_json())["loss"] == "cauchy"
