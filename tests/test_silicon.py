@@ -405,3 +405,9 @@ def test_accuracy_rows_of_a_silicon_run():
     assert silicon_rows(res)[0][4] is True
     res["seconds_per_row"]["local"] = 0.6
     assert silicon_rows(res)[0][4] is False  # slower than 0.5 s a row
+    # the calibrated way: through the shipped engine calibrations, not called uncalibrated, no goal of its own here
+    res |= {"ways": ["calibrated"], "seconds_per_row": {"calibrated": 0.5}, "beside_aiconfigurator": [],
+            "summary": [{"source": "calibrated", "by": "overall", "group": "all", "ttft": st(0.3, 0.1), "tpot": st(0.3, 0.2)}]}
+    (kc, what, vc, goal, metc), = [r for r in silicon_rows(res) if r[0] == "silicon-calibrated"]
+    assert "engine calibrations" in what and "uncalibrated" not in what and "TPOT median 30.0%" in vc
+    assert (goal, metc) == ("—", None)
