@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from perfmodel import aic, silicon, silicon_validate  # noqa: E402
 from perfmodel.aic import _version_key  # noqa: E402
+from perfmodel.silicon_validate import error_stats  # noqa: E402
 
 GROUPS = [("sglang", "h200_sxm"), ("trtllm", "h100_sxm"), ("vllm", "h200_sxm")]
 
@@ -63,8 +63,9 @@ def main() -> None:
                     m = getattr(e, f"measured_{fig}")
                     a.append(q[fig] / m - 1)
                     b.append(p[fig] / m - 1)
-            fmt = lambda xs: f"{statistics.median(map(abs, xs)):6.1%} ({statistics.median(xs):+6.1%})"  # noqa: E731
-            print(f"  {fig:<8} n {len(a):4d}  maintained {fmt(a)}  nearest {fmt(b)}")
+            sa, sb = error_stats(a), error_stats(b)
+            print(f"  {fig:<8} n {len(a):4d}  maintained {sa['median_abs']:6.1%} ({sa['signed_median']:+6.1%})  "
+                  f"nearest {sb['median_abs']:6.1%} ({sb['signed_median']:+6.1%})")
 
 
 if __name__ == "__main__":

@@ -12,9 +12,10 @@ Median |error| (signed median) of predicted / measured - 1, per engine and overa
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from pathlib import Path
+
+from perfmodel.silicon_validate import error_stats
 
 HERE = Path(__file__).parent
 
@@ -30,9 +31,8 @@ def _fitted_ids() -> set[str]:
 
 
 def _fmt(xs: list[float]) -> str:
-    if not xs:
-        return f"{'n/a':>16}"
-    return f"{statistics.median(map(abs, xs)):6.1%} ({statistics.median(xs):+6.1%})"
+    s = error_stats(xs)
+    return f"{s['median_abs']:6.1%} ({s['signed_median']:+6.1%})" if s["n"] else f"{'n/a':>16}"
 
 
 def main() -> None:
