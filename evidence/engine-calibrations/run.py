@@ -34,9 +34,8 @@ from pathlib import Path
 
 from perfmodel import aic, silicon
 from perfmodel.calibrate import CalibrationInput, ObservedPoint, fit, prepare, write_result
-from perfmodel.profile import save_profile
 from perfmodel.request import resolve_profile
-from perfmodel.silicon_validate import error_stats, read_aic
+from perfmodel.silicon_validate import _Imports, error_stats, read_aic
 
 ROOT = Path(__file__).resolve().parents[2]
 # aiconfigurator's estimator (0.12.0) on stratified samples of the expressed rows (run_aic.py); a
@@ -77,21 +76,14 @@ def stats(errs: list[float]) -> str:
 
 
 def points_for(expressed, folder: Path, db, local) -> tuple[list[ObservedPoint], list[str]]:
-    paths: dict[tuple, Path] = {}
+    imports = _Imports(db, local, folder)  # the imported profiles `validate --silicon` prices the rows on
     out, skipped = [], []
     for e in expressed:
         r = e.row
-        vs = db.versions(r.system, r.backend)
-        version = r.backend_version if r.backend_version in vs else db.current(r.system, r.backend)
-        key = (r.system, r.backend, version)
-        if key not in paths:
-            prof = aic.import_profile(db, r.system, f"{r.backend}@{version}", local)
-            p = folder / f"{r.system}-{r.backend}-{version}.json"
-            save_profile(prof.model_dump(mode="json", exclude_none=True), p)
-            paths[key] = p
+        path = imports.path(r)
         try:
-            pt = ObservedPoint(**e.scenario(), concurrency=e.concurrency, profile=str(paths[key]), ttft_ms=r.ttft_ms,
-                               tpot_ms=r.tpot_ms, label=f"{r.id} [{r.system} {version}]")
+            pt = ObservedPoint(**e.scenario(), concurrency=e.concurrency, profile=str(path), ttft_ms=r.ttft_ms,
+                               tpot_ms=r.tpot_ms, label=f"{r.id} [{r.system} {imports.version(r)}]")
             prepare(len(out), pt.singles()[0], local)  # refused as the fit would refuse it: kept out, with the reason
             out.append(pt)
         except ValueError as x:
