@@ -58,6 +58,7 @@ from perfmodel.model.layers import (
     gqa_attention_op,
     gqa_prefill_attention_op,
     mla_attention_op,
+    mla_latent_prefill_attention_op,
     mla_prefill_attention_op,
     routed_experts_op,
 )
@@ -87,6 +88,16 @@ MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nv
 KV_BYTES = {"bfloat16": 2.0, "fp8": 1.0}
 MLA_LATENT, MLA_ROPE = 512, 64  # DeepSeek-V3's MLA (the shape aiconfigurator's MLA tables time)
 MLA_NOPE, MLA_V = 128, 128  # its per-head K (nope part) and V dims, uncompressed as prefill runs them
+# The (engine, kernel source) whose context MLA rows time a prompt in the latent (absorbed) form, one
+# shared K head of 576 dims and V of 512, where the engine runs a prompt with no cached prefix
+# uncompressed (K of 192, V of 128 per head): aiconfigurator's SGLang collector takes the projected
+# form for trtllm_mla only and the latent form for every other backend
+# (ai-dynamo/aiconfigurator collector/sglang/collect_mla.py `run_mla`, since its commit cc24d1377),
+# while SGLang's fa3 (Hopper) and triton (SM89, SM120) backends send such a prompt through MHA
+# (sgl-project/sglang python/sglang/srt/models/deepseek_v2.py `handle_attention_fa3`,
+# `handle_attention_triton`). Such rows are read as the op they timed, so the prefill law learns the
+# kernel's rate on the work it did (evidence/sglang-mla-prefill/).
+LATENT_PREFILL_SOURCES = {"sglang": frozenset({"flash_attention", "triton"})}
 
 # Which rows each imported law is fitted on: (class, database dtype, or dtypes: per shape the fastest
 # row of any of them). FP8 GEMMs on the per-tensor and the block-scaled rows, the faster per shape:
@@ -399,7 +410,9 @@ def attention_points(rows: list[dict], prefill: bool) -> list[Point]:
     return _fastest(out)
 
 
-def mla_points(rows: list[dict], prefill: bool) -> list[Point]:
+def mla_points(rows: list[dict], prefill: bool, latent_sources: frozenset[str] = frozenset()) -> list[Point]:
+    """MLA rows; a prefill row of a kernel source in `latent_sources` as the latent-form op it timed
+    (`LATENT_PREFILL_SOURCES`), any other as the uncompressed form a prompt runs in."""
     out = []
     kind = "mla_prefill" if prefill else "mla_decode"
     for r in rows:
@@ -408,8 +421,12 @@ def mla_points(rows: list[dict], prefill: bool) -> list[Point]:
             continue
         C, h = int(r["batch_size"]), int(r["num_heads"])
         q, L = (int(r["isl"]), 0) if prefill else (1, int(r["step"]))
-        op = (mla_prefill_attention_op(C, q, L, h, MLA_NOPE + MLA_ROPE, MLA_V, MLA_LATENT + MLA_ROPE, kvb) if prefill
-              else mla_attention_op(C, q, L, h, MLA_LATENT, MLA_ROPE, kvb))
+        if not prefill:
+            op = mla_attention_op(C, q, L, h, MLA_LATENT, MLA_ROPE, kvb)
+        elif r["kernel_source"] in latent_sources:
+            op = mla_latent_prefill_attention_op(C, q, L, h, MLA_LATENT, MLA_ROPE, kvb)
+        else:
+            op = mla_prefill_attention_op(C, q, L, h, MLA_NOPE + MLA_ROPE, MLA_V, MLA_LATENT + MLA_ROPE, kvb)
         out.append(Point("attention_mla", kind, r["kv_cache_dtype"], op, r["latency"] * 1e3, r["kernel_source"],
                          {"shape": f"mla_h{h}", "kind": "mla", "C": C, "q": q, "L": L, "H": h}))
     return _fastest(out)
@@ -450,7 +467,7 @@ def points(db: Database, system: str, engine: str, version: str, kinds=None,
         "attention_decode": (lambda rows: attention_points(rows, False), None),
         "attention_prefill": (lambda rows: attention_points(rows, True), None),
         "mla_decode": (lambda rows: mla_points(rows, False), None),
-        "mla_prefill": (lambda rows: mla_points(rows, True), None),
+        "mla_prefill": (lambda rows: mla_points(rows, True, LATENT_PREFILL_SOURCES.get(engine, frozenset())), None),
         "custom_allreduce": (allreduce_points, None),
     }
     out: dict[str, list[Point]] = {}
@@ -533,6 +550,13 @@ def _best_rate(pts: list[Point]) -> float | None:
     return max(rates) if rates else None
 
 
+def _latent_note(engine: str, kind: str, pts: list[Point]) -> str:
+    """What a prefill law's source says of rows read in the latent form (`LATENT_PREFILL_SOURCES`)."""
+    latent = sorted({p.kernel_source for p in pts} & LATENT_PREFILL_SOURCES.get(engine, frozenset())) if kind == "mla_prefill" else []
+    return (f"; the {', '.join(latent)} rows read as the latent form they time (576-dim K, 512-dim V, one KV head), "
+            f"the law priced on the uncompressed form the engine runs a prompt in" if latent else "")
+
+
 def _dtypes(dtype: str | tuple[str, ...]) -> tuple[str, ...]:
     return (dtype,) if isinstance(dtype, str) else dtype
 
@@ -602,7 +626,8 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
             [p.op.bytes for p in chosen], [p.op.flops / dtype_flops_scale(gpu, p.op.compute_dtype, eff) for p in chosen],
             [p.t_us for p in chosen], bench=PREFILL, default_tflops=ceil.bf16_TFLOPS, default_bw_GBps=decode.bw_GBps if decode else None,
             source=f"{src}: {at(kind)}, {dtype} rows; fitted on {len(chosen)} of {len(pts)} prefill-size rows"
-                   + (f" ({PREFILL_MIN_TOKENS}+ tokens)" if kind == "moe" else " (causal over the prompt, no prefix)"))
+                   + (f" ({PREFILL_MIN_TOKENS}+ tokens)" if kind == "moe" else " (causal over the prompt, no prefix)")
+                   + _latent_note(engine, kind, pts))
         info_tables[key], dtypes[key] = at(kind), dtype
         sources[key] = sorted({p.kernel_source for p in pts})
     colls = []

@@ -3,7 +3,7 @@ prefill rows (`aic.import_profile`: `<class>.prefill` laws fitted on the context
 MLA and 256+-token MoE rows), not from its decode law with the dense GEMM's compute roof
 (`step.prefill_law`'s fallback). Checked on the rows of tests/fixtures/aic/ by hand: each row's op
 is priced on the system's GPU from its law, t0 + max(bytes / bw, FLOPs / F), and lands near the
-row's measured time, where the fallback prices the long prompts in under 0.7 of it
+row's measured time, where the fallback prices the long prompts in at most 0.8 of it
 (evidence/imported-prefill/)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from perfmodel import aic
-from perfmodel.model.layers import PREFILL, gqa_prefill_attention_op, mla_prefill_attention_op
+from perfmodel.model.layers import PREFILL, gqa_prefill_attention_op, mla_latent_prefill_attention_op, mla_prefill_attention_op
 from perfmodel.model.machine import build_machine
 from perfmodel.model.step import prefill_law, price_op
 from perfmodel.request import resolve_profile
@@ -51,9 +51,17 @@ def _ops(system: str) -> list[tuple]:
         out.append((gqa_prefill_attention_op(r["batch_size"], r["isl"], 0, r["num_heads"], r["num_key_value_heads"],
                                              r["head_dim"], 2.0), r["latency"] * 1e3, "attention_gqa"))
     for r in _rows(system, "mla", "context_mla_perf"):
-        out.append((mla_prefill_attention_op(r["batch_size"], r["isl"], 0, r["num_heads"], 128 + 64, 128, 512 + 64, 2.0),
-                    r["latency"] * 1e3, "attention_mla"))
+        out.append((_timed_mla(r), r["latency"] * 1e3, "attention_mla"))
     return out
+
+
+def _timed_mla(r: dict):
+    """The op a context-MLA row timed: aiconfigurator's SGLang collector takes the uncompressed form
+    (K 128 + 64, V 128 per head) with trtllm_mla only, the latent form (one K head of 512 + 64, V of
+    512) with every other backend (its collector/sglang/collect_mla.py `run_mla`)."""
+    if r["kernel_source"] == "trtllm_mla":
+        return mla_prefill_attention_op(r["batch_size"], r["isl"], 0, r["num_heads"], 128 + 64, 128, 512 + 64, 2.0)
+    return mla_latent_prefill_attention_op(r["batch_size"], r["isl"], 0, r["num_heads"], 512, 64, 2.0)
 
 
 @pytest.mark.parametrize("system", ["h200_sxm", "b300_sxm"])
@@ -82,6 +90,25 @@ def test_prefill_calls_are_priced_by_the_databases_prefill_rows(system, local):
         assert priced == pytest.approx(measured_us, rel=0.15), f"{system} {cls}: priced {priced:.1f} us, row {measured_us:.1f} us"
 
 
+def test_a_prompt_runs_uncompressed_where_the_rows_timed_the_latent_form(local):
+    """H200's SGLang rows (flash_attention: SGLang's fa3 backend) time the latent form; SGLang runs a
+    prompt with no cached prefix uncompressed (MHA), which takes (192 + 128) / (576 + 512) of the
+    FLOPs. The law learns the kernel's rate on the form it timed, so the prompt the engine runs is
+    priced at about that share of the row's time on the compute-bound rows, where a law fitted on the rows
+    read uncompressed would price it at the row's own time, as slow as the latent form."""
+    prof = aic.import_profile(_db(FIXTURE / "systems"), "h200_sxm", "sglang@0.5.14", local)
+    assert "flash_attention rows read as the latent form" in prof.fits[f"attention_mla.{PREFILL}"].source
+    m = _machine(prof, "h200_sxm")
+    long_rows = [r for r in _rows("h200_sxm", "mla", "context_mla_perf") if _timed_mla(r).flops > 1e11]  # compute-bound
+    assert long_rows and all(r["kernel_source"] == "flash_attention" for r in long_rows)
+    shares = []
+    for r in sorted(long_rows, key=lambda r: _timed_mla(r).flops):
+        runs = mla_prefill_attention_op(r["batch_size"], r["isl"], 0, r["num_heads"], 128 + 64, 128, 512 + 64, 2.0)
+        shares.append(price_op(m, runs) / (r["latency"] * 1e3))
+    assert max(shares) < 0.4, shares  # the law's floor adds a little on the shorter ones
+    assert shares[-1] == pytest.approx((192 + 128) / (576 + 512), rel=0.1), shares
+
+
 def test_without_prefill_rows_the_decode_law_with_the_gemm_roof_prices_it_too_fast(local, tmp_path):
     """The same system with its context tables removed: the import has no prefill law, the call
     falls back to the class's decode law at the dense GEMM's compute roof, and the long prompts
@@ -98,4 +125,4 @@ def test_without_prefill_rows_the_decode_law_with_the_gemm_roof_prices_it_too_fa
     for op, measured_us in long_ones:
         _, why = prefill_law(m, op)
         assert why and "no measured prefill law" in why
-        assert price_op(m, op) < 0.7 * measured_us
+        assert price_op(m, op) < 0.85 * measured_us

@@ -464,6 +464,22 @@ def mla_attention_op(Cg: int, q: int, L: int, h: int, kv_lora_rank: int, rope_di
               if kvb == 2.0 and L > 0 else None)
 
 
+def mla_latent_prefill_attention_op(seqs: int, q: int, ctx: int, h: int, kv_lora_rank: int, rope_dim: int, kvb: float,
+                                    count: int = 1) -> Op:
+    """Causal MLA attention of `seqs` sequences x q new tokens after ctx cached ones in its absorbed
+    (latent) form: h query heads of kv_lora_rank + rope_dim dims against one shared K head of as many
+    and one V head of kv_lora_rank, read at kvb bytes per element (the decode form, over a prompt).
+    The engines run a prompt with no cached prefix in the uncompressed form (`mla_prefill_attention_op`,
+    about 3.4x fewer FLOPs for DeepSeek-V3); the form of the database rows that time this one
+    (perfmodel/aic.py `LATENT_PREFILL_SOURCES`)."""
+    T = seqs * q
+    S = ctx + q
+    k = kv_lora_rank + rope_dim
+    return Op("attention_prefill", "attention", "attention_mla",
+              bytes=seqs * S * k * kvb + T * h * (k + kv_lora_rank) * ACT,
+              flops=2.0 * seqs * h * causal_pairs(q, ctx) * (k + kv_lora_rank), count=count, variant=PREFILL)
+
+
 def gqa_prefill_attention_op(seqs: int, q: int, ctx: int, hq: int, hkv: int, D: int, kvb: float, count: int = 1,
                              window: int | None = None, name: str = "attention_prefill") -> Op:
     """Causal GQA attention of `seqs` sequences x q new tokens after ctx cached ones (a prompt, or a
