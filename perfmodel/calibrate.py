@@ -422,6 +422,13 @@ def _restart_at_bound(sol, preps: list[Prepared], keys: list[str], prior: dict[s
     return other if other.cost < sol.cost * (1 - 1e-6) else sol
 
 
+def _solve(preps: list[Prepared], keys: list[str], prior: dict[str, float], pred: _Predictions, loss: str):
+    """The fit of `preps` (`_fit`, then `_restart_at_bound`): the whole fit and each leave-one-out
+    fit alike. A held-out fit started at the whole fit's optimum would carry the held-out points
+    into it wherever the loss has more than one minimum (cauchy's pull fades far off)."""
+    return _restart_at_bound(_fit(preps, keys, prior, pred=pred, loss=loss), preps, keys, prior, pred, loss)
+
+
 # ---------------------------------------------------------------- what the points can tell apart
 STEP_IN_PRIOR = 0.25  # finite-difference step of the sensitivities, in prior σ of each factor
 COLLINEAR = 0.95  # |cos| of two factors' effects on the points above which the points fix only their combination
@@ -551,7 +558,7 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
     preps = [replace(p, keys=tuple(k for k in p.keys if k in prior)) for p in preps]
     keys = sorted(prior)
     pred = _Predictions(keys)  # every fit below prices each (scenario, factor values) once
-    sol = _restart_at_bound(_fit(preps, keys, prior, pred=pred, loss=inp.loss), preps, keys, prior, pred, inp.loss)
+    sol = _solve(preps, keys, prior, pred, inp.loss)
     # The posterior from central differences about the optimum (`sensitivities`), not the
     # solver's forward-difference Jacobian: a factor at a kink (a bandwidth factor capped at the
     # GPU's roof, the host term at 0 µs) would read as one the points do not move at all.
@@ -575,8 +582,8 @@ def fit(inp: CalibrationInput, profile: Profile, profile_label: str) -> Calibrat
             out = [j for j in range(len(preps)) if unit[j] == unit[i]]
             rest = [p for j, p in enumerate(preps) if j not in out]
             same = tuple(sorted(x for j, x in enumerate(ident) if j not in out))
-            if same not in fits:
-                fits[same] = _fit(rest, keys, prior, x0=sol.x, pred=pred, loss=inp.loss).x
+            if same not in fits:  # the fit a user holding only the rest gets: from the same start, not this optimum
+                fits[same] = _solve(rest, keys, prior, pred, inp.loss).x
             loo[i] = pred(preps[i], fits[same]) / preps[i].point.figure[1] - 1
     undetermined, why = identifiability(preps, keys, prior, S)
     unsure = {k for g in undetermined for k in g.factors}

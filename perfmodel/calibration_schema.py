@@ -46,8 +46,9 @@ TTFT_MS = "engine_ttft_ms"
 # so each kernel's launch from Python costs the host again (a one-token DeepSeek-V3 prefill: 82.6 ms
 # eager against 23.1 ms replayed from a graph, sgl-project/sglang#12160). A prompt's floor that
 # does not shrink with more GPUs and grows with the kernels a model's forward launches
-# (evidence/dsr1-ttft-floor/floor.txt); each kernel is launched while the GPU runs the ones before
-# it, so the step takes the longer of the launches and its GPU work (`step._finish`).
+# (evidence/dsr1-ttft-floor/floor.txt). It adds to the step's GPU work: taking the longer of the two
+# instead (launches overlapping the GPU work) fitted TRT-LLM's rows worse, TTFT held out by system
+# 62.3% against 28.6% (evidence/engine-calibrations/variants/launch-overlap-cauchy/).
 PREFILL_LAUNCH = "engine_prefill_launch_us"
 ADDITIVE = (HOST, DRAFT_HOST, TTFT_STEPS, TTFT_MS, PREFILL_LAUNCH)  # additive terms (≥ 0); every other factor is multiplicative
 FACTOR_MAX = 50.0  # the fit's bounds on a multiplicative factor: [1 / FACTOR_MAX, FACTOR_MAX]

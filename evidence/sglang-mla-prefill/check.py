@@ -96,6 +96,19 @@ def main() -> None:
             errs = [res[e.row.id][fig] / getattr(e.row, fig) - 1 for e in rows if "error" not in res[e.row.id]]
             s = error_stats(errs)
             print(f"  {fig}  {name:24s} {s['median_abs']:6.1%} ({s['signed_median']:+6.1%})  n {s['n']}")
+    print("\n  TTFT slope per prompt token at C=4 (median TTFT of the 8192-token rows less that of the 1024-token "
+          "rows, over 7168 tokens), µs; output length 1024")
+    for name, get in (("measured", lambda e: e.row.ttft_ms), ("rows read uncompressed", lambda e: before[e.row.id]["ttft_ms"]),
+                      ("rows read as timed", lambda e: after[e.row.id]["ttft_ms"])):
+        at = {isl: sorted(get(e) for e in rows if e.concurrency == 4 and e.row.isl == isl and e.row.osl == 1024)
+              for isl in (1024, 8192)}
+        if all(at.values()):
+            med = {k: v[len(v) // 2] for k, v in at.items()}
+            print(f"  {name:24s} {(med[8192] - med[1024]) / 7168 * 1e3:6.1f}")
+    print("\n  measured less priced TTFT (what a calibration's per-request wait would carry), ms, rows at C <= 16")
+    for name, res in (("rows read uncompressed", before), ("rows read as timed", after)):
+        gap = [e.row.ttft_ms - res[e.row.id]["ttft_ms"] for e in rows if e.concurrency <= 16 and "error" not in res[e.row.id]]
+        print(f"  {name:24s} {min(gap):6.0f} to {max(gap):6.0f}")
     print("\n  per row: ISL x OSL, concurrency, measured TTFT ms, priced before -> after")
     for e in sorted(rows, key=lambda e: (e.row.isl, e.row.osl, e.concurrency)):
         b, a = before[e.row.id], after[e.row.id]

@@ -25,9 +25,8 @@ plus an additive per-step engine host term:
                      (tokenising, the scheduler's receive, the HTTP and streaming path), additive
                      and ≥ 0 — serving points with a TTFT only
   engine_prefill_launch_us  the engine's host time per kernel of a step that carries prompt
-                     tokens (run outside CUDA graphs, each kernel launched from Python while the
-                     GPU runs the ones before it: the step takes the longer of the launches and
-                     its GPU work), µs, ≥ 0 — serving points only
+                     tokens (run outside CUDA graphs, each kernel launched from Python), µs,
+                     additive and ≥ 0 — serving points only
 
 groups: attention (MLA, GQA decode, q = 1), attention_verify (q > 1: tree / chain verification,
 often another kernel in an engine), moe (W4A16, bf16), gemm (dense GEMMs, lm_head), elementwise.

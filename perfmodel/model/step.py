@@ -577,15 +577,11 @@ def _terms(m: ModelSpec, mach: Machine, lay: Layout, ops: list[Op], colls: list[
 
 def _finish(acc: _Acc, o, host: bool) -> StepEstimate:
     """The step of `acc` (`_terms`) with the engine's host time per step of overheads `o`, added last."""
-    if host and acc.prefill and o.engine_prefill_launch_us > 0:
-        # the engine launches a prompt's step's kernels eagerly, each while the GPU runs the ones before
-        # it: the step takes the longer of the launches and the GPU work, not their sum
-        launches, gpu = acc.n_kernels * o.engine_prefill_launch_us, sum(acc.by_comp.values())
-        if launches > gpu:
-            acc.add("engine_host", launches - gpu, "engine_prefill_launch",
-                    o.engine_prefill_launch_sigma_us / o.engine_prefill_launch_us * launches / (launches - gpu))
     if host and o.engine_host_us > 0:
         acc.add("engine_host", o.engine_host_us, "engine_host", o.engine_host_sigma_us / o.engine_host_us)
+    if host and acc.prefill and o.engine_prefill_launch_us > 0:  # the engine launches a prompt's kernels eagerly
+        acc.add("engine_host", acc.n_kernels * o.engine_prefill_launch_us, "engine_prefill_launch",
+                o.engine_prefill_launch_sigma_us / o.engine_prefill_launch_us)
     bd = {k: v for k, v in acc.by_comp.items() if v > 0}
     return StepEstimate(step_us=sum(bd.values()), breakdown_us=bd, sigma_us=acc.sigma(),
                         n_kernels=acc.n_kernels, ops=acc.ops, assumptions=sorted(acc.notes))
