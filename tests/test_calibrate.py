@@ -454,3 +454,28 @@ def test_cauchy_keeps_a_far_off_group_from_setting_the_fit():
     assert host["cauchy"] == pytest.approx(400.0, rel=0.2)
     assert abs(host["soft_l1"] - 400.0) > 2 * abs(host["cauchy"] - 400.0)
     assert json.loads(got["cauchy"].model_dump_json())["loss"] == "cauchy"
+
+
+def test_a_held_out_error_is_that_of_the_fit_without_the_point():
+    """Leave-one-out is what a user holding only the other points gets: each held-out error equals
+    the error of `fit` run on the rest alone (same loss, same start, same restart at a bound), with
+    cauchy's several minima too. Eight points: three with 400 µs of host time per step, five with
+    2500; the whole fit lands near 400, and leaving out one of the three (at 4 or 16) hands the fit
+    to the other group's minimum."""
+    pts = []
+    cs = (1, 2, 4, 8, 16, 32, 64, 128)
+    for c in cs:
+        p = _pt(model="llama-3.1-8b", gpus=1, concurrency=c, step_ms=1000.0)
+        host = Factors(values={"engine_host_us": 2500.0 if c in (1, 2, 8, 32, 128) else 400.0})
+        pts.append(p.model_copy(update={"step_ms": prepare(0, p, PROFILE).predict(host)}))
+    whole = fit(CalibrationInput(engine="e", points=pts, factors=["engine_host_us"], loss="cauchy"), PROFILE, "x")
+    assert whole.factors[0].value < 1000
+    moved = False
+    for i in (0, 2, 4):
+        rest = fit(CalibrationInput(engine="e", points=pts[:i] + pts[i + 1:], factors=["engine_host_us"], loss="cauchy"),
+                   PROFILE, "x")
+        moved |= rest.factors[0].value > 2000
+        f = Factors(values={"engine_host_us": rest.factors[0].value})
+        alone = prepare(0, pts[i], PROFILE).predict(f) / pts[i].step_ms - 1
+        assert whole.points[i].loo_err == pytest.approx(alone, abs=1e-3), i
+    assert moved  # the case has more than one minimum

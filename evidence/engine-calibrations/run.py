@@ -57,7 +57,7 @@ AIC_RESULTS = ["evidence/silicon-validation/aic_estimator_4_per_group.jsonl",
 # compare.txt). The cauchy loss, whose pull fades past a point's 1 sigma, keeps a group of rows the
 # model misses by far (SGLang's B300 rows with 8192-token prompts, vLLM's H200 Qwen3-235B rows)
 # from setting the factors a held-out system then gets.
-FORMS = {"vllm": (["engine_host_us", "engine_ttft_ms", "engine_prefill_launch_us"], "cauchy"),
+FORMS = {"vllm": (["engine_ttft_ms", "engine_prefill_launch_us"], "cauchy"),
          "sglang": (["engine_host_us", "engine_ttft_ms"], "cauchy"),
          "trtllm": (["engine_host_us", "engine_ttft_ms", "engine_prefill_launch_us"], "cauchy")}
 
