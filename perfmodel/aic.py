@@ -99,6 +99,11 @@ MLA_NOPE, MLA_V = 128, 128  # its per-head K (nope part) and V dims, uncompresse
 # kernel's rate on the work it did (evidence/sglang-mla-prefill/).
 LATENT_PREFILL_SOURCES = {"sglang": frozenset({"flash_attention", "triton"})}
 
+
+def latent_prefill_sources(engine: str) -> frozenset[str]:
+    """`LATENT_PREFILL_SOURCES` of an engine (none for most)."""
+    return LATENT_PREFILL_SOURCES.get(engine, frozenset())
+
 # Which rows each imported law is fitted on: (class, database dtype, or dtypes: per shape the fastest
 # row of any of them). FP8 GEMMs on the per-tensor and the block-scaled rows, the faster per shape:
 # perfmodel's one FP8 weight format stands for both (Llama-3.1-70B FP8 is per-tensor, DeepSeek's and
@@ -467,7 +472,7 @@ def points(db: Database, system: str, engine: str, version: str, kinds=None,
         "attention_decode": (lambda rows: attention_points(rows, False), None),
         "attention_prefill": (lambda rows: attention_points(rows, True), None),
         "mla_decode": (lambda rows: mla_points(rows, False), None),
-        "mla_prefill": (lambda rows: mla_points(rows, True, LATENT_PREFILL_SOURCES.get(engine, frozenset())), None),
+        "mla_prefill": (lambda rows: mla_points(rows, True, latent_prefill_sources(engine)), None),
         "custom_allreduce": (allreduce_points, None),
     }
     out: dict[str, list[Point]] = {}
@@ -552,7 +557,7 @@ def _best_rate(pts: list[Point]) -> float | None:
 
 def _latent_note(engine: str, kind: str, pts: list[Point]) -> str:
     """What a prefill law's source says of rows read in the latent form (`LATENT_PREFILL_SOURCES`)."""
-    latent = sorted({p.kernel_source for p in pts} & LATENT_PREFILL_SOURCES.get(engine, frozenset())) if kind == "mla_prefill" else []
+    latent = sorted({p.kernel_source for p in pts} & latent_prefill_sources(engine)) if kind == "mla_prefill" else []
     return (f"; the {', '.join(latent)} rows read as the latent form they time (576-dim K, 512-dim V, one KV head), "
             f"the law priced on the uncompressed form the engine runs a prompt in" if latent else "")
 

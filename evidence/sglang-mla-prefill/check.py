@@ -61,8 +61,8 @@ def table() -> set[str]:
             for src in sorted({r["kernel_source"] for r in rows}):
                 mine = [r for r in rows if r["kernel_source"] == src]
                 full = aic.mla_points(mine, True)
-                latent = src in aic.LATENT_PREFILL_SOURCES.get(engine, frozenset())
-                as_timed = aic.mla_points(mine, True, aic.LATENT_PREFILL_SOURCES.get(engine, frozenset()))
+                latent = src in aic.latent_prefill_sources(engine)
+                as_timed = aic.mla_points(mine, True, aic.latent_prefill_sources(engine))
                 if latent:
                     latent_systems.add(system)
                 for p, q in zip(full, as_timed):
