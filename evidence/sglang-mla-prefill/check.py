@@ -44,8 +44,7 @@ def rows_of(db: aic.Database, system: str, engine: str) -> tuple[str, list[dict]
     return version, aic._read_table(hit[0])
 
 
-def table() -> set[str]:
-    db = aic.Database.installed()
+def table(db: aic.Database) -> set[str]:
     latent_systems = set()
     print(f"1. context-MLA rows: {HEADS} heads, {ISL}-token prompt, batch 1, bf16 KV ({aic.PACKAGE} {db.version})")
     print(f"  {'system':22s} {'engine':8s} {'version':10s} {'kernel source':16s} {'ms':>7s} "
@@ -72,20 +71,20 @@ def table() -> set[str]:
     return latent_systems
 
 
+SHIPPED = dict(aic.LATENT_PREFILL_SOURCES)
+
+
 def priced(rows, latent: bool) -> dict:
     aic.LATENT_PREFILL_SOURCES = dict(SHIPPED) if latent else {}
     got, _ = silicon_validate.price_ways(rows, ["imported"])
     return got["imported"]
 
 
-SHIPPED = dict(aic.LATENT_PREFILL_SOURCES)
-
-
 def main() -> None:
     sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     print(f"perfmodel at {sha}")
-    systems = table()
     db = aic.Database.installed()
+    systems = table(db)
     ok, _ = silicon.express_all(silicon.load_rows(db))
     rows = [e for e in ok if e.engine == "sglang" and e.model in MLA_MODELS and e.row.system in systems]
     print(f"\n2. imported way, uncalibrated: the {len(rows)} expressed SGLang rows of MLA models on "
