@@ -322,8 +322,10 @@ def validate(profile: list[str] | None = typer.Option(None, "--profile", help="P
              aic_estimator: bool = typer.Option(False, "--aic-estimator", help="With --silicon: also run aiconfigurator's own "
                                                 "estimator on the rows (`pip install 'perfmodel\\[aic-dev]'`; seconds a row) and "
                                                 "tabulate its errors beside perfmodel's."),
-             aic_results: Path | None = typer.Option(None, "--aic-results", help="With --silicon: the estimator's results of an "
-                                                     "earlier run (the JSON lines --aic-out writes), tabulated beside perfmodel's."),
+             aic_results: list[Path] | None = typer.Option(None, "--aic-results", help="With --silicon: the estimator's results of "
+                                                           "earlier runs (the JSON lines --aic-out writes; repeat the option "
+                                                           "for several files of one estimator version), tabulated beside "
+                                                           "perfmodel's."),
              aic_out: Path | None = typer.Option(None, "--aic-out", help="With --aic-estimator: append each estimate to this "
                                                  "file as a JSON line as it comes."),
              fmt: Fmt = typer.Option(Fmt.table, "--format", "-f")):
@@ -334,7 +336,7 @@ def validate(profile: list[str] | None = typer.Option(None, "--profile", help="P
     from perfmodel.validate import run_validation
 
     _guard(finite_number, tolerance, "--tolerance", lo=0)
-    silicon_only = {"--sample": sample, "--limit": limit, "--aic-results": aic_results, "--aic-out": aic_out,
+    silicon_only = {"--sample": sample, "--limit": limit, "--aic-results": aic_results or None, "--aic-out": aic_out,
                     "--aic-estimator": aic_estimator or None, "--way": None if way == "all" else way}
     given = [k for k, v in silicon_only.items() if v is not None]
     if not silicon and given:
@@ -428,15 +430,23 @@ def _validate_silicon(profile, system, engine, model, way, sample, limit, calibr
             fail(f"--aic-estimator: aiconfigurator's estimator is not installed: {aic.INSTALL.replace('[aic]', '[aic-dev]')}")
     from perfmodel.silicon_validate import results_version
 
-    text = _guard(read_text, aic_results, "--aic-results") if aic_results else None
-    prior = _guard(read_aic, text, str(aic_results)) if aic_results else None
+    prior, versions = None, set()
+    for path in aic_results or []:  # several runs of one estimator: a row in two files has one estimate, or an estimate
+        text = _guard(read_text, path, "--aic-results")  # in one and a refusal in the other (kept: the estimate)
+        prior = prior or {}
+        for rid, rec in _guard(read_aic, text, str(path)).items():
+            if rid not in prior or ("error" in prior[rid] and "error" not in rec):
+                prior[rid] = rec
+        versions |= {results_version(text)} - {None}
+    if len(versions) > 1:
+        fail(f"--aic-results: the files come from different estimator versions ({', '.join(sorted(versions))})")
     progress = None
     if fmt == Fmt.table and sys.stderr.isatty():
         progress = lambda what, i, n: typer.echo(f"\r{what}: row {i + 1}/{n}", err=True, nl=False)  # noqa: E731
     res = _guard(run_silicon, ways=ways, systems=split(system), engines=split(engine), models=split(model), sample=sample,
                  limit=limit, profile=profile[0] if profile else None, calibration=calibration, aic_results=prior,
                  aic_live=aic_estimator, aic_out=aic_out, db=db, progress=progress,
-                 aic_results_version=results_version(text) if text else None)
+                 aic_results_version=next(iter(versions)) if versions else None)
     if progress:
         typer.echo("", err=True)
     _emit(res, fmt, render.silicon_csv, render.silicon_table)

@@ -214,11 +214,22 @@ def aic_version() -> str | None:
         return None
 
 
+# Checkpoints whose rows name a Hugging Face repository that aiconfigurator does not ship a config of,
+# with the shipped config of the same architecture (aiconfigurator_core/model_configs): Meta's
+# Llama 3.1 repositories under their earlier names (meta-llama/Meta-Llama-3.1-*), and NVIDIA's FP8
+# copy of the 8B model, whose weight format the row's gemm_quant_mode gives. Offline, the estimator
+# cannot fetch the others' config.json (the gated meta-llama repositories need a token online too).
+AIC_SHIPPED_CONFIGS = {"meta-llama/Llama-3.1-70B": "meta-llama/Meta-Llama-3.1-70B",
+                       "meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Meta-Llama-3.1-8B",
+                       "nvidia/Llama-3.1-8B-Instruct-FP8": "meta-llama/Meta-Llama-3.1-8B"}
+
+
 def aic_args(row: silicon.Row) -> dict:
     """The keyword arguments aiconfigurator's accuracy tools pass `cli_estimate` for an agg row
     (tools/accuracy_tracking/run_silicon.py `_estimate_kwargs`): the row's fields as they stand,
-    the layout cells that are set."""
-    args = dict(model_path=row.model_path, system_name=row.system, mode=row.mode, backend_name=row.backend,
+    the layout cells that are set; the model as the config aiconfigurator ships of its architecture
+    (`AIC_SHIPPED_CONFIGS`)."""
+    args = dict(model_path=AIC_SHIPPED_CONFIGS.get(row.model_path, row.model_path), system_name=row.system, mode=row.mode, backend_name=row.backend,
                 backend_version=row.backend_version or None, isl=row.isl, osl=row.osl,
                 gemm_quant_mode=row.gemm_quant_mode or None, moe_quant_mode=row.moe_quant_mode or None,
                 batch_size=row.batch_size, tp_size=row.tp_size, pp_size=row.pp_size, attention_dp_size=row.attention_dp_size)
@@ -253,7 +264,7 @@ def aic_estimate(row: silicon.Row) -> dict:
                 args["backend_version"] = None
                 r = cli_estimate(**args)
         return {"ttft_ms": float(r.ttft), "tpot_ms": float(r.tpot), "version": str(r.backend_version),
-                "s": time.perf_counter() - t0}
+                "s": time.perf_counter() - t0} | ({"model_config": args["model_path"]} if args["model_path"] != row.model_path else {})
     except Exception as x:  # the estimator's own refusals (OOM, missing data, unsupported config), kept as its result
         return {"error": f"{type(x).__name__}: {str(x).splitlines()[0] if str(x) else ''}"[:300], "s": time.perf_counter() - t0}
     finally:

@@ -263,6 +263,10 @@ def test_estimator_arguments_are_the_rows_as_aiconfigurators_tools_pass_them(row
     assert (a["model_path"], a["system_name"], a["backend_name"], a["mode"]) == ("deepseek-ai/DeepSeek-R1", "b200_sxm",
                                                                                 "trtllm", "agg")
     assert a["gemm_quant_mode"] == "nvfp4" and a["isl"] == 8192
+    # a renamed Llama repository: the config aiconfigurator ships of the same architecture
+    llama = _row(rows, "2026_04_06_llama_3_1_70b_b200_sxm_vllm_fp8_agg_1024x1024_c8_tp4_ep1_259")
+    assert llama.model_path == "meta-llama/Llama-3.1-70B"
+    assert aic_args(llama)["model_path"] == "meta-llama/Meta-Llama-3.1-70B"
 
 
 def test_estimator_results_read_back_and_bad_lines_refused():
@@ -373,6 +377,20 @@ def test_cli_silicon_table_on_the_fixture_with_the_estimators_results(cli_db, tm
     assert r.exit_code == 0 and "beside aiconfigurator" in r.stdout and "TPOT med |err|" in r.stdout, r.output
     r = CliRunner().invoke(app, args + ["--format", "csv"])
     assert r.exit_code == 0 and r.stdout.count(rid) == 3
+    # several runs' files: their rows together; files of two estimator versions refused in one line
+    other = next(p["id"] for p in res["points"] if p["id"] != rid)
+    more = tmp_path / "aic2.jsonl"
+    more.write_text(json.dumps({"id": other, "ttft_ms": 50.0, "tpot_ms": 5.0}) + "\n"
+                    + json.dumps({"id": rid, "error": "HuggingFaceDownloadError: offline"}) + "\n")
+    r = CliRunner().invoke(app, args + ["--aic-results", str(more), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    got = {p["id"]: p["predicted"].get("aiconfigurator") for p in json.loads(r.stdout)["points"]}
+    assert got[rid]["tpot_ms"] == 10.0 and got[other]["tpot_ms"] == 5.0
+    head = '# {"aiconfigurator": "%s"}\n'
+    est.write_text(head % "0.12.0" + json.dumps({"id": rid, "ttft_ms": 100.0, "tpot_ms": 10.0}) + "\n")
+    more.write_text(head % "0.13.0" + json.dumps({"id": other, "ttft_ms": 50.0, "tpot_ms": 5.0}) + "\n")
+    r = CliRunner().invoke(app, args + ["--aic-results", str(more)])
+    assert r.exit_code == 2 and "different estimator versions" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_accuracy_rows_of_a_silicon_run():

@@ -101,6 +101,8 @@ def main() -> None:
     ap.add_argument("--held-out", default="gpu,model", help="the leave-one-out fits run: gpu, model or both")
     ap.add_argument("--factors", default="", help="the factors fitted, comma-separated (default: the engine's FORMS)")
     ap.add_argument("--loss", default="", help="the fit's loss, squares, soft_l1 or cauchy (default: the engine's FORMS)")
+    ap.add_argument("--aic-results", default="", help="more of the estimator's results files (comma-separated): their "
+                                                       "rows join the fit (a variant's; the shipped fits read AIC_RESULTS)")
     ap.add_argument("--tag", default="", help="a variant's name: its errors file goes to variants/<tag>/")
     a = ap.parse_args()
     db = aic.Database.installed()
@@ -108,10 +110,11 @@ def main() -> None:
     rows = silicon.load_rows(db)
     ok, refused = silicon.express_all(rows)
     est: dict[str, dict] = {}
-    for f in AIC_RESULTS:
+    for f in AIC_RESULTS + [x for x in a.aic_results.split(",") if x]:
         est |= {i: r for i, r in read_aic((ROOT / f).read_text(), f).items() if "tpot_ms" in r and "ttft_ms" in r}
     print(f"perfmodel at {sha()}; {aic.PACKAGE} {db.version}; {len(rows)} aggregated rows, {len(ok)} expressed, "
-          f"{len(refused)} not; {len(est)} priced by aiconfigurator's estimator ({', '.join(AIC_RESULTS)})"
+          f"{len(refused)} not; {len(est)} priced by aiconfigurator's estimator "
+          f"({', '.join(AIC_RESULTS + [x for x in a.aic_results.split(',') if x])})"
           + (f"; factors fitted: {a.factors}" if a.factors else "") + (f"; loss {a.loss}" if a.loss else ""))
     summary = {}
     with tempfile.TemporaryDirectory(prefix="perfmodel-enginecal-") as tmp:
