@@ -4,14 +4,13 @@ record a row and figure (run from the repository root:
 python evidence/sample-curve-envelope/price82.py vllm,sglang,trtllm OUT.json)."""
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, "evidence/engine-calibrations")
-import tempfile
-
-import run as R
+import run as R  # noqa: E402
 
 from perfmodel import aic, silicon
 from perfmodel.calibrate import load_result, prepare
@@ -21,8 +20,9 @@ from perfmodel.silicon_validate import read_aic
 
 engines = sys.argv[1].split(",") if len(sys.argv) > 1 else ["vllm", "sglang", "trtllm"]
 out = sys.argv[2] if len(sys.argv) > 2 else None
-db = aic.Database.installed(); local = resolve_profile(None)
-rows = silicon.load_rows(db); ok, _ = silicon.express_all(rows)
+db = aic.Database.installed()
+local = resolve_profile(None)
+ok, _ = silicon.express_all(silicon.load_rows(db))
 est = {}
 for f in R.AIC_RESULTS:
     est |= {i: r for i, r in read_aic((R.ROOT / f).read_text(), f).items() if "tpot_ms" in r and "ttft_ms" in r}
@@ -36,10 +36,9 @@ with tempfile.TemporaryDirectory() as tmp:
         for i, pt in enumerate(pts):
             for s in pt.singles():
                 prep = prepare(i, s, local)
-                u = prep.predict(Factors())
-                c = prep.predict(fac) if fac is not None else float("nan")
                 fig, val = s.figure
-                res.append(dict(engine=eng, id=pt.label.split()[0], fig=fig, meas=val, uncal=u, cal=c))
+                res.append(dict(engine=eng, id=pt.label.split()[0], fig=fig, meas=val, uncal=prep.predict(Factors()),
+                                cal=prep.predict(fac)))
 if out:
     Path(out).write_text(json.dumps(res))
 for fig in ("tpot_ms", "ttft_ms"):
