@@ -406,7 +406,7 @@ def _validate_silicon(profile, system, engine, model, way, sample, limit, calibr
                       tolerance: float, fmt: Fmt) -> None:
     from perfmodel import aic, render
     from perfmodel.inputs import read_text
-    from perfmodel.silicon_validate import WAYS, read_aic, run_silicon
+    from perfmodel.silicon_validate import WAYS, merge_aic, read_aic, run_silicon
 
     split = lambda s: [x.strip() for x in s.split(",") if x.strip()] if s else None  # noqa: E731
     if profile and len(profile) > 1:
@@ -430,14 +430,9 @@ def _validate_silicon(profile, system, engine, model, way, sample, limit, calibr
             fail(f"--aic-estimator: aiconfigurator's estimator is not installed: {aic.INSTALL.replace('[aic]', '[aic-dev]')}")
     from perfmodel.silicon_validate import results_version
 
-    prior, versions = None, set()
-    for path in aic_results or []:  # several runs of one estimator: a row in two files has one estimate, or an estimate
-        text = _guard(read_text, path, "--aic-results")  # in one and a refusal in the other (kept: the estimate)
-        prior = prior or {}
-        for rid, rec in _guard(read_aic, text, str(path)).items():
-            if rid not in prior or ("error" in prior[rid] and "error" not in rec):
-                prior[rid] = rec
-        versions |= {results_version(text)} - {None}
+    texts = [(path, _guard(read_text, path, "--aic-results")) for path in aic_results or []]
+    prior = merge_aic(_guard(read_aic, text, str(path)) for path, text in texts) if texts else None
+    versions = {results_version(text) for _, text in texts} - {None}
     if len(versions) > 1:
         fail(f"--aic-results: the files come from different estimator versions ({', '.join(sorted(versions))})")
     progress = None

@@ -319,6 +319,17 @@ def read_aic(text: str, source: str = "--aic-results") -> dict[str, dict]:
     return out
 
 
+def merge_aic(runs: Iterable[dict[str, dict]]) -> dict[str, dict]:
+    """Several runs' results (`read_aic`'s) as one: a row in two runs keeps one result, an estimate
+    over another run's refusal of it."""
+    out: dict[str, dict] = {}
+    for run in runs:
+        for rid, rec in run.items():
+            if rid not in out or ("error" in out[rid] and "error" not in rec):
+                out[rid] = rec
+    return out
+
+
 # ------------------------------------------------------------------------------ the run
 def select(rows: list[silicon.Row], *, systems=None, engines=None, models=None) -> list[silicon.Row]:
     """Rows matching the filters (a model by preset name or model path)."""

@@ -23,14 +23,13 @@ from perfmodel import aic, silicon  # noqa: E402
 from perfmodel.calibrate import load_result, prepare  # noqa: E402
 from perfmodel.model.calibration import Factors  # noqa: E402
 from perfmodel.request import resolve_profile  # noqa: E402
-from perfmodel.silicon_validate import error_stats, read_aic  # noqa: E402
+from perfmodel.silicon_validate import error_stats, merge_aic, read_aic  # noqa: E402
 
 
 def estimates(files: list[str]) -> dict[str, dict]:
-    out = {}
-    for f in files:
-        out |= {i: r for i, r in read_aic((R.ROOT / f).read_text(), f).items() if "tpot_ms" in r and "ttft_ms" in r}
-    return out
+    """The rows the estimator priced in any of `files`."""
+    runs = merge_aic(read_aic((R.ROOT / f).read_text(), f) for f in files)
+    return {i: r for i, r in runs.items() if "tpot_ms" in r and "ttft_ms" in r}
 
 
 def line(label: str, rows: list[dict], fig: str) -> str:
