@@ -35,6 +35,7 @@ from perfmodel.calibration_schema import (  # noqa: F401 (the file schemas, re-e
     ADDITIVE_MAX,
     CAUCHY_SCALE_SIGMAS,
     DRAFT_HOST,
+    ENGINE_STEP,
     FACTOR_MAX,
     FAMILIES,
     FIGURES,
@@ -42,6 +43,7 @@ from perfmodel.calibration_schema import (  # noqa: F401 (the file schemas, re-e
     HOST,
     HOST_MAX_US,
     PREFILL_LAUNCH,
+    PREFILL_WORK,
     REL_SIGMA,
     TTFT_MS,
     TTFT_STEPS,
@@ -90,7 +92,10 @@ TTFT_MS_PRIOR = 300.0
 # takes 82.6 ms eager against 23.1 ms from a CUDA graph (sgl-project/sglang#12160), some 40 us for
 # each of its ~1,500 kernels; 100 us spans it.
 PREFILL_LAUNCH_PRIOR_US = 100.0
-NAMED_ONLY = (PREFILL_LAUNCH,)  # fitted only when a calibration input names it in `factors`
+# A prompt step's GPU work (PREFILL_WORK), log-space 1σ: per-op tables priced prompts 1-3x fast
+# against aiconfigurator's silicon rows (calibration_schema).
+PREFILL_WORK_PRIOR = 1.0
+NAMED_ONLY = (PREFILL_LAUNCH, PREFILL_WORK)  # fitted only when a calibration input names them in `factors`
 DETERMINED = 0.7  # posterior σ below this fraction of the prior σ: the data pinned the factor
 TAU_PRIOR = 0.15  # acceptance models' spread against published τ (model/acceptance.py)
 
@@ -145,7 +150,7 @@ class Prepared:
         shared = _kernel_shared(self.machine, f)
         p = self.point
         setup = p.model_dump_json(exclude={"label", "rel_sigma", *FIGURES})
-        key = (setup, f.get(HOST), f.get(DRAFT_HOST), f.get(PREFILL_LAUNCH))
+        key = (setup, *(f.get(k) for k in (HOST, DRAFT_HOST, PREFILL_LAUNCH, PREFILL_WORK)))
         times = shared.times.get(key)
         if times is None:
             eng = engine_defaults(p.engine or "vllm", mach.gpu).with_settings(**server_settings(p))
@@ -184,8 +189,9 @@ class Prepared:
 _SHARED: dict[tuple, tuple[Machine, Machine]] = {}  # (machine, factor values) -> the calibrated machine, within a fit
 _KERNEL: dict[tuple, _Shared] = {}  # (machine, factor values but the engine's additive terms) -> what they share
 # The factors that move no op's price (the engine's time per step and per draft forward, added to
-# the step; its first-token wait, added to the TTFT): every value of them shares the op terms.
-NOT_OPS = ADDITIVE
+# the step; its prompt steps' work scale, applied to the priced step; its first-token wait, added to
+# the TTFT): every value of them shares the op terms.
+NOT_OPS = ENGINE_STEP
 TIMES_KEPT = 2048  # simulated benchmarks kept per machine (each holds every request's times)
 
 
@@ -296,6 +302,7 @@ def prepare(i: int, p: ObservedPoint, profile: Profile, kernels: str = "perfmode
         prior[TTFT_MS] = TTFT_MS_PRIOR
     if p.serving:  # a serving point runs its prompts' steps
         prior[PREFILL_LAUNCH] = PREFILL_LAUNCH_PRIOR_US
+        prior[PREFILL_WORK] = PREFILL_WORK_PRIOR
     keys = tuple(sorted(prior))
     prep = Prepared(i, p, model, mach, lay, q, tau, cap, draft, budget if p.spec == "ddtree" else 0, keys, prior,
                     memory_note)

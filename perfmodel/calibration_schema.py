@@ -51,6 +51,15 @@ TTFT_MS = "engine_ttft_ms"
 # 62.3% against 28.6% (evidence/engine-calibrations/variants/launch-overlap-cauchy/).
 PREFILL_LAUNCH = "engine_prefill_launch_us"
 ADDITIVE = (HOST, DRAFT_HOST, TTFT_STEPS, TTFT_MS, PREFILL_LAUNCH)  # additive terms (≥ 0); every other factor is multiplicative
+# The engine's GPU time of a step that carries prompt tokens, as a multiple of what the step's ops
+# price: per-op tables time each kernel alone, and a prompt's step in an engine runs work they do
+# not hold (activation quantisation, norms and RoPE, the MoE's routing and permutes, KV-cache
+# writes), a larger share at prompt sizes. Against aiconfigurator's silicon rows the imported
+# prompt's time per prompt token is 1-3x below the measured TTFT's slope
+# (evidence/dsr1-ttft-floor/floor.txt). Multiplicative, applied to the priced step as the
+# engine's host terms are (`ENGINE_STEP`): its kernels are priced once for every value.
+PREFILL_WORK = "engine_prefill_work"
+ENGINE_STEP = (*ADDITIVE, PREFILL_WORK)  # the engine terms a priced step takes last: no op's price moves with them
 FACTOR_MAX = 50.0  # the fit's bounds on a multiplicative factor: [1 / FACTOR_MAX, FACTOR_MAX]
 HOST_MAX_US = 1e6  # ... and on the engine host terms
 TTFT_STEPS_MAX = 500.0  # ... and on the first token's wait, in steps
@@ -88,7 +97,7 @@ def in_figure_range(figure: str, v: float) -> float:
 def factor_names() -> tuple[str, ...]:
     """Every factor a calibration may hold."""
     return (*(f"{k}.{g}" for k in ("floor", "bw") for g in GROUPS),
-            *(f"{k}.{fam}" for k in ("coll_lat", "coll_bw") for fam in FAMILIES), "launch", "tau", *ADDITIVE)
+            *(f"{k}.{fam}" for k in ("coll_lat", "coll_bw") for fam in FAMILIES), "launch", "tau", *ENGINE_STEP)
 
 
 class _Strict(BaseModel):

@@ -27,6 +27,9 @@ plus an additive per-step engine host term:
   engine_prefill_launch_us  the engine's host time per kernel of a step that carries prompt
                      tokens (run outside CUDA graphs, each kernel launched from Python), µs,
                      additive and ≥ 0 — serving points only
+  engine_prefill_work  the engine's GPU time of a step that carries prompt tokens, as a multiple
+                     of what its ops price (work per-op tables do not time at prompt sizes),
+                     multiplicative — serving points only
 
 groups: attention (MLA, GQA decode, q = 1), attention_verify (q > 1: tree / chain verification,
 often another kernel in an engine), moe (W4A16, bf16), gemm (dense GEMMs, lm_head), elementwise.
@@ -51,6 +54,7 @@ from perfmodel.calibration_schema import (  # the factor names, declared with th
     FAMILIES,
     HOST,
     PREFILL_LAUNCH,
+    PREFILL_WORK,
     TTFT_MS,
     TTFT_STEPS,
 )
@@ -130,11 +134,13 @@ def calibrated(mach: Machine, f: Factors) -> Machine:
                  engine_draft_host_sigma_us=f.sigma.get(DRAFT_HOST, 0.0), engine_ttft_steps=f.get(TTFT_STEPS),
                  engine_ttft_ms=f.get(TTFT_MS), engine_prefill_launch_us=f.get(PREFILL_LAUNCH),
                  engine_prefill_launch_sigma_us=f.sigma.get(PREFILL_LAUNCH, 0.0),
+                 engine_prefill_work=f.get(PREFILL_WORK), engine_prefill_work_sigma=f.sigma.get(PREFILL_WORK, 0.0),
                  rule=o.rule + f"; calibrated: launch x {fl:.3g}, engine host {f.get(HOST):.0f} us/step"
                  + (f" + {f.get(DRAFT_HOST):.0f} us/draft forward" if DRAFT_HOST in f.values else "")
                  + (f", first token after {f.get(TTFT_STEPS):.1f} more steps" if TTFT_STEPS in f.values else "")
                  + (f", first token {f.get(TTFT_MS):.0f} ms later" if TTFT_MS in f.values else "")
-                 + (f", {f.get(PREFILL_LAUNCH):.0f} us per kernel of a prompt's step" if PREFILL_LAUNCH in f.values else ""))
+                 + (f", {f.get(PREFILL_LAUNCH):.0f} us per kernel of a prompt's step" if PREFILL_LAUNCH in f.values else "")
+                 + (f", a prompt's step x {f.get(PREFILL_WORK):.3g} its ops' time" if PREFILL_WORK in f.values else ""))
     return replace(mach, laws=laws, overheads=ov, **coll)
 
 

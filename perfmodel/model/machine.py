@@ -115,6 +115,8 @@ class Overheads:
     engine_ttft_ms: float = 0.0
     engine_prefill_launch_us: float = 0.0  # host µs per kernel of a step with prompt tokens (calibrated; 0 otherwise)
     engine_prefill_launch_sigma_us: float = 0.0
+    engine_prefill_work: float = 1.0  # GPU time of a step with prompt tokens, x what its ops price (calibrated; 1 otherwise)
+    engine_prefill_work_sigma: float = 0.0  # its relative 1σ
 
 
 @dataclass(frozen=True)

@@ -575,8 +575,21 @@ def _terms(m: ModelSpec, mach: Machine, lay: Layout, ops: list[Op], colls: list[
     return acc
 
 
+# A step's components that are not GPU work (`_finish`: a prompt's step scales the others)
+NOT_GPU_WORK = ("host", "dispatch", "engine_host")
+
+
 def _finish(acc: _Acc, o, host: bool) -> StepEstimate:
-    """The step of `acc` (`_terms`) with the engine's host time per step of overheads `o`, added last."""
+    """The step of `acc` (`_terms`) with the engine's terms of overheads `o` (a calibration's), taken
+    last: its host time per step, and for a step that carries prompt tokens its GPU work scaled
+    (`engine_prefill_work`) and its host time per kernel launched."""
+    if acc.prefill and o.engine_prefill_work != 1.0:  # the engine's prompt step runs work its ops do not time
+        work = 0.0
+        for comp, us in list(acc.by_comp.items()):
+            if comp not in NOT_GPU_WORK:
+                acc.by_comp[comp] = us * o.engine_prefill_work
+                work += us
+        acc.by_group["engine_prefill_work"] += work * o.engine_prefill_work * o.engine_prefill_work_sigma
     if host and o.engine_host_us > 0:
         acc.add("engine_host", o.engine_host_us, "engine_host", o.engine_host_sigma_us / o.engine_host_us)
     if host and acc.prefill and o.engine_prefill_launch_us > 0:  # the engine launches a prompt's kernels eagerly
