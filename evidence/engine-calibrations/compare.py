@@ -7,8 +7,8 @@ loss, run.py --factors/--loss/--tag). Per engine and figure, one line per form: 
 the median |error| on every row uncalibrated, fitted, held out by system (LOSO) and by model
 (LOMO), and aiconfigurator's on the same rows: the rows it priced. A form fitted on more rows
 (run.py --more-per-group) also gets a line on every row it fitted ("+ every row"), without the
-estimator's column. Last, the shipped fits pooled: every engine's rows the estimator priced, one
-line per figure.
+estimator's column. Last, each form every engine has (the shipped fits first) pooled: every
+engine's rows the estimator priced, one line per figure.
 """
 
 from __future__ import annotations
@@ -50,17 +50,19 @@ def main() -> None:
                         s = error_stats([r[k] for r in rows if r.get(k) is not None])
                         cells.append(f"{s['median_abs']:6.1%} ({s['signed_median']:+6.1%})" if s["n"] else f"{'n/a':>15}")
                     print(f"  {fig:<8} {label:<24} {len(rows):3d} " + " ".join(cells) + f"  {facs}")
-    shipped = [r for runs in by_engine.values() for name, d in runs if name == "shipped" for r in d["rows"]
-               if r.get("aiconfigurator") is not None]
-    print(f"== shipped, pooled over {', '.join(sorted(by_engine))}: median |error| (signed median) on the same rows ==")
-    for fig in ("tpot_ms", "ttft_ms"):
-        rows = [r for r in shipped if r["figure"] == fig]
-        cells = []
-        for k in KINDS:
-            st = error_stats([r[k] for r in rows if r.get(k) is not None])
-            cells.append(f"{SHORT[k]} {st['median_abs']:.1%} ({st['signed_median']:+.1%})" if st["n"] else f"{SHORT[k]} n/a")
-        print(f"  {fig:<8} n {len(rows):3d}  " + "  ".join(cells))
-
+    pooled = [name for name, _ in next(iter(by_engine.values()))
+              if all(any(n == name for n, _ in runs) for runs in by_engine.values())]  # forms every engine has
+    for form in pooled:
+        rows_all = [r for runs in by_engine.values() for name, d in runs if name == form for r in d["rows"]
+                    if r.get("aiconfigurator") is not None]
+        print(f"== {form}, pooled over {', '.join(sorted(by_engine))}: median |error| (signed median) on the same rows ==")
+        for fig in ("tpot_ms", "ttft_ms"):
+            rows = [r for r in rows_all if r["figure"] == fig]
+            cells = []
+            for k in KINDS:
+                st = error_stats([r[k] for r in rows if r.get(k) is not None])
+                cells.append(f"{SHORT[k]} {st['median_abs']:.1%} ({st['signed_median']:+.1%})" if st["n"] else f"{SHORT[k]} n/a")
+            print(f"  {fig:<8} n {len(rows):3d}  " + "  ".join(cells))
 
 if __name__ == "__main__":
     main()
