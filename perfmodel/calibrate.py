@@ -92,8 +92,9 @@ TTFT_MS_PRIOR = 300.0
 # takes 82.6 ms eager against 23.1 ms from a CUDA graph (sgl-project/sglang#12160), some 40 us for
 # each of its ~1,500 kernels; 100 us spans it.
 PREFILL_LAUNCH_PRIOR_US = 100.0
-# A prompt step's GPU work (PREFILL_WORK), log-space 1σ: per-op tables priced prompts 1-3x fast
-# against aiconfigurator's silicon rows (calibration_schema).
+# A prompt step's GPU work (PREFILL_WORK), log-space 1σ (e^1: a factor of 2.7 either way): the
+# measured TTFT grows per prompt token 1.48x as fast as the imported step's at the median of
+# aiconfigurator's silicon groups, 0.90x and 2.20x at the quartiles (calibration_schema).
 PREFILL_WORK_PRIOR = 1.0
 NAMED_ONLY = (PREFILL_LAUNCH, PREFILL_WORK)  # fitted only when a calibration input names them in `factors`
 DETERMINED = 0.7  # posterior σ below this fraction of the prior σ: the data pinned the factor

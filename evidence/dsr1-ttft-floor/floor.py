@@ -87,6 +87,10 @@ def main() -> None:
         e = statistics.median(x[2][SHORT][2] / x[2][SHORT][0] - 1 for x in v)
         print(f"  {model:14} {engine:7} groups {len(v):2}  floor {f[0]:7.1f} / {f[1]:6.1f} / {f[2]:6.1f} ms"
               f"   slope {s[0]:6.1f} / {s[1]:6.1f} / {s[2]:6.1f} us   T1k imported {e:+.0%}")
+    ratios = sorted(slope[0] / slope[2] for _floor, slope in FLOORS.values() if slope[2] > 0)
+    print(f"  measured slope / imported slope over the {len(ratios)} groups kept: median {statistics.median(ratios):.2f},"
+          f" quartiles {ratios[len(ratios) // 4]:.2f} and {ratios[3 * len(ratios) // 4]:.2f}, above 1 in"
+          f" {sum(x > 1 for x in ratios)}, 3 or more in {sum(x >= 3 for x in ratios)}")
 
 
 def by_width() -> None:
