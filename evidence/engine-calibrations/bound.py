@@ -47,7 +47,8 @@ def best(rows, key, kind, sweeps=3):
 
 def _best(rows, key, kind, start, sweeps):
     """The pooled median |error| after per-group (scale, shift) terms that minimise it (coordinate
-    descent on a grid, from each group's own L1 optimum), and the number of groups."""
+    descent on a grid, from each group's own L1 optimum of `start`'s kind), the number of groups
+    and each group's terms."""
     meas = np.array([r["measured"] for r in rows])
     pred = np.array([r["predicted"] for r in rows])
     labels = [key(r) for r in rows]
