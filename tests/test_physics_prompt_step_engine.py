@@ -60,10 +60,13 @@ def test_a_prompt_step_scales_its_gpu_work_and_not_its_host_terms(llama):
     assert _price(llama, DECODE, engine_prefill_work=2.5).step_us == _price(llama, DECODE).step_us
 
 
-def test_the_work_scale_uncertainty_joins_the_step_sigma(llama):
-    plain = _price(llama, PROMPT, engine_prefill_work=1.5)
+def test_the_work_scale_carries_the_work_sigma_and_adds_its_own(llama):
+    """Every priced term of a prompt step without host time is GPU work: its 1σ scales with it."""
+    base = _price(llama, PROMPT, host_step_us=0.0, graph_launch_us=0.0, graph_node_us=0.0)
+    scaled = _price(llama, PROMPT, host_step_us=0.0, graph_launch_us=0.0, graph_node_us=0.0, engine_prefill_work=1.5)
+    assert scaled.sigma_us == pytest.approx(1.5 * base.sigma_us)
     sure = _price(llama, PROMPT, engine_prefill_work=1.5, engine_prefill_work_sigma=0.2)
-    assert sure.sigma_us > plain.sigma_us
+    assert sure.sigma_us > _price(llama, PROMPT, engine_prefill_work=1.5).sigma_us
 
 
 @pytest.mark.parametrize("field", ["engine_prefill_launch_us", "engine_prefill_work"])

@@ -575,8 +575,11 @@ def _terms(m: ModelSpec, mach: Machine, lay: Layout, ops: list[Op], colls: list[
     return acc
 
 
-# A step's components that are not GPU work (`_finish`: a prompt's step scales the others)
+# A step's components, and the uncertainty groups, that are not GPU work (`_finish`: a prompt's step
+# scales the others)
 NOT_GPU_WORK = ("host", "dispatch", "engine_host")
+NOT_GPU_GROUPS = ("host", "graph_node", "graph_launch", "eager_launch", "engine_host", "engine_draft_host",
+                  "engine_prefill_launch")
 
 
 def _finish(acc: _Acc, o, host: bool) -> StepEstimate:
@@ -589,6 +592,9 @@ def _finish(acc: _Acc, o, host: bool) -> StepEstimate:
             if comp not in NOT_GPU_WORK:
                 acc.by_comp[comp] = us * o.engine_prefill_work
                 work += us
+        for group, us in list(acc.by_group.items()):  # the work's own 1σ scales with it
+            if group not in NOT_GPU_GROUPS:
+                acc.by_group[group] = us * o.engine_prefill_work
         acc.by_group["engine_prefill_work"] += work * o.engine_prefill_work * o.engine_prefill_work_sigma
     if host and o.engine_host_us > 0:
         acc.add("engine_host", o.engine_host_us, "engine_host", o.engine_host_sigma_us / o.engine_host_us)
