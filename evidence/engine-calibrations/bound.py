@@ -40,9 +40,8 @@ def med_abs(errs) -> float:
 
 def best(rows, key, kind, sweeps=3):
     """`_best` of `kind`; for scale and shift together, from the better start of the two."""
-    if kind != "both":
-        return _best(rows, key, kind, kind, sweeps)[:2]
-    return min(_best(rows, key, "both", start, sweeps)[:2] for start in ("scale", "shift"))
+    starts = (kind,) if kind != "both" else ("scale", "shift")
+    return min((_best(rows, key, kind, start, sweeps) for start in starts), key=lambda f: f[0])
 
 
 def _best(rows, key, kind, start, sweeps):
@@ -84,9 +83,7 @@ def held_out(rows, kind):
             test = [r for r in mine if r["system"] == sysname]
             if not train:
                 continue
-            fits = [_best(train, lambda r: "all", kind, start, 3) for start in
-                    ((kind,) if kind != "both" else ("scale", "shift"))]
-            sc, ad = min(fits, key=lambda f: f[0])[2]["all"]
+            sc, ad = best(train, lambda r: "all", kind)[2]["all"]
             errs += [(r["predicted"] * sc + ad) / r["measured"] - 1 for r in test]
     return med_abs(errs)
 
@@ -102,7 +99,7 @@ def report(title, rows_by_fig, shipped=None):
         for gname, key in GROUPS.items():
             cells = []
             for kind in ("scale", "shift", "both"):
-                m, n = best(rows, key, kind)
+                m, n, _ = best(rows, key, kind)
                 cells.append(f"{kind} {m:6.1%}")
             print(f"  {fig:<8} best per {gname:<22} ({n:3d} groups): " + ", ".join(cells))
         print(f"  {fig:<8} one per engine, held out by system:         "
