@@ -54,6 +54,7 @@ from perfmodel.kernel_classes import moe_class, of_key
 from perfmodel.model.layers import (
     MOE_PROVIDERS,
     PREFILL,
+    expected_max_distinct_per_gpu,
     gemm_op,
     gqa_attention_op,
     gqa_prefill_attention_op,
@@ -86,6 +87,18 @@ GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "n
 MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4", "int4_wo": "int4_g32",
               "w4a16_mxfp4": "mxfp4"}
 KV_BYTES = {"bfloat16": 2.0, "fp8": 1.0}
+# The routing of the expert-parallel MoE rows read (as samples of the expert-parallel probe only):
+# aiconfigurator's collectors draw each expert's token count from a power law (exponent 1.01) and
+# time the GPU whose experts got the most (ai-dynamo/aiconfigurator collector/helper.py
+# `_generate_power_law_distribution`, "Find EP rank with max load and swap to rank 0"), and its
+# estimator prices MoE from these rows (aiconfigurator_core/sdk/config.py workload_distribution
+# "power_law", models/deepseek.py alpha 1.01). The "balanced" rows spread the pairs evenly over the
+# GPUs, so no GPU waits for a busier one: the idle case an expert-parallel step never is.
+EP_DISTRIBUTION = "power_law_1.01"
+# ... of whole experts per GPU (moe_tp 1), over up to this many GPUs: the layouts expert parallelism
+# runs in, kept few enough that an imported profile stays under the 10 MB cap on input files
+# (another split falls to the law fitted on the tensor-parallel rows)
+EP_MAX_GPUS = 64
 MLA_LATENT, MLA_ROPE = 512, 64  # DeepSeek-V3's MLA (the shape aiconfigurator's MLA tables time)
 MLA_NOPE, MLA_V = 128, 128  # its per-head K (nope part) and V dims, uncompressed as prefill runs them
 # The (engine, kernel source) whose context MLA rows time a prompt in the latent (absorbed) form, one
@@ -375,23 +388,39 @@ def gemm_points(rows: list[dict]) -> list[Point]:
 
 
 def moe_points(rows: list[dict]) -> list[Point]:
-    """Balanced-routing rows split by tensor parallelism only (expert-parallel rows left out: what
-    one GPU's tokens are there is not recorded)."""
+    """Rows split by tensor parallelism only, under "balanced" routing (the laws' rows and the
+    tensor-parallel probe's samples: every GPU sees every token, so the experts a call reads are
+    counted from the routing rule), and expert-parallel rows under EP_DISTRIBUTION (the
+    expert-parallel probe's samples only, `ep` among their shape fields: what one GPU's tokens are
+    there depends on the routing, and these rows time the busiest GPU's share of a skewed one)."""
     out = []
     for r in rows:
         wd = MOE_DTYPES.get(r["moe_dtype"])
-        if wd is None or r.get("distribution") != "balanced" or int(r["moe_ep_size"]) != 1 or r["latency"] <= 0:
+        ep = int(r["moe_ep_size"])
+        if wd is None or r.get("distribution") != ("balanced" if ep == 1 else EP_DISTRIBUTION) or r["latency"] <= 0:
             continue
         T, H, I, k, E, tp = (int(r[c]) for c in ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"))
-        if I % tp:
+        if I % tp or E % ep or (ep > 1 and (tp != 1 or ep > EP_MAX_GPUS)):
             continue
-        touched = balanced_experts(T, E, k)
-        probe = Probe("moe", (("E", E), ("H", H), ("I", I // tp), ("k", k)), "T", T, MOE_PROVIDERS[wd]) if wd in MOE_PROVIDERS else None
-        op = routed_experts_op(T, H, I, k, tp, wd, touched * 3.0 * H * (I // tp) * WEIGHT_BYTES[wd], probe=probe,
+        provider = MOE_PROVIDERS.get(wd)
+        if ep == 1:
+            touched = balanced_experts(T, E, k)
+            probe = Probe("moe", (("E", E), ("H", H), ("I", I // tp), ("k", k)), "T", T, provider) if provider else None
+            fields = {"shape": f"E{E}_H{H}_I{I}_k{k}_tp{tp}", "T": T, "E": E, "k": k, "H": H, "I": I // tp}
+        else:  # the busiest GPU's experts as the step counts them for an expert-parallel layout
+            touched = expected_max_distinct_per_gpu(E, k, T, ep)
+            probe = Probe("moe", (("E", E), ("H", H), ("I", I // tp), ("k", k), ("ep", ep)), "T", T, provider) if provider else None
+            fields = {"shape": f"E{E}_H{H}_I{I}_k{k}_tp{tp}_ep{ep}", "T": T, "E": E, "k": k, "H": H, "I": I // tp, "ep": ep}
+        op = routed_experts_op(T, H, I, k, tp * ep, wd, touched * 3.0 * H * (I // tp) * WEIGHT_BYTES[wd], probe=probe,
                                slices=touched)
-        out.append(Point(op.kernel_class, "moe", r["moe_dtype"], op, r["latency"] * 1e3, r["kernel_source"],
-                         {"shape": f"E{E}_H{H}_I{I}_k{k}_tp{tp}", "T": T, "E": E, "k": k, "H": H, "I": I // tp}))
+        out.append(Point(op.kernel_class, "moe", r["moe_dtype"], op, r["latency"] * 1e3, r["kernel_source"], fields))
     return _fastest(out)
+
+
+def _law_row(p: Point) -> bool:
+    """A row a kernel law is fitted on: every row but the expert-parallel MoE ones, which are kept
+    as samples only (their time is the busiest GPU's under a skewed routing, not a call's work)."""
+    return "ep" not in p.shape
 
 
 def attention_points(rows: list[dict], prefill: bool) -> list[Point]:
@@ -468,7 +497,7 @@ def points(db: Database, system: str, engine: str, version: str, kinds=None,
     the table each came from (a path inside the package; "device": the device name the rows record)."""
     readers = {
         "gemm": (gemm_points, {"gemm_dtype": gemm_dtypes} if gemm_dtypes else None),
-        "moe": (moe_points, {"distribution": {"balanced"}, "moe_ep_size": {1}}),
+        "moe": (moe_points, {"distribution": {"balanced", EP_DISTRIBUTION}}),
         "attention_decode": (lambda rows: attention_points(rows, False), None),
         "attention_prefill": (lambda rows: attention_points(rows, True), None),
         "mla_decode": (lambda rows: mla_points(rows, False), None),
@@ -607,7 +636,7 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
         pts = [p for p in by_kind.get(kind, []) if p.cls == cls and p.dtype in _dtypes(dtype)]
         if not isinstance(dtype, str):
             pts, dtype = _fastest(pts, lambda p: tuple(p.shape.items())), "+".join(dtype)  # per shape, any dtype
-        fit_pts = [p for p in pts if _decode_size(p)]
+        fit_pts = [p for p in pts if _decode_size(p) and _law_row(p)]
         if len(fit_pts) < 3:
             continue
         chosen = _spread(fit_pts, FIT_POINTS)
@@ -621,7 +650,7 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
         info_tables[cls], dtypes[cls] = at(kind), dtype
         sources[cls] = sorted({p.kernel_source for p in pts})
     for cls, (kind, dtype) in PREFILL_FIT_ROWS.items():
-        pts = [p for p in by_kind.get(kind, []) if p.cls == cls and p.dtype == dtype and _prefill_size(p)]
+        pts = [p for p in by_kind.get(kind, []) if p.cls == cls and p.dtype == dtype and _prefill_size(p) and _law_row(p)]
         if len(pts) < 3:
             continue
         chosen = _spread(pts, FIT_POINTS)

@@ -14,12 +14,13 @@ import pytest
 
 from perfmodel import aic
 from perfmodel.kernel_classes import by_name, moe_class
-from perfmodel.model.layers import Layout, decode_ops, routed_experts_op, slice_overhead_bytes
+from perfmodel.model.layers import Layout, _routed_experts, decode_ops, expected_max_distinct_per_gpu, routed_experts_op, slice_overhead_bytes
 from perfmodel.model.machine import build_machine
 from perfmodel.model.ops import estimate
 from perfmodel.model.step import price_op, step_estimate
 from perfmodel.request import resolve_profile
 from perfmodel.specs import registry
+from perfmodel.specs.schema import WEIGHT_BYTES
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "aic"
 ROWS = FIXTURE / "systems" / "data" / "b300_sxm" / "moe" / "sglang" / "0.5.14" / "moe_perf.csv"
@@ -42,8 +43,8 @@ def gpus():
     return registry.load_gpu("b300-sxm"), registry.load_gpu("h200-sxm"), registry.load_memory_kinds()
 
 
-def _fp8_rows() -> list[dict]:
-    return [r for r in aic._read_table(ROWS) if r["moe_dtype"] == "fp8_block"]
+def _fp8_rows(ep: int = 1) -> list[dict]:
+    return [r for r in aic._read_table(ROWS) if r["moe_dtype"] == "fp8_block" and r["moe_ep_size"] == ep]
 
 
 def _op(T: int, tp: int, probe: bool = True):
@@ -135,3 +136,42 @@ def test_every_quantised_format_maps_to_a_class_with_the_bf16_stand_in():
         assert moe_class(fmt) == cls and by_name()[cls].stand_in == "moe_bf16" and cls in aic.FIT_ROWS
         op = routed_experts_op(8, H, I, K, 4, fmt, 1e8, slices=10.0)
         assert op.kernel_class == cls and op.slice_overhead_bytes == pytest.approx(10.0 * slice_overhead_bytes(H))
+
+
+def test_an_expert_parallel_call_is_priced_by_the_busiest_gpus_rows(b300_sglang, local, gpus, monkeypatch):
+    """Experts whole on each of 4 GPUs: the database's expert-parallel rows under aiconfigurator's
+    skewed routing (`aic.EP_DISTRIBUTION`, the busiest GPU timed) are kept as samples of the
+    expert-parallel probe (`ep` among its fields) and price such a call on their GPU, while its
+    "balanced" rows (every GPU equally loaded) are not read, and neither kind moves the law."""
+    rows = _fp8_rows(ep=4)
+    skewed: dict[int, float] = {}
+    for r in rows:
+        if r["distribution"] == aic.EP_DISTRIBUTION:
+            skewed[r["num_tokens"]] = min(skewed.get(r["num_tokens"], r["latency"]), r["latency"])
+    assert len(skewed) >= 8 and any(r["distribution"] == "balanced" for r in rows)
+    kept = {s.shape["T"]: s.median_ms for s in b300_sglang.benches["moe"].samples if s.shape.get("ep") == 4}
+    assert kept == pytest.approx(skewed, rel=1e-12)
+    # the laws are fitted on the tensor-parallel rows alone
+    monkeypatch.setattr(aic, "EP_DISTRIBUTION", "none")
+    db = aic.Database(FIXTURE / "systems", (FIXTURE / "VERSION").read_text().strip())
+    without = aic.import_profile(db, "b300_sxm", "sglang@0.5.14", local)
+    assert without.fits == b300_sglang.fits
+    assert not any("ep" in s.shape for s in without.benches["moe"].samples)
+    monkeypatch.undo()
+
+    b300, h200, mk = gpus
+    m = build_machine(b300, 1, None, b300_sglang, b300, mk, fallback_gpu=h200)
+    model = registry.load_model("qwen3-235b-a22b")
+    model = model.model_copy(update={"dtypes": model.dtypes.model_copy(update={"routed_experts": "fp8"})})
+    lay = Layout("tp-attn-ep-moe", 4)
+    assert lay.experts_ep and lay.moe_tp == 1
+    for T in sorted(skewed):
+        op = _routed_experts(model, lay, T, 1)
+        assert dict(op.probe.match)["ep"] == 4 and op.bytes == pytest.approx(
+            expected_max_distinct_per_gpu(E, K, T, 4) * 3 * H * I * WEIGHT_BYTES["fp8"] + T * K / 4 * 2 * H * 2)
+        curve = max(t for T2, t in skewed.items() if T2 <= T)  # the running maximum along T
+        assert price_op(m, op) == pytest.approx(curve * 1e3, rel=1e-9)
+    # a profile without such samples (the local one) prices it by its law, as before
+    loc = build_machine(b300, 1, None, local, h200, mk)
+    op = _routed_experts(model, lay, 16, 1)
+    assert price_op(loc, op) == pytest.approx(price_op(loc, replace(op, probe=None)), rel=1e-12)

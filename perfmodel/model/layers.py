@@ -628,8 +628,12 @@ def _routed_experts(m: ModelSpec, lay: Layout, T: int, count: int, prefill: bool
         # The profile's MoE samples are decode-size kernels: a prefill-size call is priced by the law.
         return routed_experts_op(T, H, I, k, s, wd, bytes_w, count, variant=PREFILL, slices=touched,
                                  at_least=_routed_experts(m, lay, T_decode, count) if T_decode else None)
-    probe = (Probe("moe", (("E", E), ("H", H), ("I", I // s), ("k", k)), "T", T, MOE_PROVIDERS[wd])
-             if not lay.experts_ep and wd in MOE_PROVIDERS and I % s == 0 else None)
+    probe = None
+    if wd in MOE_PROVIDERS and I % (lay.moe_tp if lay.experts_ep else s) == 0:
+        # expert-parallel: samples of the busiest GPU of `groups` (an imported profile's, `aic.EP_DISTRIBUTION`)
+        match = (("E", E), ("H", H), ("I", I // lay.moe_tp), ("k", k), ("ep", groups)) if lay.experts_ep else \
+            (("E", E), ("H", H), ("I", I // s), ("k", k))
+        probe = Probe("moe", match, "T", T, MOE_PROVIDERS[wd])
     return routed_experts_op(T, H, I, k, s, wd, bytes_w, count, probe=probe, slices=touched)
 
 
