@@ -1,14 +1,16 @@
-"""Why TRT-LLM's H100 Qwen3-235B-FP8 rows are priced too slow the imported way (about +25% TPOT,
-`../engine-calibrations/residuals.txt`) while the local way is near (-3%): one decode step of the
-rows' layout (4 GPUs, attention TP4, experts EP4) op by op on both ways, beside the database rows
-the imported profile holds for the two ops that differ most.
+"""Why TRT-LLM's H100 Qwen3-235B-FP8 rows were priced too slow the imported way (about +25% TPOT
+while the local way was near, -3%): one decode step of the rows' layout (4 GPUs, attention TP4,
+experts EP4) op by op on both ways, beside the database rows the imported profile holds for the two
+ops that differed most.
 
     python evidence/trt-h100-qwen-step/ops.py > evidence/trt-h100-qwen-step/ops.txt
 
-- routed experts: perfmodel prices an expert-parallel call at the busiest GPU's expected distinct
-  experts (`layers.expected_max_distinct_per_gpu`, uniform routing) by the imported law, which
-  `aic.moe_points` fits on rows split by tensor parallelism only (expert-parallel rows are left
-  out); the database's own tp1 ep4 rows (balanced and power-law routing) are printed beside;
+- routed experts: an expert-parallel call is priced from the database's own rows of its split
+  (tp1 ep4 here) under aiconfigurator's skewed routing, the busiest GPU timed (`aic.EP_DISTRIBUTION`,
+  kept as samples of the expert-parallel probe); without such rows, at the busiest GPU's expected
+  distinct experts (`layers.expected_max_distinct_per_gpu`, uniform routing) by the law, which
+  `aic.moe_points` fits on rows split by tensor parallelism only. The database's tp1 ep4 and tp4
+  rows (balanced and power-law routing) are printed beside;
 - attention: the database's decode-attention rows of the rows' heads per GPU (16 query, 1 KV head,
   bf16 KV as the rows are priced) by batch and context, which the imported step looks up.
 """
