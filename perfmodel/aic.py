@@ -34,8 +34,10 @@ Row conventions (from the tables and aiconfigurator's collectors): latency in ms
 sequence over no prefix; MLA rows are DeepSeek-shaped (latent 512 + rope 64) with the heads on one
 GPU; message sizes are elements (bf16 for the custom all-reduce); "balanced" MoE routing sends token
 t's i-th pick to expert (t + i·⌈E/k⌉) mod E (spread out when there are fewer tokens than that
-stride), so the experts a call reads are counted from that rule. Where several kernels timed one
-shape, the fastest is kept.
+stride), so the experts a call reads are counted from that rule; an expert-parallel row times one
+GPU's experts, the busiest, under the routing it names (`EP_DISTRIBUTION`: those rows are kept as
+samples of the expert-parallel probe, `layers._routed_experts`, and no law is fitted on them).
+Where several kernels timed one shape, the fastest is kept.
 """
 
 from __future__ import annotations
