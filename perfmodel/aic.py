@@ -419,9 +419,10 @@ def moe_points(rows: list[dict]) -> list[Point]:
     return _fastest(out)
 
 
-def _law_row(p: Point) -> bool:
-    """A row a kernel law is fitted on: every row but the expert-parallel MoE ones, which are kept
-    as samples only (their time is the busiest GPU's under a skewed routing, not a call's work)."""
+def law_row(p: Point) -> bool:
+    """A row a kernel law is fitted on, and one the transfer check prices (`perfmodel.transfer`):
+    every row but the expert-parallel MoE ones, which are kept as samples only (their time is the
+    busiest GPU's under a skewed routing, not the work of the call the step's op describes)."""
     return "ep" not in p.shape
 
 
@@ -638,7 +639,7 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
         pts = [p for p in by_kind.get(kind, []) if p.cls == cls and p.dtype in _dtypes(dtype)]
         if not isinstance(dtype, str):
             pts, dtype = _fastest(pts, lambda p: tuple(p.shape.items())), "+".join(dtype)  # per shape, any dtype
-        fit_pts = [p for p in pts if _decode_size(p) and _law_row(p)]
+        fit_pts = [p for p in pts if _decode_size(p) and law_row(p)]
         if len(fit_pts) < 3:
             continue
         chosen = _spread(fit_pts, FIT_POINTS)
@@ -652,7 +653,7 @@ def import_profile(db: Database, system: str, engine_spec: str, local: Profile, 
         info_tables[cls], dtypes[cls] = at(kind), dtype
         sources[cls] = sorted({p.kernel_source for p in pts})
     for cls, (kind, dtype) in PREFILL_FIT_ROWS.items():
-        pts = [p for p in by_kind.get(kind, []) if p.cls == cls and p.dtype == dtype and _prefill_size(p) and _law_row(p)]
+        pts = [p for p in by_kind.get(kind, []) if p.cls == cls and p.dtype == dtype and _prefill_size(p) and law_row(p)]
         if len(pts) < 3:
             continue
         chosen = _spread(pts, FIT_POINTS)

@@ -143,7 +143,7 @@ def run_transfer(profile: str | None = None, systems: list[str] | None = None, e
             tables.pop("device", None)
             for kind, pts in by_kind.items():
                 groups = defaultdict(list)
-                for p in pts:
+                for p in filter(aic.law_row, pts):  # the rows a law is fitted on: the op each prices is the row's
                     key = (p.dtype, p.cls) if p.op is not None else (f"{p.dtype}, {p.n_gpus} GPUs, {'graph' if p.graph else 'eager'}", p.cls)
                     groups[key].append(p)
                 for (dtype, cls), group in sorted(groups.items()):

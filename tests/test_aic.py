@@ -178,6 +178,11 @@ def test_transfer_check_on_the_fixture(db):
         assert by[("h200_sxm", op, "bfloat16")]["aic-h200"]["max_abs_err"] < 1e-9
     assert by[("h200_sxm", "gemm", "bfloat16")]["aic-h200"]["bias"] >= 0
     assert by[("b300_sxm", "gemm", "bfloat16")]["local"]["n"] == 33
+    # the expert-parallel MoE rows are samples only, not rows the check prices: the fp8_block group
+    # holds the TP rows alone
+    moe = [p for p in aic.points(db, "b300_sxm", "sglang", "0.5.14", kinds={"moe"})[0]["moe"] if p.dtype == "fp8_block"]
+    assert any("ep" in p.shape for p in moe)
+    assert by[("b300_sxm", "moe", "fp8_block")]["local"]["n"] == sum("ep" not in p.shape for p in moe)
     # an all-reduce on 8 B300s: the local profile has no collectives, so the nvlink5 spec's law
     link = registry.load_link("nvlink5-nvswitch")
     pts, _ = aic.points(db, "b300_sxm", "sglang", "0.5.14", kinds={"custom_allreduce"})
