@@ -678,7 +678,10 @@ def profile_import_aic(system: str | None = typer.Option(None, "--system", help=
                    f"by the transfer rules ({base.label})")
     typer.echo(f"  host and launch overheads, tree building: from the fallback profile ({base.label})")
     for b, r in prof.benches.items():
-        typer.echo(f"  {len(r.samples)} {b} samples kept for lookup")
+        ep = sum("ep" in s.shape for s in r.samples)
+        typer.echo(f"  {len(r.samples)} {b} samples kept for lookup" + (
+            f" ({ep} of them expert-parallel: the busiest GPU under {aic.EP_DISTRIBUTION} routing, which prices "
+            "an expert-parallel layout's experts)" if ep else ""))
 
 
 def main() -> None:

@@ -215,6 +215,10 @@ def test_cli_list_and_import(cli_db, tmp_path):
     assert "elementwise           not in the database" in r.output and load_profile(out).provenance.gpu_spec == "b300-sxm"
     assert "attention_mla.prefill imported: bfloat16 rows of aiconfigurator_core/systems/data/b300_sxm/mla/sglang/0.5.14/" \
            "context_mla_perf.csv (trtllm_mla)" in r.output
+    moe = load_profile(out).benches["moe"].samples
+    ep = sum("ep" in s.shape for s in moe)
+    assert ep and f"{len(moe)} moe samples kept for lookup ({ep} of them expert-parallel: the busiest GPU under " \
+                  f"{aic.EP_DISTRIBUTION} routing" in r.output
     r = runner.invoke(app, ["project", "--profile", str(out), "--target", "b300", "--gpus", "8", "--concurrency", "1"])
     assert r.exit_code == 0, r.output
     assert "imported from aiconfigurator-core" in r.output
