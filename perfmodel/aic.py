@@ -63,9 +63,9 @@ from perfmodel.model.layers import (
     mla_attention_op,
     mla_latent_prefill_attention_op,
     mla_prefill_attention_op,
+    moe_probe,
     routed_experts_op,
 )
-from perfmodel.model.lookup import Probe
 from perfmodel.model.ops import Op
 from perfmodel.profile import BenchResult, Ceilings, Imported, KernelFit, Profile, Provenance, Sample
 from perfmodel.specs.schema import WEIGHT_BYTES
@@ -404,17 +404,14 @@ def moe_points(rows: list[dict]) -> list[Point]:
         T, H, I, k, E, tp = (int(r[c]) for c in ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"))
         if I % tp or E % ep or (ep > 1 and (tp != 1 or ep > EP_MAX_GPUS)):
             continue
-        provider = MOE_PROVIDERS.get(wd)
         if ep == 1:
             touched = balanced_experts(T, E, k)
-            probe = Probe("moe", (("E", E), ("H", H), ("I", I // tp), ("k", k)), "T", T, provider) if provider else None
             fields = {"shape": f"E{E}_H{H}_I{I}_k{k}_tp{tp}", "T": T, "E": E, "k": k, "H": H, "I": I // tp}
         else:  # the busiest GPU's experts as the step counts them for an expert-parallel layout
             touched = expected_max_distinct_per_gpu(E, k, T, ep)
-            probe = Probe("moe", (("E", E), ("H", H), ("I", I // tp), ("k", k), ("ep", ep)), "T", T, provider) if provider else None
             fields = {"shape": f"E{E}_H{H}_I{I}_k{k}_tp{tp}_ep{ep}", "T": T, "E": E, "k": k, "H": H, "I": I // tp, "ep": ep}
-        op = routed_experts_op(T, H, I, k, tp * ep, wd, touched * 3.0 * H * (I // tp) * WEIGHT_BYTES[wd], probe=probe,
-                               slices=touched)
+        op = routed_experts_op(T, H, I, k, tp * ep, wd, touched * 3.0 * H * (I // tp) * WEIGHT_BYTES[wd],
+                               probe=moe_probe(E, H, I // tp, k, T, wd, ep if ep > 1 else None), slices=touched)
         out.append(Point(op.kernel_class, "moe", r["moe_dtype"], op, r["latency"] * 1e3, r["kernel_source"], fields))
     return _fastest(out)
 

@@ -628,13 +628,20 @@ def _routed_experts(m: ModelSpec, lay: Layout, T: int, count: int, prefill: bool
         # The profile's MoE samples are decode-size kernels: a prefill-size call is priced by the law.
         return routed_experts_op(T, H, I, k, s, wd, bytes_w, count, variant=PREFILL, slices=touched,
                                  at_least=_routed_experts(m, lay, T_decode, count) if T_decode else None)
-    probe = None
-    if wd in MOE_PROVIDERS and I % (lay.moe_tp if lay.experts_ep else s) == 0:
-        # expert-parallel: samples of the busiest GPU of `groups` (an imported profile's, `aic.EP_DISTRIBUTION`)
-        match = (("E", E), ("H", H), ("I", I // lay.moe_tp), ("k", k), ("ep", groups)) if lay.experts_ep else \
-            (("E", E), ("H", H), ("I", I // s), ("k", k))
-        probe = Probe("moe", match, "T", T, MOE_PROVIDERS[wd])
+    tp = lay.moe_tp if lay.experts_ep else s
+    probe = moe_probe(E, H, I // tp, k, T, wd, groups if lay.experts_ep else None) if I % tp == 0 else None
     return routed_experts_op(T, H, I, k, s, wd, bytes_w, count, probe=probe, slices=touched)
+
+
+def moe_probe(E: int, H: int, I_slice: int, k: int, T: int, weight_dtype: str, ep: int | None = None) -> Probe | None:
+    """The samples that describe a routed-expert call of T tokens over experts split to I_slice
+    columns: a tensor-parallel split's (ep None), or, over `ep` expert-parallel groups, the busiest
+    group's (an imported profile's, `aic.EP_DISTRIBUTION`); None for a format no provider times."""
+    provider = MOE_PROVIDERS.get(weight_dtype)
+    if provider is None:
+        return None
+    match = (("E", E), ("H", H), ("I", I_slice), ("k", k)) + ((("ep", ep),) if ep is not None else ())
+    return Probe("moe", match, "T", T, provider)
 
 
 def ffn_ops(m: ModelSpec, lay: Layout, C: int, q: int, count_moe: int, count_dense: int) -> list[Op]:
