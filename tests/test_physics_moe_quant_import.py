@@ -171,6 +171,10 @@ def test_an_expert_parallel_call_is_priced_by_the_busiest_gpus_rows(b300_sglang,
             expected_max_distinct_per_gpu(E, K, T, 4) * 3 * H * I * WEIGHT_BYTES["fp8"] + T * K / 4 * 2 * H * 2)
         curve = max(t for T2, t in skewed.items() if T2 <= T)  # the running maximum along T
         assert price_op(m, op) == pytest.approx(curve * 1e3, rel=1e-9)
+    # one GPU holds every expert whichever way a layout names it: the tensor-parallel rows price both
+    for T in sorted(skewed):
+        one = [_routed_experts(model, Layout(par, 1), T, 1) for par in ("ep", "tp")]
+        assert "ep" not in dict(one[0].probe.match) and price_op(m, one[0]) == pytest.approx(price_op(m, one[1]), rel=1e-12)
     # a profile without such samples (the local one) prices it by its law, as before
     loc = build_machine(b300, 1, None, local, h200, mk)
     op = _routed_experts(model, lay, 16, 1)

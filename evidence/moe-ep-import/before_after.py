@@ -3,8 +3,9 @@
 on its tensor-parallel rows alone, on the silicon sample's rows of such layouts (run from the
 repository root: python evidence/moe-ep-import/before_after.py [per-group N]).
 
-Every aggregated row perfmodel expresses whose layout holds whole experts per GPU group
-(`Layout.experts_ep`), at most N per engine, system and model (default 8, spread over their
+Every aggregated row perfmodel expresses whose layout spreads the experts over two or more
+expert-parallel groups (`Layout.experts_ep`; one group holds every expert, as a TP split does, and
+is priced as one), at most N per engine, system and model (default 8, spread over their
 loads: `silicon.stratified`), priced the imported way (b), uncalibrated, twice: "law" with the
 expert-parallel rows left unread (EP_DISTRIBUTION set to a routing no row has: what the import
 did before it read them), "rows" as shipped. Errors: predicted / measured - 1 (+: too slow).
@@ -26,7 +27,15 @@ from perfmodel.silicon_validate import _Imports, price
 
 per_group = int(sys.argv[1]) if len(sys.argv) > 1 else 8
 db = aic.Database.installed()
-expressed = [e for e in silicon.express_all(silicon.load_rows(db))[0] if Layout(e.parallel, e.gpus).experts_ep]
+
+
+def spread_over_groups(e: silicon.Expressed) -> bool:
+    """Experts spread over two or more expert-parallel groups (one group holds them all, as TP does)."""
+    lay = Layout(e.parallel, e.gpus)
+    return lay.experts_ep and lay.moe_split // lay.moe_tp > 1
+
+
+expressed = [e for e in silicon.express_all(silicon.load_rows(db))[0] if spread_over_groups(e)]
 rows = silicon.stratified(expressed, per_group, silicon.group_key)
 local = resolve_profile(None)
 shipped = aic.EP_DISTRIBUTION

@@ -629,7 +629,9 @@ def _routed_experts(m: ModelSpec, lay: Layout, T: int, count: int, prefill: bool
         return routed_experts_op(T, H, I, k, s, wd, bytes_w, count, variant=PREFILL, slices=touched,
                                  at_least=_routed_experts(m, lay, T_decode, count) if T_decode else None)
     tp = lay.moe_tp if lay.experts_ep else s
-    probe = moe_probe(E, H, I // tp, k, T, wd, groups if lay.experts_ep else None) if I % tp == 0 else None
+    # one expert-parallel group holds every expert, as a tensor-parallel split of the same width does
+    ep = groups if lay.experts_ep and groups > 1 else None
+    probe = moe_probe(E, H, I // tp, k, T, wd, ep) if I % tp == 0 else None
     return routed_experts_op(T, H, I, k, s, wd, bytes_w, count, probe=probe, slices=touched)
 
 
