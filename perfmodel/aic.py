@@ -404,14 +404,13 @@ def moe_points(rows: list[dict]) -> list[Point]:
         T, H, I, k, E, tp = (int(r[c]) for c in ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"))
         if I % tp or E % ep or (ep > 1 and (tp != 1 or ep > EP_MAX_GPUS)):
             continue
-        if ep == 1:
-            touched = balanced_experts(T, E, k)
-            fields = {"shape": f"E{E}_H{H}_I{I}_k{k}_tp{tp}", "T": T, "E": E, "k": k, "H": H, "I": I // tp}
-        else:  # the busiest GPU's experts as the step counts them for an expert-parallel layout
-            touched = expected_max_distinct_per_gpu(E, k, T, ep)
-            fields = {"shape": f"E{E}_H{H}_I{I}_k{k}_tp{tp}_ep{ep}", "T": T, "E": E, "k": k, "H": H, "I": I // tp, "ep": ep}
+        split = {"ep": ep} if ep > 1 else {}
+        # expert-parallel: the busiest GPU's experts as the step counts them for such a layout
+        touched = expected_max_distinct_per_gpu(E, k, T, ep) if split else balanced_experts(T, E, k)
+        fields = {"shape": f"E{E}_H{H}_I{I}_k{k}_tp{tp}" + (f"_ep{ep}" if split else ""),
+                  "T": T, "E": E, "k": k, "H": H, "I": I // tp} | split
         op = routed_experts_op(T, H, I, k, tp * ep, wd, touched * 3.0 * H * (I // tp) * WEIGHT_BYTES[wd],
-                               probe=moe_probe(E, H, I // tp, k, T, wd, ep if ep > 1 else None), slices=touched)
+                               probe=moe_probe(E, H, I // tp, k, T, wd, split.get("ep")), slices=touched)
         out.append(Point(op.kernel_class, "moe", r["moe_dtype"], op, r["latency"] * 1e3, r["kernel_source"], fields))
     return _fastest(out)
 
